@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Make a Docker engine answer, and make sure the base images the bundled tasks use exist.
+#
+# On a normal machine (engine running, registry reachable) this changes nothing: `docker info`
+# succeeds and every image is either present or pulled. On a bare Debian machine run as root
+# with no engine and no registry, it installs docker.io, starts dockerd, and builds local
+# stand-ins for the base images from a debootstrapped Debian root.
+#
+# Usage: scripts/ensure_docker.sh [IMAGE ...]   (default: the images the bundled tasks use)
+set -euo pipefail
+
+DEFAULT_IMAGES=("debian:bookworm-slim" "python:3.11-slim-bookworm")
+IMAGES=("$@")
+[ ${#IMAGES[@]} -gt 0 ] || IMAGES=("${DEFAULT_IMAGES[@]}")
+CACHE_DIR="${TBSCALE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tbscale}"
+HOST_CA=/etc/ssl/certs/ca-certificates.crt
+
+log() { echo "[ensure_docker] $*" >&2; }
+
+engine_up() { docker info >/dev/null 2>&1; }
+
+start_engine() {
+  if engine_up; then return 0; fi
+  if [ "$(id -u)" != 0 ] || [ ! -f /etc/debian_version ]; then
+    log "no Docker engine answers and this is not Debian as root: start Docker yourself"; exit 1
+  fi
+  if ! command -v dockerd >/dev/null 2>&1; then
+    log "installing docker.io"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq docker.io >/dev/null
+  fi
+  log "starting dockerd"
+  mkdir -p /var/log
+  nohup dockerd >/var/log/dockerd.log 2>&1 &
+  for _ in $(seq 1 60); do
+    engine_up && { log "engine up"; return 0; }
+    sleep 1
+  done
+  log "dockerd did not answer within 60 s; see /var/log/dockerd.log"; tail -20 /var/log/dockerd.log >&2; exit 1
+}
+
+debian_rootfs_image() {
+  # A minimal Debian bookworm root imported as an image: the stand-in for pulls that fail.
+  local tag=tbscale/debian-rootfs:bookworm
+  if docker image inspect "$tag" >/dev/null 2>&1; then echo "$tag"; return; fi
+  command -v debootstrap >/dev/null 2>&1 || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
+  local dir
+  dir=$(mktemp -d /tmp/tbscale-rootfs.XXXXXX)
+  log "debootstrapping Debian bookworm into $dir"
+  debootstrap --variant=minbase bookworm "$dir" http://deb.debian.org/debian >/dev/null
+  rm -rf "$dir"/var/cache/apt/archives/*.deb "$dir"/var/lib/apt/lists/*
+  tar -C "$dir" -c . | docker import -c 'CMD ["bash"]' -c 'ENV LANG=C.UTF-8' - "$tag" >/dev/null
+  rm -rf "$dir"
+  echo "$tag"
+}
+
+build_standin() {
+  local image=$1 base ctx
+  base=$(debian_rootfs_image)
+  ctx=$(mktemp -d /tmp/tbscale-standin.XXXXXX)
+  # The host's CA bundle at a path of the image's own: apt's ca-certificates package rewrites
+  # the standard bundle, and pip inside containers must trust what this machine trusts.
+  cp "$HOST_CA" "$ctx/host-ca.crt"
+  local extra=""
+  case "$image" in
+    python:*)
+      extra='RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends python3 python3-pip python3-venv ca-certificates >/dev/null \
+ && ln -sf /usr/bin/python3 /usr/local/bin/python && ln -sf /usr/bin/pip3 /usr/local/bin/pip \
+ && rm -f /usr/lib/python3*/EXTERNALLY-MANAGED && rm -rf /var/lib/apt/lists/*' ;;
+    debian:*|ubuntu:*) extra='' ;;
+    *) log "no recipe for a stand-in of $image"; rm -rf "$ctx"; return 1 ;;
+  esac
+  cat >"$ctx/Dockerfile" <<DOCKERFILE
+FROM $base
+LABEL org.tbscale.standin="$image"
+COPY host-ca.crt /usr/local/share/tbscale/host-ca.crt
+ENV PIP_CERT=/usr/local/share/tbscale/host-ca.crt \\
+    SSL_CERT_FILE=/usr/local/share/tbscale/host-ca.crt \\
+    REQUESTS_CA_BUNDLE=/usr/local/share/tbscale/host-ca.crt \\
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \\
+    DEBIAN_FRONTEND=noninteractive
+$extra
+DOCKERFILE
+  log "building stand-in for $image"
+  DOCKER_BUILDKIT=0 docker build -q -t "$image" "$ctx" >/dev/null
+  rm -rf "$ctx"
+}
+
+ensure_image() {
+  local image=$1
+  if docker image inspect "$image" >/dev/null 2>&1; then return 0; fi
+  if timeout 60 docker pull -q "$image" >/dev/null 2>&1; then log "pulled $image"; return 0; fi
+  log "$image is not present and cannot be pulled"
+  build_standin "$image"
+}
+
+start_engine
+for img in "${IMAGES[@]}"; do ensure_image "$img"; done
+log "ready: ${IMAGES[*]}"

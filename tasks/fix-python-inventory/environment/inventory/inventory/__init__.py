@@ -1,0 +1,3 @@
+from .store import Item, Inventory, paginate
+
+__all__ = ["Item", "Inventory", "paginate"]

@@ -1,0 +1,1 @@
+"""The bash agent: prompts, one action per turn, observations, limits."""

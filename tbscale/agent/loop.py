@@ -1,0 +1,128 @@
+"""The bash agent loop, in the style of mini-swe-agent.
+
+Each turn the action policy (baseline, Turn-BoN, a verifier, ...) returns one chosen response;
+its single bash command runs in the container and the observation goes back into the history.
+The attempt ends when a command's first output line is the finish marker, or when a limit is
+hit: each limit raises the exception whose stop reason `verify.classify_ending` maps to an ending.
+The loop does not know which policy it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from tbscale.agent.actions import FINISH_MARKER, ends_attempt
+from tbscale.config import Limits
+from tbscale.env.docker import Sandbox
+from tbscale.errors import (AgentTimeout, AttemptStopped, ContextWindowExceeded, FormatErrorLimit,
+                            OutputLengthExceeded, StepLimitReached)
+from tbscale.logs import AttemptRecorder
+from tbscale.strategies.base import ActionPolicy, TurnContext
+from tbscale.tasks import Task
+
+PROMPT_DIR = Path(__file__).parent / "prompts"
+
+
+@lru_cache(maxsize=None)
+def _template(path: str) -> jinja2.Template:
+    return jinja2.Template(Path(path).read_text(), undefined=jinja2.StrictUndefined, keep_trailing_newline=False)
+
+
+def render(name: str, overrides: dict[str, str] | None = None, **values: Any) -> str:
+    """Render a prompt template: the user's file from config `prompts:` if given, else ours."""
+    path = (overrides or {}).get(name) or str(PROMPT_DIR / f"{name}.j2")
+    return _template(path).render(**values).strip()
+
+
+def format_observation(output: str, exit_code: int, timed_out: bool, timeout: float, max_chars: int,
+                       prompts: dict[str, str] | None = None) -> str:
+    """Return code and output; a long output keeps its head and tail (errors are usually at the end)."""
+    truncated = len(output) > max_chars
+    half = max_chars // 2
+    return render("observation", prompts, exit_code=exit_code, timed_out=timed_out, timeout=round(timeout),
+                  truncated=truncated, output=output, head=output[:half], tail=output[-half:],
+                  elided=len(output) - 2 * half)
+
+
+def _estimate_tokens(messages: list[dict[str, Any]]) -> int:
+    # ~4 characters a token: a cheap guard; providers' own context errors are caught as well.
+    return sum(len(str(m.get("content") or "")) for m in messages) // 4
+
+
+@dataclass
+class AttemptOutcome:
+    stop_reason: str  # "submitted" or an AttemptStopped.stop_reason
+    turns: int
+    format_errors: int
+    messages: list[dict[str, Any]] = field(repr=False, default_factory=list)
+    actions: list[str] = field(default_factory=list)
+    error: str | None = None
+    agent_sec: float = 0.0
+
+
+async def run_agent(task: Task, box: Sandbox, policy: ActionPolicy, limits: Limits, rec: AttemptRecorder,
+                    *, seed: int, context: str | None = None, prompts: dict[str, str] | None = None,
+                    context_window: int | None = None, time_budget_sec: float | None = None) -> AttemptOutcome:
+    """Run one attempt of the bash agent in `box`. Never raises for attempt-ending conditions:
+    they come back as the outcome's stop_reason (and an `end`-worthy error message)."""
+    budget = time_budget_sec or limits.agent_timeout_sec or task.agent_timeout_sec
+    start = time.monotonic()
+    deadline = start + budget
+    workdir = box.workdir or (await asyncio.to_thread(box.exec, "pwd", 10)).output.strip() or "/"
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": render("system", prompts, workdir=workdir, finish_marker=FINISH_MARKER)},
+        {"role": "user", "content": render("instance", prompts, instruction=task.instruction, context=context,
+                                           max_turns=limits.max_turns, time_budget=f"{budget / 60:.0f} minutes")},
+    ]
+    outcome = AttemptOutcome("agent_error", 0, 0, messages)
+    try:
+        async with asyncio.timeout(budget + 30):  # a backstop: the checks below should fire first
+            await _loop(task, box, policy, limits, rec, seed, messages, outcome, deadline, context_window, prompts)
+    except AttemptStopped as e:
+        outcome.stop_reason, outcome.error = e.stop_reason, str(e) or None
+    except TimeoutError:
+        outcome.stop_reason, outcome.error = "time_limit", f"attempt ran past its {budget:.0f} s budget"
+    outcome.agent_sec = time.monotonic() - start
+    return outcome
+
+
+async def _loop(task, box, policy, limits, rec, seed, messages, outcome, deadline, context_window, prompts):
+    for turn in range(1, limits.max_turns + 1):
+        rec.turn = outcome.turns = turn
+        if time.monotonic() >= deadline:
+            raise AgentTimeout("the attempt ran past its time budget")
+        if context_window and _estimate_tokens(messages) > context_window:
+            raise ContextWindowExceeded(f"history of ~{_estimate_tokens(messages)} tokens exceeds {context_window}")
+        decision = await policy.decide(messages, TurnContext(turn=turn, seed=seed * 100_003 + turn, rec=rec, task=task))
+        completion, action = decision.completion, decision.action
+        messages.append({"role": "assistant", "content": completion.text})
+        if completion.finish_reason == "length":
+            raise OutputLengthExceeded("the chosen response was cut off at the output-length limit")
+        if not action.runnable:
+            outcome.format_errors += 1
+            rec.event("format_error", error=action.error, count=outcome.format_errors)
+            if outcome.format_errors > limits.max_format_errors:
+                raise FormatErrorLimit(f"{outcome.format_errors} responses could not be run")
+            messages.append({"role": "user", "content": render("format_error", prompts, error=action.error,
+                                                                finish_marker=FINISH_MARKER)})
+            continue
+        timeout = max(1.0, min(limits.command_timeout_sec, deadline - time.monotonic()))
+        rec.event("action", command=action.command, selected_index=decision.selected_index,
+                  n_candidates=decision.n_candidates)
+        result = await asyncio.to_thread(box.exec, action.command, timeout)
+        outcome.actions.append(action.command)
+        rec.event("observation", exit_code=result.exit_code, output=result.output, timed_out=result.timed_out,
+                  duration_sec=round(result.duration_sec, 4))
+        if ends_attempt(result.output):
+            outcome.stop_reason = "submitted"
+            return
+        messages.append({"role": "user", "content": format_observation(
+            result.output, result.exit_code, result.timed_out, timeout, limits.observation_max_chars, prompts)})
+    raise StepLimitReached(f"no submission within {limits.max_turns} turns")

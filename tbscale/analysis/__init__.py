@@ -1,0 +1,1 @@
+"""Offline analysis of finished runs: metrics, behaviour labels, and significance tests."""

@@ -1,0 +1,1 @@
+"""Sandboxes: Docker containers through the docker SDK."""

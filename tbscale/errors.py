@@ -1,0 +1,54 @@
+"""Exceptions that end an attempt, and the error users see for bad input.
+
+The agent loop stops on the first of these; `verify.classify_ending` maps each to one of the
+attempt endings of turn-bon Appendix D.2 (pass, wrong_submission, out_of_context, time_limit,
+agent_error).
+"""
+
+
+class TbscaleError(Exception):
+    """A problem with the user's input: shown as one line, exit code 2."""
+
+
+class AttemptStopped(Exception):
+    """Base for everything that stops an attempt before the agent submits."""
+
+    stop_reason = "agent_error"
+
+
+class ContextWindowExceeded(AttemptStopped):
+    stop_reason = "context_window"
+
+
+class OutputLengthExceeded(AttemptStopped):
+    stop_reason = "output_length"
+
+
+class StepLimitReached(AttemptStopped):
+    stop_reason = "step_limit"
+
+
+class AgentTimeout(AttemptStopped):
+    stop_reason = "time_limit"
+
+
+class FormatErrorLimit(AttemptStopped):
+    stop_reason = "format_errors"
+
+
+class SandboxError(AttemptStopped):
+    stop_reason = "sandbox_error"
+
+
+class ModelCallError(AttemptStopped):
+    """A model call failed after every retry (or with an error that is not retried)."""
+
+    stop_reason = "model_error"
+
+
+class VerifierTimeout(AttemptStopped):
+    stop_reason = "verifier_timeout"
+
+
+class RewardFileMissing(AttemptStopped):
+    stop_reason = "reward_missing"

@@ -1,0 +1,1 @@
+"""Model access: litellm wrapper and the embedded simulated provider."""

@@ -1,0 +1,95 @@
+"""The two seams strategies plug into.
+
+- Action level: an ActionPolicy is asked for the next action given the history and returns the
+  chosen response plus what it did (candidates, selector calls, scores) as events. Baseline is the
+  policy that samples once.
+- Trajectory level: a TrajectoryStrategy receives a task and a way to start attempts (fresh, or
+  conditioned on summaries of earlier ones) and returns the final attempt with its own record.
+Any action policy runs inside any trajectory strategy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from tbscale.agent.actions import Action
+from tbscale.logs import AttemptRecorder
+from tbscale.models.llm import Completion
+from tbscale.tasks import Task
+
+
+class Params(BaseModel):
+    """Base for a component's parameters: unknown keys are errors that name the key."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    def model_refs(self) -> dict[str, str | None]:
+        """Fields that name a key of the experiment's `models` (checked at load time)."""
+        return {}
+
+
+@dataclass
+class TurnContext:
+    turn: int
+    seed: int
+    rec: AttemptRecorder
+    task: Task
+
+
+@dataclass
+class Decision:
+    completion: Completion
+    action: Action
+    n_candidates: int = 1
+    selected_index: int = 0
+    selector_failed: bool = False
+
+
+class ActionPolicy(Protocol):
+    async def decide(self, messages: list[dict[str, Any]], ctx: TurnContext) -> Decision: ...
+
+
+@dataclass
+class AttemptResult:
+    """One finished and verified attempt, as a trajectory strategy sees it. `reward` and
+    `passed` come from the verifier and are for the record: a strategy that selects must not use
+    them (only the `oracle` selector does, for analysis)."""
+
+    index: int
+    label: str
+    stage: str
+    reward: float | None
+    passed: bool
+    ending: str
+    stop_reason: str
+    turns: int
+    actions: list[str]
+    transcript: list[dict[str, Any]] = field(repr=False, default_factory=list)
+    usage: dict[str, dict[str, Any]] = field(default_factory=dict)
+    timing: dict[str, float] = field(default_factory=dict)
+    error: str | None = None
+    summary: str | None = None
+    context_indices: list[int] = field(default_factory=list)
+
+    def brief(self) -> dict[str, Any]:
+        return {"index": self.index, "label": self.label, "stage": self.stage, "reward": self.reward,
+                "passed": self.passed, "ending": self.ending, "stop_reason": self.stop_reason,
+                "turns": self.turns, "context": self.context_indices, "usage": self.usage}
+
+
+# start_attempt(stage, context_text, context_indices) -> a finished, verified attempt
+StartAttempt = Callable[[str, str | None, list[int]], Awaitable[AttemptResult]]
+
+
+@dataclass
+class TrajectoryOutcome:
+    final: AttemptResult
+    attempts: list[AttemptResult]
+    record: dict[str, Any] = field(default_factory=dict)
+
+
+class TrajectoryStrategy(Protocol):
+    async def run(self, task: Task, start_attempt: StartAttempt, rec: AttemptRecorder) -> TrajectoryOutcome: ...
