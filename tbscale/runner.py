@@ -140,6 +140,9 @@ class Runner:
         manifest["invocations"].append(invocation)
         self._write_manifest(manifest)
         self._register_sim_tasks()
+        orphans = await asyncio.to_thread(dk.cleanup_orphans)
+        if orphans:
+            invocation["orphan_containers_removed"] = orphans
 
         specs = plan_trials(self.exp, self.tasks)
         done = self.index.finished_keys()

@@ -27,10 +27,12 @@ Pipeline
 
 Decisions the paper leaves open (all deliberate; change them here, not at call sites)
 -------------------------------------------------------------------------------------
-* *Edits a file* means changing a file outside scratch space. Scratch is ``/tmp``, ``/var/tmp``,
-  ``$TMPDIR`` and ``/dev/*``; this applies to every write we can locate (redirects, ``tee``,
-  ``sed -i``, Python ``open()``), not only the redirect and ``open()`` cases Table 4 names. Writes
-  whose target cannot be read off the text (``open(path, 'w')`` with a variable) count as edits.
+* *Edits a file* means changing a file outside scratch space. Scratch is ``/tmp``, ``/var/tmp``
+  and ``$TMPDIR``; writes to ``/dev/*`` (``2>/dev/null``) are not writes at all. The scratch rule
+  applies to every write we can locate (redirects, ``tee``, ``sed -i``, Python ``open()``), not
+  only the redirect and ``open()`` cases Table 4 names. Writes whose target cannot be read off the
+  text (``open(path, 'w')`` with a variable) count as edits. Relative paths are taken to be in the
+  workspace (we do not track ``cd /tmp``).
   Editing commands: output redirection, ``tee``, ``sed -i``, ``perl -i``, ``awk`` printing into a
   file, ``patch``, ``truncate``, ``ed``/``ex``, ``dd of=``, ``sort -o``, formatters in write mode
   (``black``, ``isort``, ``ruff format``/``--fix``, ``go fmt``, ``cargo fmt``), ``git
@@ -234,7 +236,13 @@ def _split_segments(text: str) -> list[_Segment]:
             buf.append(text[i:j])
             i = j
             continue
-        if ch == "#" and (not buf or buf[-1][-1:].isspace() or buf[-1][-1:] in "(){}"):
+        if ch == "$" and text.startswith("{", i + 1):  # ${var}, ${#arr[@]}: not a comment
+            close = text.find("}", i)
+            j = n if close < 0 else close + 1
+            buf.append(text[i:j])
+            i = j
+            continue
+        if ch == "#" and (not buf or buf[-1][-1:].isspace()):
             newline = text.find("\n", i)
             i = n if newline < 0 else newline
             continue
@@ -344,14 +352,11 @@ def _tokenize(text: str) -> _Tokens:
         if ch.isspace():
             end_word()
             i += 1
-        elif ch == "'":
+        elif ch in "'\"":
             j = _read_quoted(text, i)
-            cur.append(text[i + 1 : j - 1] if text[j - 1 : j] == "'" and j - 1 > i else text[i + 1 : j])
-            in_word, i = True, j
-        elif ch == '"':
-            j = _read_quoted(text, i)
-            inner = text[i + 1 : j - 1] if j - 1 > i and text[j - 1] == '"' else text[i + 1 : j]
-            cur.append(_unquote_double(inner))
+            closed = j - 1 > i and text[j - 1] == ch  # an unclosed quote (cut-off text) runs to the end
+            inner = text[i + 1 : j - 1 if closed else j]
+            cur.append(inner if ch == "'" else _unquote_double(inner))
             in_word, i = True, j
         elif ch == "`":
             j = _read_quoted(text, i)
@@ -424,7 +429,7 @@ _RUNNERS: dict[str, frozenset[str]] = {
 # Leading words that do not name the program (skipped) and words that make up a whole no-op command.
 _SKIP_KEYWORDS = frozenset({"if", "then", "else", "elif", "do", "while", "until", "!", "{", "}",
                             "fi", "done", "esac", ";;"})
-_HEADER_KEYWORDS = frozenset({"for", "select", "case", "function", "in"})
+_HEADER_KEYWORDS = frozenset({"for", "select", "case", "function"})
 
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
 _VERSIONED = re.compile(
@@ -511,7 +516,7 @@ def program_of(command: str) -> str:
 # Classification of one command into kinds
 # ---------------------------------------------------------------------------------------------
 
-_SCRATCH_PREFIXES = ("/tmp/", "/var/tmp/", "/dev/", "$TMPDIR/", "${TMPDIR}/")
+_SCRATCH_PREFIXES = ("/tmp/", "/var/tmp/", "$TMPDIR/", "${TMPDIR}/")
 _LOCALHOST = re.compile(r"^(?:[a-z]+://)?(?:localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1\])(?:[:/]|$)", re.I)
 _TESTISH = re.compile(
     r"(?:^|[^a-z])(?:tests?|testing|check|checks|checker|verify|verifier|grade|grader|"
@@ -558,12 +563,15 @@ _VERSION_FLAGS = frozenset({"--version", "-V", "--help", "-h"})
 
 
 def _is_scratch(path: str) -> bool:
-    return path in ("/tmp", "/var/tmp", "/dev/null") or path.startswith(_SCRATCH_PREFIXES)
+    return path in ("/tmp", "/var/tmp") or path.startswith(_SCRATCH_PREFIXES)
 
 
-def _write_kind(path: str | None) -> str:
-    """EDIT unless the target is known scratch; an unknown target counts as the workspace."""
-    return SCRATCH if path is not None and _is_scratch(path) else EDIT
+def _write_kinds(path: str | None) -> set[str]:
+    """What writing to ``path`` amounts to: nothing for devices (``2>/dev/null``), a scratch
+    write for temporary space, and an edit otherwise -- including an unknown (``None``) target."""
+    if path is not None and path.startswith("/dev/"):
+        return set()
+    return {SCRATCH} if path is not None and _is_scratch(path) else {EDIT}
 
 
 def _positionals(args: list[str], with_value: frozenset[str] = frozenset()) -> list[str]:
@@ -642,17 +650,17 @@ def _code_write_kinds(code: str, language: str) -> set[str]:
             mode = _literal(mode_expr)
             if mode is not None and not set(mode) & set("wax+"):
                 continue
-        kinds.add(_write_kind(_literal(args[0])))
+        kinds |= _write_kinds(_literal(args[0]))
     if language == "python":
         for match in _PATH_WRITE.finditer(code):
-            kinds.add(_write_kind(_literal(match.group(1)) if match.group(1) else None))
+            kinds |= _write_kinds(_literal(match.group(1)) if match.group(1) else None)
     return kinds
 
 
 # --- per-program rules -------------------------------------------------------------------------
 
 
-def _python_kinds(inv: _Invocation, depth: int) -> set[str]:
+def _python_kinds(inv: _Invocation) -> set[str]:
     args = inv.args
     with_value = frozenset({"-W", "-X", "-c", "-m"})
     i = 0
@@ -786,7 +794,8 @@ def _package_manager_kinds(program: str, args: list[str]) -> set[str] | None:
     if program == "dpkg":
         if any(a in ("-i", "--install") for a in args):
             return {INSTALL}
-        return {READ} if any(a in ("-l", "-L", "-s", "-S", "--list", "--status", "--search") for a in args) else set()
+        queries = ("-l", "-L", "-s", "-S", "--list", "--status", "--search")
+        return {READ} if any(a in queries for a in args) else set()
     if program == "pacman":
         flags = "".join(a[1:] for a in args if a.startswith("-") and not a.startswith("--"))
         if "S" in flags and not set(flags) & set("sicgl"):
@@ -815,7 +824,9 @@ def _js_script_kinds(program: str, args: list[str], sub: str) -> set[str]:
         positionals = _positionals(args)
         script = positionals[1] if len(positionals) > 1 else ""
         return {TEST} if re.search(r"test|check|lint|verify", script) else {RUN}
-    if sub in ("start", "exec", "x", "dlx") or (program == "bun" and sub and sub not in _PACKAGE_READ_SUBCOMMANDS):
+    if sub in ("start", "exec", "x", "dlx"):
+        return {RUN}
+    if program == "bun" and sub and sub not in _PACKAGE_READ_SUBCOMMANDS:  # bun script.ts
         return {RUN}
     if sub in _PACKAGE_READ_SUBCOMMANDS:
         return {READ}
@@ -925,7 +936,7 @@ def _awk_kinds(args: list[str]) -> set[str]:
     script = _first_positional(args, frozenset({"-F", "-v", "-f", "-i"}))
     kinds: set[str] = set()
     for match in _AWK_PRINT_TO_FILE.finditer(script):
-        kinds.add(_write_kind(match.group(1)))
+        kinds |= _write_kinds(match.group(1))
     if "system(" in script:
         kinds.add(RUN)
     return kinds or {READ}
@@ -976,10 +987,11 @@ def _program_kinds(inv: _Invocation, depth: int) -> set[str]:
     if len(args) == 1 and args[0] in _VERSION_FLAGS and program not in _TEST_PROGRAMS:
         return {READ}
     if program in ("python", "ipython"):
-        return _python_kinds(inv, depth)
+        return _python_kinds(inv)
     if program == "perl":
-        clusters = [a for a in args if a.startswith("-") and not a.startswith("--")]
-        return {EDIT} if any("i" in c for c in clusters) else {RUN}
+        # -i, -pi, -pie, -i.bak edit in place; -Mstrict or -I/lib merely contain an "i"
+        in_place = any(re.match(r"-[nplaswWT0-9]*i", a) for a in args)
+        return {EDIT} if in_place else {RUN}
     if program in ("node", "deno"):
         return _node_kinds(inv)
     if program in _SHELLS:
@@ -1004,19 +1016,19 @@ def _program_kinds(inv: _Invocation, depth: int) -> set[str]:
         return _find_kinds(args, depth)
     if program == "tee":
         files = _positionals(args)
-        return {_write_kind(f) for f in files} if files else {READ}
+        return set().union(*(_write_kinds(f) for f in files)) or {READ}
     if program == "sort":
         for idx, arg in enumerate(args):
             if arg == "-o" and idx + 1 < len(args):
-                return {_write_kind(args[idx + 1])}
+                return _write_kinds(args[idx + 1]) or {READ}
             if arg.startswith(("--output=", "-o")) and len(arg) > 2:
-                return {_write_kind(arg.split("=", 1)[-1] if "=" in arg else arg[2:])}
+                return _write_kinds(arg.split("=", 1)[-1] if "=" in arg else arg[2:]) or {READ}
         return {READ}
     if program == "dd":
         out = next((a[3:] for a in args if a.startswith("of=")), None)
-        return {_write_kind(out)} if out is not None else {READ}
-    if program == "tar" and (any(a in ("--list",) for a in args) or re.match(r"-?[a-zA-Z]*t", args[0] if args else "")):
-        return {READ}
+        return (_write_kinds(out) or {READ}) if out is not None else {READ}
+    if program == "tar" and ("--list" in args or re.match(r"-?[a-zA-Z]*t", args[0] if args else "")):
+        return {READ}  # tar -tzf lists an archive
     if program == "unzip" and any(a in ("-l", "-Z", "-v", "-t") for a in args):
         return {READ}
     if program in ("sha256sum", "sha1sum", "sha512sum", "md5sum", "b2sum") and any(
@@ -1035,7 +1047,7 @@ def _program_kinds(inv: _Invocation, depth: int) -> set[str]:
         return {EDIT}
     if program in ("npx", "bunx", "pnpx"):
         tool = _normalise(_first_positional(args))
-        return {TEST} if tool in _TEST_PROGRAMS or tool in ("jest", "vitest", "mocha", "playwright") else {RUN}
+        return {TEST} if tool in _TEST_PROGRAMS or tool == "playwright" else {RUN}
     if program in _TEST_PROGRAMS:
         return {TEST}
     if program in _FILEOP_PROGRAMS:
@@ -1056,7 +1068,7 @@ def _redirect_kinds(redirects: list[tuple[str, str]]) -> set[str]:
             continue
         if op == ">&" and (target.isdigit() or target == "-"):
             continue  # fd duplication such as 2>&1
-        kinds.add(_write_kind(target))
+        kinds |= _write_kinds(target)
     return kinds
 
 
@@ -1212,7 +1224,9 @@ def _turn_matrix(turns: Iterable[TurnLike]) -> tuple[list[Hashable | None], np.n
         if not candidates:
             raise ValueError("a turn has no candidates")
         if not 0 <= turn.selected_index < len(candidates):
-            raise ValueError(f"selected_index {turn.selected_index} out of range for {len(candidates)} candidates")
+            raise ValueError(
+                f"selected_index {turn.selected_index} out of range for {len(candidates)} candidates"
+            )
         chosen = candidates[turn.selected_index]
         tasks.append(turn.task)
         selected_rows.append([float(b in chosen) for b in BEHAVIOURS])

@@ -24,11 +24,13 @@ from tbscale.errors import SandboxError, TbscaleError
 
 LABEL_APP = "org.tbscale"
 LABEL_SESSION = "org.tbscale.session"
+LABEL_HOST = "org.tbscale.host"
 SESSION_ID = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
 # The docker SDK's socket timeout must outlive the longest command; commands carry their own
 # `timeout` inside the container, so this is only a backstop for a dead engine.
 CLIENT_TIMEOUT_SEC = 3600
 
+_HOST = os.uname().nodename
 _client = None
 _client_lock = threading.Lock()
 _build_locks: dict[str, threading.Lock] = {}
@@ -132,7 +134,7 @@ class Sandbox:
                 image, command=["sleep", "infinity"], detach=True, init=True,
                 name=name, network_mode=network, nano_cpus=int(cpus * 1e9),
                 mem_limit=f"{memory_mb}m", memswap_limit=f"{memory_mb}m",
-                labels={LABEL_APP: "1", LABEL_SESSION: SESSION_ID, **(labels or {})},
+                labels={LABEL_APP: "1", LABEL_SESSION: SESSION_ID, LABEL_HOST: _HOST, **(labels or {})},
                 environment=environment or {}, working_dir=workdir,
             )
         except docker.errors.APIError as e:
@@ -234,6 +236,33 @@ def cleanup_labelled(session: str | None = None) -> int:
     label = f"{LABEL_SESSION}={session}" if session else LABEL_APP
     removed = 0
     for c in client().containers.list(all=True, filters={"label": label}):
+        try:
+            c.remove(force=True)
+            removed += 1
+        except Exception:
+            pass
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def cleanup_orphans() -> int:
+    """Remove containers whose tbscale process on this host is gone (killed with SIGKILL, say):
+    nothing else would ever free them. Containers of live processes and other hosts are kept."""
+    removed = 0
+    for c in client().containers.list(all=True, filters={"label": [LABEL_APP, f"{LABEL_HOST}={_HOST}"]}):
+        session = c.labels.get(LABEL_SESSION, "")
+        pid = session.split("-", 1)[0]
+        if session == SESSION_ID or not pid.isdigit() or _pid_alive(int(pid)):
+            continue
         try:
             c.remove(force=True)
             removed += 1

@@ -5,7 +5,7 @@ cd /app/mathx && ls -R && cat build.sh
 
 cd /app/mathx && grep -n '#include "' src/*.c
 
-cd /app/mathx && ./build.sh && ./mathx < data/input.txt && rm -f mathx
+cd /app/mathx && sh build.sh && ./mathx < data/input.txt && rm -f mathx
 
 cat > /app/mathx/Makefile <<'MK'
 CC ?= gcc

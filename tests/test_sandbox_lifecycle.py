@@ -1,0 +1,215 @@
+"""Containers: the agent cannot see tests or solution before verification; timeouts kill
+commands; no container survives an error, a timeout or a SIGINT; a SIGKILLed run resumes and
+finishes every trial exactly once."""
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests._docker import requires_docker
+
+pytestmark = requires_docker
+
+from tbscale.agent.actions import parse_action  # noqa: E402
+from tbscale.config import Experiment  # noqa: E402
+from tbscale.models.llm import Completion  # noqa: E402
+from tbscale.runner import Runner, plan_trials  # noqa: E402
+from tbscale.strategies.base import Decision  # noqa: E402
+from tbscale.tasks import load_task  # noqa: E402
+
+
+def make_task(root: Path, name: str, solve: str = "echo done > /app/out.txt", agent_timeout: int = 60) -> Path:
+    d = root / name
+    for sub in ("environment", "tests", "solution"):
+        (d / sub).mkdir(parents=True)
+    (d / "instruction.md").write_text(f"Write 'done' into /app/out.txt. ({name})\n")
+    (d / "task.toml").write_text(f"[agent]\ntimeout_sec = {agent_timeout}\n[verifier]\ntimeout_sec = 30\n")
+    (d / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+    (d / "tests" / "test.sh").write_text(
+        'if grep -qx done /app/out.txt 2>/dev/null; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n')
+    (d / "solution" / "solve.sh").write_text(f"#!/bin/bash\n{solve}\n")
+    return d
+
+
+def containers(label: str) -> list[str]:
+    out = subprocess.run(["docker", "ps", "-aq", "--filter", f"label={label}"], capture_output=True, text=True)
+    return out.stdout.split()
+
+
+def experiment(tmp_path: Path, agent: str = "oracle", trials: int = 1, **extra) -> Experiment:
+    return Experiment.model_validate({"name": "lifecycle", "tasks": {"path": str(tmp_path / "tasks")},
+                                      "trials": trials, "concurrency": 2,
+                                      "settings": [{"name": agent, "agent": agent}], **extra})
+
+
+class ScriptedPolicy:
+    """Answers with a fixed list of commands, one per turn."""
+
+    def __init__(self, commands):
+        self.commands = list(commands)
+
+    async def decide(self, messages, ctx):
+        text = f"THOUGHT: step\n\n```bash\n{self.commands.pop(0)}\n```"
+        c = Completion(text=text, finish_reason="stop")
+        return Decision(c, parse_action(c))
+
+
+def run_scripted(tmp_path, commands, limits=None, agent_timeout=60):
+    task = load_task(make_task(tmp_path / "tasks", "scripted", agent_timeout=agent_timeout))
+    exp = Experiment.model_validate({"name": "s", "tasks": {"path": str(tmp_path / "tasks")},
+                                     "models": {"m": {"model": "sim/policy"}},
+                                     "settings": [{"name": "b", "generator": "m"}], "limits": limits or {}})
+    runner = Runner(exp, [task], tmp_path / "run")
+    spec = plan_trials(exp, [task])[0]
+
+    async def act(spec_, rec, box, context):
+        from tbscale.agent.loop import run_agent
+        return await run_agent(task, box, ScriptedPolicy(commands), exp.limits, rec, seed=0)
+
+    runner._act = act
+    (tmp_path / "run").mkdir()
+    return asyncio.run(runner.run_trial(spec)), runner, spec
+
+
+def events(run_dir: Path, row) -> list[dict]:
+    return [json.loads(x) for x in (run_dir / row["trajectory_path"]).read_text().splitlines()]
+
+
+def test_agent_cannot_read_tests_or_solution(tmp_path):
+    row, runner, spec = run_scripted(tmp_path, [
+        "ls -la /tests /solution; cat /tests/test.sh; echo rc=$?",
+        "echo done > /app/out.txt",
+        "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",
+    ])
+    obs = [e for e in events(tmp_path / "run", row) if e["type"] == "observation"]
+    assert "No such file or directory" in obs[0]["output"] and "rc=1" in obs[0]["output"]
+    assert "reward.txt" not in obs[0]["output"]
+    assert row["passed"] and row["ending"] == "pass" and row["turns"] == 3
+    assert containers(f"org.tbscale.trial={spec.key}") == []
+
+
+def test_command_timeout_kills_and_continues(tmp_path):
+    row, _, spec = run_scripted(tmp_path, [
+        "sleep 30; echo never", "echo done > /app/out.txt", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",
+    ], limits={"command_timeout_sec": 2})
+    obs = [e for e in events(tmp_path / "run", row) if e["type"] == "observation"]
+    assert obs[0]["timed_out"] and obs[0]["exit_code"] == 124 and "never" not in obs[0]["output"]
+    assert obs[0]["duration_sec"] < 15
+    assert row["passed"]
+
+
+def test_agent_time_limit_ending_and_no_container_left(tmp_path):
+    row, _, spec = run_scripted(tmp_path, ["sleep 20", "echo done > /app/out.txt"], agent_timeout=3)
+    assert row["ending"] == "time_limit" and not row["passed"]
+    assert containers(f"org.tbscale.trial={spec.key}") == []
+
+
+def test_step_limit_and_wrong_submission_endings(tmp_path):
+    row, _, _ = run_scripted(tmp_path, ["ls", "ls", "ls"], limits={"max_turns": 2})
+    assert row["ending"] == "time_limit" and row["stop_reason"] == "step_limit" and row["turns"] == 2
+    row, _, _ = run_scripted(tmp_path / "b", ["echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"])
+    assert row["ending"] == "wrong_submission" and row["reward"] == 0.0
+
+
+def test_container_removed_when_agent_raises(tmp_path):
+    task = load_task(make_task(tmp_path / "tasks", "boom"))
+    exp = experiment(tmp_path)
+    runner = Runner(exp, [task], tmp_path / "run")
+    spec = plan_trials(exp, [task])[0]
+    seen = {}
+
+    async def act(spec_, rec, box, context):
+        seen["id"] = box.id
+        raise RuntimeError("agent exploded")
+
+    runner._act = act
+    (tmp_path / "run").mkdir()
+    with pytest.raises(RuntimeError, match="agent exploded"):
+        asyncio.run(runner.run_trial(spec))
+    assert seen["id"] and containers(f"org.tbscale.trial={spec.key}") == []
+
+
+def _write_config(tmp_path: Path, agent: str, trials: int, concurrency: int) -> Path:
+    cfg = tmp_path / "exp.yaml"
+    cfg.write_text(textwrap.dedent(f"""
+        name: killtest
+        tasks: {{path: {tmp_path / 'tasks'}}}
+        trials: {trials}
+        concurrency: {concurrency}
+        output_dir: {tmp_path / 'results'}
+        settings:
+          - name: {agent}
+            agent: {agent}
+    """))
+    return cfg
+
+
+def _wait_for(predicate, timeout=120.0, every=0.2):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(every)
+    return False
+
+
+def test_sigint_removes_containers_and_keeps_finished(tmp_path):
+    make_task(tmp_path / "tasks", "slow", solve="sleep 120; echo done > /app/out.txt", agent_timeout=300)
+    cfg = _write_config(tmp_path, "oracle", trials=2, concurrency=2)
+    proc = subprocess.Popen([sys.executable, "-m", "tbscale.cli", "run", str(cfg), "--no-report"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert _wait_for(lambda: len(containers("org.tbscale.task=slow")) == 2), "containers never started"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "resume" in err
+    assert containers("org.tbscale.task=slow") == []
+    manifest = json.loads((tmp_path / "results" / "killtest" / "manifest.json").read_text())
+    assert manifest["invocations"][-1]["finished_at"]
+
+
+def test_sigkill_then_rerun_finishes_each_trial_once(tmp_path):
+    for i in range(3):
+        make_task(tmp_path / "tasks", f"t{i}", solve="sleep 2; echo done > /app/out.txt")
+    cfg = _write_config(tmp_path, "oracle", trials=3, concurrency=2)
+    index = tmp_path / "results" / "killtest" / "trials.jsonl"
+
+    def finished() -> int:
+        return len(index.read_text().splitlines()) if index.exists() else 0
+
+    proc = subprocess.Popen([sys.executable, "-m", "tbscale.cli", "run", str(cfg), "--no-report"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert _wait_for(lambda: finished() >= 2), "no trial finished"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    first = finished()
+    assert 2 <= first < 9
+    res = subprocess.run([sys.executable, "-m", "tbscale.cli", "run", str(cfg), "--no-report"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    rows = [json.loads(x) for x in index.read_text().splitlines()]
+    keys = Counter(r["trial_key"] for r in rows)
+    assert len(keys) == 9 and set(keys.values()) == {1}
+    assert all(r["passed"] for r in rows)
+    manifest = json.loads((tmp_path / "results" / "killtest" / "manifest.json").read_text())
+    assert manifest["invocations"][-1]["trials_run"] == 9 - first
+    # The killed process's containers were orphans; the rerun removed them.
+    assert _wait_for(lambda: containers("org.tbscale.task=t0") + containers("org.tbscale.task=t1")
+                     + containers("org.tbscale.task=t2") == [], timeout=30)
