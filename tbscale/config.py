@@ -111,6 +111,9 @@ class Setting(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     agent: Literal["bash", "oracle", "nop"] = "bash"
     generator: str | None = Field(None, description="key into `models`")
+    # How the model names its command: a fenced ```bash block (any chat model), or a call of the
+    # `bash` tool (models with function calling).
+    action_format: Literal["fenced", "tool"] = "fenced"
     policy: ComponentSpec = Field(default_factory=lambda: ComponentSpec(name="baseline"))
     trajectory: ComponentSpec = Field(default_factory=lambda: ComponentSpec(name="single"))
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tbscale import SCHEMA_VERSION, __version__
+from tbscale.agent.actions import BASH_TOOL
 from tbscale.agent.loop import AttemptOutcome, render, run_agent
 from tbscale.config import Experiment, Setting
 from tbscale.env import docker as dk
@@ -323,10 +324,11 @@ class Runner:
         models = self._models(setting)
         generator = models(setting.generator, "generator")
         pentry = entry("policy", setting.policy.name)
+        tools = [BASH_TOOL] if setting.action_format == "tool" else None
         policy = pentry.factory(pentry.params.model_validate(setting.policy.params()), generator=generator,
-                                models=models, seed=spec.seed)
+                                models=models, seed=spec.seed, tools=tools)
         return await run_agent(task, box, policy, self.exp.limits, rec, seed=spec.seed + 1000 * rec.attempt,
-                               context=context, prompts=self.exp.prompts,
+                               context=context, prompts=self.exp.prompts, action_format=setting.action_format,
                                context_window=generator.context_window())
 
 

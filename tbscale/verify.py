@@ -68,9 +68,10 @@ def _parse_reward(raw: bytes | None, name: str) -> float | None:
 
 
 def verify_harbor(task: Task, box: Sandbox, timeout_sec: float) -> VerifierResult:
-    box.exec("mkdir -p /logs/verifier && rm -f /logs/verifier/reward.txt /logs/verifier/reward.json", 30)
     box.put_dir(task.tests_dir, task.tests_mount)
-    res = box.exec(task.test_command, timeout_sec, env=task.extra.get("verifier_env") or None)
+    # A reward file already there was written by the agent, not by the tests: remove it first.
+    res = box.exec(f"mkdir -p /logs/verifier && rm -f /logs/verifier/reward.txt /logs/verifier/reward.json && "
+                   f"{task.test_command}", timeout_sec, env=task.extra.get("verifier_env") or None)
     if res.timed_out:
         return VerifierResult(None, False, res.output, "verifier_timeout", {"exit_code": res.exit_code})
     for name in ("reward.txt", "reward.json"):

@@ -56,6 +56,26 @@ def _estimate_tokens(messages: list[dict[str, Any]]) -> int:
     return sum(len(str(m.get("content") or "")) for m in messages) // 4
 
 
+def assistant_message(completion) -> dict[str, Any]:
+    """The chosen response as it enters the history; tool calls are kept so that the provider
+    sees its own call answered."""
+    msg: dict[str, Any] = {"role": "assistant", "content": completion.text}
+    if completion.tool_calls:
+        msg["tool_calls"] = [{"id": c.get("id") or f"call_{i}", "type": "function",
+                              "function": {"name": c.get("name"), "arguments": c.get("arguments")}}
+                             for i, c in enumerate(completion.tool_calls)]
+    return msg
+
+
+def reply_messages(completion, text: str) -> list[dict[str, Any]]:
+    """What the harness answers: a tool result for every tool call (providers require one), else
+    a user message."""
+    if completion.tool_calls:
+        return [{"role": "tool", "tool_call_id": c.get("id") or f"call_{i}", "content": text}
+                for i, c in enumerate(completion.tool_calls)]
+    return [{"role": "user", "content": text}]
+
+
 @dataclass
 class AttemptOutcome:
     stop_reason: str  # "submitted" or an AttemptStopped.stop_reason
@@ -69,7 +89,8 @@ class AttemptOutcome:
 
 async def run_agent(task: Task, box: Sandbox, policy: ActionPolicy, limits: Limits, rec: AttemptRecorder,
                     *, seed: int, context: str | None = None, prompts: dict[str, str] | None = None,
-                    context_window: int | None = None, time_budget_sec: float | None = None) -> AttemptOutcome:
+                    context_window: int | None = None, time_budget_sec: float | None = None,
+                    action_format: str = "fenced") -> AttemptOutcome:
     """Run one attempt of the bash agent in `box`. Never raises for attempt-ending conditions:
     they come back as the outcome's stop_reason (and an `end`-worthy error message)."""
     budget = time_budget_sec or limits.agent_timeout_sec or task.agent_timeout_sec
@@ -77,7 +98,8 @@ async def run_agent(task: Task, box: Sandbox, policy: ActionPolicy, limits: Limi
     deadline = start + budget
     workdir = box.workdir or (await asyncio.to_thread(box.exec, "pwd", 10)).output.strip() or "/"
     messages: list[dict[str, Any]] = [
-        {"role": "system", "content": render("system", prompts, workdir=workdir, finish_marker=FINISH_MARKER)},
+        {"role": "system", "content": render("system", prompts, workdir=workdir, finish_marker=FINISH_MARKER,
+                                             action_format=action_format)},
         {"role": "user", "content": render("instance", prompts, instruction=task.instruction, context=context,
                                            max_turns=limits.max_turns, time_budget=f"{budget / 60:.0f} minutes")},
     ]
@@ -102,7 +124,7 @@ async def _loop(task, box, policy, limits, rec, seed, messages, outcome, deadlin
             raise ContextWindowExceeded(f"history of ~{_estimate_tokens(messages)} tokens exceeds {context_window}")
         decision = await policy.decide(messages, TurnContext(turn=turn, seed=seed * 100_003 + turn, rec=rec, task=task))
         completion, action = decision.completion, decision.action
-        messages.append({"role": "assistant", "content": completion.text})
+        messages.append(assistant_message(completion))
         if completion.finish_reason == "length":
             raise OutputLengthExceeded("the chosen response was cut off at the output-length limit")
         if not action.runnable:
@@ -110,8 +132,8 @@ async def _loop(task, box, policy, limits, rec, seed, messages, outcome, deadlin
             rec.event("format_error", error=action.error, count=outcome.format_errors)
             if outcome.format_errors > limits.max_format_errors:
                 raise FormatErrorLimit(f"{outcome.format_errors} responses could not be run")
-            messages.append({"role": "user", "content": render("format_error", prompts, error=action.error,
-                                                                finish_marker=FINISH_MARKER)})
+            messages.extend(reply_messages(completion, render("format_error", prompts, error=action.error,
+                                                              finish_marker=FINISH_MARKER)))
             continue
         timeout = max(1.0, min(limits.command_timeout_sec, deadline - time.monotonic()))
         rec.event("action", command=action.command, selected_index=decision.selected_index,
@@ -123,6 +145,6 @@ async def _loop(task, box, policy, limits, rec, seed, messages, outcome, deadlin
         if ends_attempt(result.output):
             outcome.stop_reason = "submitted"
             return
-        messages.append({"role": "user", "content": format_observation(
-            result.output, result.exit_code, result.timed_out, timeout, limits.observation_max_chars, prompts)})
+        messages.extend(reply_messages(completion, format_observation(
+            result.output, result.exit_code, result.timed_out, timeout, limits.observation_max_chars, prompts)))
     raise StepLimitReached(f"no submission within {limits.max_turns} turns")

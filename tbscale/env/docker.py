@@ -180,7 +180,8 @@ class Sandbox:
                     info = tarfile.TarInfo(rel)
                     info.size, info.mode, info.mtime = len(value), 0o755, int(time.time())
                     tar.addfile(info, io.BytesIO(value))
-        self.exec(f"mkdir -p {shlex.quote(dest)}", 30)
+        if dest.rstrip("/"):
+            self.exec(f"mkdir -p {shlex.quote(dest)}", 30)
         try:
             ok = self.container.put_archive(dest, buf.getvalue())
         except Exception as e:

@@ -16,8 +16,6 @@ from tbscale.agent.actions import Action
 
 def render_transcript(messages: list[dict[str, Any]]) -> str:
     """The task and every turn so far: assistant commands (no reasoning) and observations."""
-    from tbscale.agent.actions import _FENCE
-
     parts, turn = [], 0
     for m in messages[1:]:  # the system prompt is the agent's, not the selector's business
         content = str(m.get("content") or "")
@@ -25,12 +23,23 @@ def render_transcript(messages: list[dict[str, Any]]) -> str:
             parts.append(f"<task_prompt>\n{content}\n</task_prompt>")
         elif m["role"] == "assistant":
             turn += 1
-            blocks = _FENCE.findall(content)
-            shown = f"```bash\n{blocks[0].strip()}\n```" if len(blocks) == 1 else "[response with no runnable command]"
+            command = command_of_message(m)
+            shown = f"```bash\n{command}\n```" if command else "[response with no runnable command]"
             parts.append(f'<action turn="{turn}">\n{shown}\n</action>')
-        elif m["role"] == "user":
+        elif m["role"] in ("user", "tool"):
             parts.append(f'<observation turn="{turn}">\n{content}\n</observation>')
     return "\n\n".join(parts)
+
+
+def command_of_message(message: dict[str, Any]) -> str | None:
+    """The bash command an assistant message in the history asked for, or None."""
+    from tbscale.agent.actions import parse_action
+    from tbscale.models.llm import Completion
+
+    calls = [{"id": c.get("id"), "name": c["function"]["name"], "arguments": c["function"]["arguments"]}
+             for c in message.get("tool_calls") or []]
+    action = parse_action(Completion(text=str(message.get("content") or ""), tool_calls=calls))
+    return action.command if action.runnable else None
 
 
 def render_candidate(index: int, action: Action) -> str:

@@ -1,0 +1,121 @@
+"""Sandbox speed, as ratios measured in one run (timings on shared machines are noisy).
+
+1. One action's exec round trip: tbscale's Sandbox.exec against a bare docker SDK exec_run of the
+   same command, and a `docker exec` subprocess, interleaved in one container.
+2. One oracle trial of a trivial task with the image cached, split into its phases.
+3. Eight such trials at concurrency 4: wall time.
+
+Writes benchmarks/out/sandbox.json. Run: .venv/bin/python benchmarks/bench_sandbox.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from tbscale.config import Experiment
+from tbscale.env import docker as dk
+from tbscale.runner import Runner, plan_trials
+from tbscale.tasks import load_task
+
+OUT = Path(__file__).parent / "out"
+
+
+def trivial_task(root: Path) -> Path:
+    d = root / "tasks" / "trivial"
+    for sub in ("environment", "tests", "solution"):
+        (d / sub).mkdir(parents=True)
+    (d / "instruction.md").write_text("Write ok into /app/ok.\n")
+    (d / "task.toml").write_text("[agent]\ntimeout_sec = 60\n[verifier]\ntimeout_sec = 30\n")
+    (d / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+    (d / "tests" / "test.sh").write_text("grep -qx ok /app/ok && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n")
+    (d / "solution" / "solve.sh").write_text("echo ok > /app/ok\n")
+    return d
+
+
+def bench_exec(task, reps: int = 60) -> dict:
+    image, _ = dk.ensure_image(task)
+    box = dk.Sandbox.create(image, cpus=1, memory_mb=512, network="none")
+    try:
+        raw = box.container
+        cmd = "echo hello"
+        tb, bare, bare_bash, cli = [], [], [], []
+        for _ in range(5):  # warm up the connection pool
+            box.exec(cmd, 30)
+            raw.exec_run(["bash", "-c", cmd])
+        for _ in range(reps):
+            t = time.perf_counter(); box.exec(cmd, 30); tb.append(time.perf_counter() - t)
+            t = time.perf_counter(); raw.exec_run(["bash", "-c", cmd]); bare_bash.append(time.perf_counter() - t)
+            t = time.perf_counter(); raw.exec_run(["echo", "hello"]); bare.append(time.perf_counter() - t)
+        for _ in range(max(reps // 3, 10)):
+            t = time.perf_counter()
+            subprocess.run(["docker", "exec", raw.id, "bash", "-c", cmd], capture_output=True)
+            cli.append(time.perf_counter() - t)
+    finally:
+        box.remove()
+    med = {k: statistics.median(v) * 1000 for k, v in
+           {"tbscale_exec_ms": tb, "sdk_exec_run_bash_ms": bare_bash, "sdk_exec_run_direct_ms": bare,
+            "docker_exec_cli_ms": cli}.items()}
+    med["ratio_vs_sdk_bash"] = med["tbscale_exec_ms"] / med["sdk_exec_run_bash_ms"]
+    med["ratio_vs_sdk_direct"] = med["tbscale_exec_ms"] / med["sdk_exec_run_direct_ms"]
+    return med
+
+
+def oracle_experiment(root: Path, trials: int, concurrency: int) -> Experiment:
+    return Experiment.model_validate({"name": "bench", "tasks": {"path": str(root / "tasks")}, "trials": trials,
+                                      "concurrency": concurrency,
+                                      "settings": [{"name": "oracle", "agent": "oracle"}]})
+
+
+def bench_trials(root: Path, task, trials: int, concurrency: int, tag: str) -> tuple[float, list[dict]]:
+    exp = oracle_experiment(root, trials, concurrency)
+    run_dir = root / f"run-{tag}"
+    runner = Runner(exp, [task], run_dir)
+    t = time.perf_counter()
+    asyncio.run(runner.run())
+    wall = time.perf_counter() - t
+    rows = [json.loads(x) for x in (run_dir / "trials.jsonl").read_text().splitlines()]
+    assert all(r["passed"] for r in rows), "oracle failed"
+    return wall, rows
+
+
+def main() -> None:
+    OUT.mkdir(exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="tbscale-bench-"))
+    task = load_task(trivial_task(root))
+    dk.ensure_image(task)  # cached from here on
+    exec_res = bench_exec(task)
+
+    singles = []
+    for i in range(8):
+        exp = oracle_experiment(root, 1, 1)
+        spec = plan_trials(exp, [task])[0]
+        runner = Runner(exp, [task], root / f"single-{i}")
+        (root / f"single-{i}").mkdir()
+        t = time.perf_counter()
+        row = asyncio.run(runner.run_trial(spec))
+        singles.append({"wall": time.perf_counter() - t, **row["timing"]})
+    phases = {k: statistics.median(s.get(k, 0.0) for s in singles)
+              for k in ("image", "create", "agent", "verify", "remove", "wall")}
+
+    wall8, rows = bench_trials(root, task, 8, 4, "c4")
+    result = {"exec": exec_res, "oracle_trial_median_sec": phases, "eight_trials_concurrency4_wall_sec": wall8,
+              "eight_trials_sum_of_trial_walls_sec": sum(r["timing"]["trial_wall"] for r in rows)}
+    (OUT / "sandbox.json").write_text(json.dumps(result, indent=2))
+    print("exec round trip (median ms):")
+    for k, v in exec_res.items():
+        print(f"  {k:28s} {v:8.3f}")
+    print("oracle trial, image cached (median s):")
+    for k, v in phases.items():
+        print(f"  {k:28s} {v:8.3f}")
+    print(f"8 oracle trials at concurrency 4: {wall8:.2f} s wall "
+          f"(sum of trial walls {result['eight_trials_sum_of_trial_walls_sec']:.2f} s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""`tbscale report` core tables on a hand-made run: values checked against hand arithmetic."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tbscale.analysis import tables
+
+# task -> passes out of 4 trials, per setting
+PASSES = {"baseline": {"a": 1, "b": 0, "c": 4}, "bon": {"a": 3, "b": 2, "c": 4}}
+
+
+def write_run(root, name="r1"):
+    run = root / name
+    run.mkdir(parents=True)
+    rows = []
+    for setting, per_task in PASSES.items():
+        for task, c in per_task.items():
+            for i in range(4):
+                passed = i < c
+                gen_out = 100 if setting == "baseline" else 400
+                rows.append({
+                    "schema_version": 1, "run": name, "setting": setting, "setting_key": setting[:3],
+                    "trial_key": f"{setting}-{task}-{i}", "task_id": task, "trial": i, "seed": i,
+                    "agent": "bash", "policy": "baseline" if setting == "baseline" else "turn_bon",
+                    "n": 1 if setting == "baseline" else 4, "trajectory": "single",
+                    "generator_model": "sim/policy", "selector_model": None if setting == "baseline" else "sim/selector",
+                    "simulated": True, "reward": float(passed), "passed": passed,
+                    "ending": "pass" if passed else ("wrong_submission" if i % 2 else "time_limit"),
+                    "turns": 10 if passed else 20, "cost_usd": 0.0,
+                    "trajectory_path": f"trajectories/{task}/{setting}__t{i}.jsonl",
+                    "tokens": {"generator": {"input": 1000, "output": gen_out, "reasoning": 0, "cached": 0, "calls": 10},
+                               **({} if setting == "baseline" else
+                                  {"selector": {"input": 500, "output": 50, "reasoning": 0, "cached": 0, "calls": 10}})},
+                })
+    (run / "trials.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return run
+
+
+def test_summary_and_pass_k(tmp_path):
+    df = tables.load_trials([write_run(tmp_path)])
+    s = tables.summary(df, n_resamples=2000).set_index("setting")
+    # baseline per-task rates 1/4, 0, 1 -> mean 5/12; bon 3/4, 2/4, 1 -> 9/12
+    assert s.loc["baseline", "pass@1"] == pytest.approx(5 / 12)
+    assert s.loc["bon", "pass@1"] == pytest.approx(9 / 12)
+    assert s.loc["bon", "ci_lo"] <= 9 / 12 <= s.loc["bon", "ci_hi"]
+    assert s.loc["baseline", "turns_solved"] == 10
+    pk = tables.pass_k(df).set_index(["setting", "k"])
+    # baseline pass@2: task a (n=4,c=1): 1 - C(3,2)/C(4,2) = 1 - 3/6 = 0.5; b: 0; c: 1 -> 0.5
+    assert pk.loc[("baseline", 2), "pass_at_k"] == pytest.approx(0.5)
+    # consistency@3 for bon: tasks with c >= 3: a (3), c (4) -> 2/3
+    assert pk.loc[("bon", 3), "consistency_at_k"] == pytest.approx(2 / 3)
+    # pass^2 for bon: a: C(3,2)/C(4,2)=0.5, b: C(2,2)/6=1/6, c: 1 -> (0.5+1/6+1)/3
+    assert pk.loc[("bon", 2), "pass_hat_k"] == pytest.approx((0.5 + 1 / 6 + 1) / 3)
+
+
+def test_costs_and_endings(tmp_path):
+    df = tables.load_trials([write_run(tmp_path)])
+    base = tables.baseline_label(df)
+    assert base == "baseline"
+    c = tables.costs(df, base).set_index("setting")
+    assert c.loc["bon", "generator_out"] == 400 and c.loc["bon", "selector_out"] == 50
+    assert c.loc["bon", "total_vs_baseline"] == pytest.approx(4.5)
+    e = tables.endings(df).set_index("setting")
+    # baseline: 5 passes of 12; failures alternate time_limit (even i) / wrong_submission (odd i)
+    assert e.loc["baseline", "pass"] == pytest.approx(5 / 12)
+    assert e.loc["baseline", ["pass", "wrong_submission", "out_of_context", "time_limit", "agent_error"]].sum() == pytest.approx(1)
+
+
+def test_compare_paired(tmp_path):
+    df = tables.load_trials([write_run(tmp_path)])
+    cmp = tables.compare(df, "baseline", "bon", n_resamples=2000).set_index("metric")
+    assert cmp.loc["pass@1", "diff"] == pytest.approx(4 / 12)
+    assert cmp.loc["turns", "diff"] < 0
+    assert 0 <= cmp.loc["pass@1", "p_value"] <= 1
+    with pytest.raises(Exception, match="no setting named 'nope'"):
+        tables.compare(df, "baseline", "nope")
+
+
+def test_cli_report_writes_files(tmp_path):
+    run = write_run(tmp_path)
+    res = subprocess.run([sys.executable, "-m", "tbscale.cli", "report", str(run), "--compare", "baseline",
+                          "--compare", "bon", "--no-plots"], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert "SIMULATED MODELS" in res.stdout
+    for name in ("report.md", "summary.json", "summary.csv", "pass_at_k.csv", "costs.csv", "endings.csv", "compare.csv"):
+        assert (run / "report" / name).is_file(), name
+    summary = json.loads((run / "report" / "summary.json").read_text())
+    assert summary["simulated"] and summary["baseline"] == "baseline"
+    assert "41.7%" in (run / "report" / "report.md").read_text()  # baseline pass@1 = 5/12
+
+
+def test_report_on_missing_folder_is_one_line(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "tbscale.cli", "report", str(tmp_path / "none")],
+                         capture_output=True, text=True)
+    assert res.returncode == 2 and "no such run folder" in res.stderr
