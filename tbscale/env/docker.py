@@ -235,14 +235,21 @@ def cleanup_session() -> int:
 def cleanup_labelled(session: str | None = None) -> int:
     """Remove containers left by tbscale processes (all of them, or one session's)."""
     label = f"{LABEL_SESSION}={session}" if session else LABEL_APP
-    removed = 0
-    for c in client().containers.list(all=True, filters={"label": label}):
-        try:
-            c.remove(force=True)
-            removed += 1
-        except Exception:
-            pass
-    return removed
+    return sum(_remove_by_id(c["Id"]) for c in _list_containers([label]))
+
+
+def _list_containers(labels: list[str]) -> list[dict]:
+    # The low-level listing returns what it lists; the high-level one inspects each container
+    # afterwards and fails on one that another process removed in between.
+    return client().api.containers(all=True, filters={"label": labels})
+
+
+def _remove_by_id(container_id: str) -> int:
+    try:
+        client().api.remove_container(container_id, force=True)
+        return 1
+    except Exception:  # gone already: someone else removed it
+        return 0
 
 
 def _pid_alive(pid: int) -> bool:
@@ -259,16 +266,12 @@ def cleanup_orphans() -> int:
     """Remove containers whose tbscale process on this host is gone (killed with SIGKILL, say):
     nothing else would ever free them. Containers of live processes and other hosts are kept."""
     removed = 0
-    for c in client().containers.list(all=True, filters={"label": [LABEL_APP, f"{LABEL_HOST}={_HOST}"]}):
-        session = c.labels.get(LABEL_SESSION, "")
+    for c in _list_containers([LABEL_APP, f"{LABEL_HOST}={_HOST}"]):
+        session = (c.get("Labels") or {}).get(LABEL_SESSION, "")
         pid = session.split("-", 1)[0]
         if session == SESSION_ID or not pid.isdigit() or _pid_alive(int(pid)):
             continue
-        try:
-            c.remove(force=True)
-            removed += 1
-        except Exception:
-            pass
+        removed += _remove_by_id(c["Id"])
     return removed
 
 

@@ -161,6 +161,7 @@ class LLM:
                     result.completions.extend(r.completions)
                     result.usage.add(r.usage)
                     result.retries += r.retries
+                result.latency_sec += max(r.latency_sec for r in extra)
             return result
         parts = await asyncio.gather(*[self._call(messages, 1, None if seed is None else seed + i, tools, sink)
                                        for i in range(n)])

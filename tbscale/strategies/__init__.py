@@ -50,7 +50,6 @@ def _load() -> None:
     global _loaded
     if _loaded:
         return
-    _loaded = True
     for mod in _MODULES:
         importlib.import_module(f"tbscale.strategies.{mod}")
     for mod in _EXTRA_MODULES:
@@ -59,6 +58,7 @@ def _load() -> None:
         except ModuleNotFoundError as e:
             if e.name != f"tbscale.strategies.{mod}":
                 raise
+    _loaded = True  # only once every module imported: a failed import must fail again, loudly
 
 
 def names(kind: str) -> list[str]:

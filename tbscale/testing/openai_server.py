@@ -152,7 +152,7 @@ class RequestRecord:
     usage: dict[str, Any] | None = None  # what the response reported (successful requests)
     choices: int = 0
     error: str | None = None
-    headers: dict[str, str] = field(default_factory=dict, repr=False)
+    headers: dict[str, str] = field(default_factory=dict, repr=False)  # names lower-cased
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -236,7 +236,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw) if raw else {}
         except json.JSONDecodeError:
             body = None
-        rec = owner._arrive(self.path, body, arrived, dict(self.headers.items()))
+        rec = owner._arrive(self.path, body, arrived, {k.lower(): v for k, v in self.headers.items()})
         try:
             status, payload, headers = owner._answer(rec, body, self.path)
         except Exception as e:  # a broken responder: a 500 the test can see, and kept in `errors`
@@ -323,6 +323,14 @@ class LoopbackModel:
     def base_url(self) -> str:
         """For `api_base`: http://127.0.0.1:PORT/v1"""
         return f"http://{HOST}:{self.port}/v1"
+
+    def model_config(self, name: str | None = None, **overrides: Any):
+        """A tbscale ModelConfig for this server (`openai/<name>`), with quick retries."""
+        from tbscale.config import ModelConfig
+
+        values = {"model": f"openai/{name or self.model_name}", "api_base": self.base_url, "max_retries": 3,
+                  "retry_backoff_sec": 0.01, **overrides}
+        return ModelConfig(**values)
 
     # ---- scripting -----------------------------------------------------------------------------
     def fail_next(self, *errors: ErrorReply | int) -> None:
