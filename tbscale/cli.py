@@ -216,6 +216,81 @@ def tasks_check(path: Path = typer.Argument(Path("tasks")),
 
 
 @app.command()
+def sweep(sweep_file: Path = typer.Argument(..., help="sweep YAML: configs and a grid of overrides"),
+          concurrency: Optional[int] = typer.Option(None, help="override every config's concurrency")):
+    """Run every config x grid point (resuming finished trials) and append results to the history."""
+    import yaml as _yaml
+
+    from tbscale.config import Experiment, _format_validation_error
+    from tbscale.logs import TrialIndex
+    from tbscale.runner import Runner
+    from tbscale.sweep import expand, history_lines, load_sweep
+
+    try:
+        sw = load_sweep(sweep_file)
+        plan = expand(sw)
+    except TbscaleError as e:
+        fail(str(e))
+    from datetime import datetime, timezone
+
+    from pydantic import ValidationError
+
+    date = sw.date or datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    history = TrialIndex(Path(sw.history))
+    Path(sw.history).parent.mkdir(parents=True, exist_ok=True)
+    _sigterm_as_interrupt()
+    for name, doc, point, cfg_path in plan:
+        if concurrency:
+            doc["concurrency"] = concurrency
+        try:
+            if isinstance(doc.get("tasks"), dict) and doc["tasks"].get("path") and not Path(doc["tasks"]["path"]).exists():
+                doc["tasks"]["path"] = str(cfg_path.parent / doc["tasks"]["path"])
+            exp = Experiment.model_validate(doc)
+            task_list = _load_experiment_tasks(exp, None)
+        except ValidationError as e:
+            fail(_format_validation_error(cfg_path, e).replace(f"{cfg_path}:", f"{cfg_path} (grid point {point}):", 1))
+        except TbscaleError as e:
+            fail(str(e))
+        run_dir = Path(sw.output_dir) / date / name
+        runner = Runner(exp, task_list, run_dir)
+        try:
+            _run_with_progress(runner, name)
+        except KeyboardInterrupt:
+            console.print(f"[yellow]interrupted; rerun the same sweep to resume ({run_dir})[/]")
+            raise typer.Exit(130)
+        for line in history_lines(run_dir, sw, point, date):
+            history.append(line)
+        out.print(f"{name}: done ({run_dir})")
+    out.print(f"history: {sw.history}")
+    _show_history(Path(sw.history), sw.name)
+
+
+@app.command("history")
+def history_cmd(path: Path = typer.Argument(Path("results/history.jsonl")),
+                sweep_name: Optional[str] = typer.Option(None, "--sweep", help="only this sweep")):
+    """Pass@1 per setting across sweep dates (the history `tbscale sweep` keeps)."""
+    if not path.exists():
+        fail(f"{path}: no such history file (written by `tbscale sweep`)")
+    _show_history(path, sweep_name)
+
+
+def _show_history(path: Path, sweep_name: str | None) -> None:
+    from rich.table import Table
+
+    from tbscale.logs import read_jsonl
+
+    rows = [r for r in read_jsonl(path) if sweep_name is None or r.get("sweep") == sweep_name]
+    table = Table(title=f"history: {path}")
+    for col in ("date", "commit", "run", "setting", "pass@1 (95% CI)", "turns", "out tokens", "sim"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["date"], (r.get("git_commit") or "")[:8], r["run"], r["setting"],
+                      f"{100 * r['pass_at_1']:.1f}% [{100 * r['ci_lo']:.1f}, {100 * r['ci_hi']:.1f}]",
+                      f"{r['turns_mean']:.1f}", f"{r['total_out_tokens']:,.0f}", "yes" if r.get("simulated") else "")
+    out.print(table)
+
+
+@app.command()
 def clean(all_sessions: bool = typer.Option(True, "--all/--session", help="remove every tbscale container")):
     """Remove containers left behind by tbscale processes that were killed."""
     from tbscale.env.docker import cleanup_labelled
