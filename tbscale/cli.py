@@ -59,7 +59,8 @@ def _run_with_progress(runner, title: str) -> None:
         fill = int(bar_w * finished / c.total) if c.total else bar_w
         table.add_row(f"[bold]{title}[/]", f"[green]{'━' * fill}[/][dim]{'━' * (bar_w - fill)}[/]",
                       f"{finished}/{c.total} done", f"{c.running} running", f"{c.skipped} resumed",
-                      f"[red]{c.errors} errors[/]", f"pass {rate}", f"{elapsed:5.0f} s")
+                      f"[red]{c.errors} errors[/]" + (f" [red]{c.crashed} crashed[/]" if c.crashed else ""),
+                      f"pass {rate}", f"{elapsed:5.0f} s")
         return table
 
     with Live(view(runner.counters), console=console, refresh_per_second=4, transient=False) as live:
@@ -74,7 +75,9 @@ def run(config: Path = typer.Argument(..., help="experiment YAML"),
         concurrency: Optional[int] = typer.Option(None, help="override the config's concurrency"),
         tasks: Optional[str] = typer.Option(None, help="comma-separated task ids (a subset of the config's)"),
         trials: Optional[int] = typer.Option(None, help="override the number of trials"),
-        report: bool = typer.Option(True, help="print the report when the run finishes")):
+        report: bool = typer.Option(True, help="print the report when the run finishes"),
+        retry_errors: bool = typer.Option(False, help="also rerun finished trials that ended in an "
+                                          "infrastructure error (sandbox_error, model_error)")):
     """Run an experiment; rerunning the same config resumes it (finished trials are kept)."""
     from tbscale.config import load_experiment
     from tbscale.runner import Runner
@@ -93,7 +96,8 @@ def run(config: Path = typer.Argument(..., help="experiment YAML"),
     except TbscaleError as e:
         fail(str(e))
     run_dir = (output_dir or Path(exp.output_dir)) / (run_name or exp.name)
-    runner = Runner(exp, task_list, run_dir)
+    runner = Runner(exp, task_list, run_dir,
+                    retry_stop_reasons={"sandbox_error", "model_error"} if retry_errors else None)
     if runner.simulated:
         console.print("[yellow]Simulated models (sim/...): these runs exercise the harness; "
                       "they measure no language model.[/]")
@@ -107,8 +111,16 @@ def run(config: Path = typer.Argument(..., help="experiment YAML"),
     except TbscaleError as e:
         fail(str(e))
     console.print(f"results: {run_dir}")
-    if report:
-        _report([run_dir], compare=None, plots=False)
+    if runner.crashes:
+        for spec, why in runner.crashes[:10]:
+            console.print(f"[red]crashed:[/] {spec.setting.name} {spec.task.id} trial {spec.trial}: {why}",
+                          highlight=False, soft_wrap=True)
+        console.print(f"[red]{len(runner.crashes)} trials crashed[/] (tracebacks in {run_dir / 'crashes.log'}); "
+                      "they are not recorded: run the same command again to retry them.")
+    if report and runner.counters.done + runner.counters.skipped:
+        _report([run_dir], compare=None, plots=True)
+    if runner.crashes:
+        raise typer.Exit(1)
 
 
 def _load_experiment_tasks(exp, only: str | None):

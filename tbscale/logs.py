@@ -115,10 +115,14 @@ class TrialIndex:
         self.path = path
         self._lock = threading.Lock()
 
-    def finished_keys(self) -> set[str]:
+    def finished_keys(self, retry_stop_reasons: set[str] | None = None) -> set[str]:
+        """Keys of trials with a line; with retry_stop_reasons, a trial whose latest line stopped
+        for one of those reasons counts as unfinished (its new line supersedes the old one)."""
         if not self.path.exists():
             return set()
-        return {row["trial_key"] for row in read_jsonl(self.path) if "trial_key" in row}
+        latest = {row["trial_key"]: row for row in read_jsonl(self.path) if "trial_key" in row}
+        retry = retry_stop_reasons or set()
+        return {k for k, row in latest.items() if row.get("stop_reason") not in retry}
 
     def append(self, row: dict[str, Any]) -> None:
         line = redact(dumps(row))

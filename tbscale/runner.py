@@ -28,6 +28,7 @@ from tbscale.config import Experiment, Setting
 from tbscale.env import docker as dk
 from tbscale.errors import AttemptStopped, SandboxError, TbscaleError
 from tbscale.logs import AttemptRecorder, EventLog, TrialIndex, merge_usage, read_jsonl
+from tbscale.models.llm import redact
 from tbscale.strategies import entry
 from tbscale.strategies.base import AttemptResult, TrajectoryOutcome
 from tbscale.tasks import Task
@@ -91,13 +92,18 @@ class Counters:
     running: int = 0
     passed: int = 0
     errors: int = 0
+    crashed: int = 0
     started_at: float = field(default_factory=time.monotonic)
 
 
 class Runner:
     def __init__(self, exp: Experiment, tasks: list[Task], run_dir: Path,
-                 on_update: Callable[[Counters, dict[str, Any] | None], None] | None = None):
+                 on_update: Callable[[Counters, dict[str, Any] | None], None] | None = None,
+                 retry_stop_reasons: set[str] | None = None):
         self.exp, self.tasks, self.run_dir = exp, tasks, run_dir
+        # Finished trials that stopped for these reasons (e.g. sandbox_error) are run again.
+        self.retry_stop_reasons = retry_stop_reasons or set()
+        self.crashes: list[tuple[TrialSpec, str]] = []
         self.index = TrialIndex(run_dir / "trials.jsonl")
         self.counters = Counters()
         self.on_update = on_update or (lambda c, row: None)
@@ -146,7 +152,7 @@ class Runner:
             invocation["orphan_containers_removed"] = orphans
 
         specs = plan_trials(self.exp, self.tasks)
-        done = self.index.finished_keys()
+        done = self.index.finished_keys(retry_stop_reasons=self.retry_stop_reasons)
         todo = [s for s in specs if s.key not in done]
         self.counters.total, self.counters.skipped = len(specs), len(specs) - len(todo)
         self.on_update(self.counters, None)
@@ -158,6 +164,13 @@ class Runner:
                 self.on_update(self.counters, None)
                 try:
                     row = await self.run_trial(spec)
+                except Exception as e:  # a bug or a broken engine: keep the run going
+                    # Not indexed, so the next `tbscale run` retries it; the cause is kept.
+                    self.counters.crashed += 1
+                    self.crashes.append((spec, f"{type(e).__name__}: {redact(str(e))[:300]}"))
+                    self._log_crash(spec, e)
+                    self.on_update(self.counters, None)
+                    return
                 finally:
                     self.counters.running -= 1
                 self.counters.done += 1
@@ -180,6 +193,15 @@ class Runner:
 
         for t in self.tasks:
             sim.register_task(t.instruction, t.solution_steps())
+
+    def _log_crash(self, spec: TrialSpec, exc: Exception) -> None:
+        import traceback
+
+        path = self.run_dir / "crashes.log"
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(f"--- {datetime.now(timezone.utc).isoformat()} trial {spec.key} "
+                    f"({spec.setting.name}, {spec.task.id}, trial {spec.trial})\n")
+            f.write(redact("".join(traceback.format_exception(exc))) + "\n")
 
     # ---- one trial -----------------------------------------------------------------------------
     def _models(self, setting: Setting):

@@ -213,3 +213,42 @@ def test_sigkill_then_rerun_finishes_each_trial_once(tmp_path):
     # The killed process's containers were orphans; the rerun removed them.
     assert _wait_for(lambda: containers("org.tbscale.task=t0") + containers("org.tbscale.task=t1")
                      + containers("org.tbscale.task=t2") == [], timeout=30)
+
+
+def test_a_crashing_trial_does_not_stop_the_run_and_is_retried(tmp_path):
+    for name in ("ok-task", "crash-task"):
+        make_task(tmp_path / "tasks", name)
+    exp = experiment(tmp_path, agent="oracle", trials=2)
+    from tbscale.tasks import load_tasks
+
+    tasks, _ = load_tasks(tmp_path / "tasks")
+    runner = Runner(exp, tasks, tmp_path / "run")
+    real_act = runner._act
+
+    async def flaky(spec, rec, box, context):
+        if spec.task.id == "crash-task":
+            raise RuntimeError("unexpected bug")
+        return await real_act(spec, rec, box, context)
+
+    runner._act = flaky
+    counters = asyncio.run(runner.run())
+    assert counters.done == 2 and counters.crashed == 2
+    assert "unexpected bug" in (tmp_path / "run" / "crashes.log").read_text()
+    rows = [json.loads(x) for x in (tmp_path / "run" / "trials.jsonl").read_text().splitlines()]
+    assert {r["task_id"] for r in rows} == {"ok-task"}
+    again = Runner(exp, tasks, tmp_path / "run")
+    counters = asyncio.run(again.run())
+    assert counters.skipped == 2 and counters.done == 2 and counters.crashed == 0
+    assert containers("org.tbscale.task=crash-task") == []
+
+
+def test_retry_stop_reasons_reruns_infrastructure_failures(tmp_path):
+    from tbscale.logs import TrialIndex
+
+    index = TrialIndex(tmp_path / "trials.jsonl")
+    index.append({"trial_key": "a", "stop_reason": "submitted"})
+    index.append({"trial_key": "b", "stop_reason": "sandbox_error"})
+    assert index.finished_keys() == {"a", "b"}
+    assert index.finished_keys(retry_stop_reasons={"sandbox_error"}) == {"a"}
+    index.append({"trial_key": "b", "stop_reason": "submitted"})  # the retry's line supersedes
+    assert index.finished_keys(retry_stop_reasons={"sandbox_error"}) == {"a", "b"}
