@@ -11,7 +11,7 @@ import signal
 import sys
 import tempfile
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Tuple
 
 import typer
 from rich.console import Console
@@ -139,11 +139,11 @@ def _load_experiment_tasks(exp, only: str | None):
 
 @app.command()
 def report(runs: list[Path] = typer.Argument(..., help="run folders, or a folder of runs"),
-           compare: Optional[list[str]] = typer.Option(None, help="two setting names to compare (A then B)"),
+           compare: Optional[Tuple[str, str]] = typer.Option(None, help="two setting names: A B (reports B - A)"),
            plots: bool = typer.Option(True, help="write PNG plots and the HTML report")):
     """Tables (and plots) from finished runs: pass@k, consistency, turns, endings, costs, significance."""
     try:
-        _report(runs, compare, plots)
+        _report(runs, list(compare) if compare else None, plots)
     except TbscaleError as e:
         fail(str(e))
 

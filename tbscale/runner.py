@@ -215,7 +215,7 @@ class Runner:
         t0, started = time.monotonic(), datetime.now(timezone.utc).isoformat()
         log = EventLog(self.run_dir / spec.trajectory_relpath, trial_key=spec.key, task_id=spec.task.id,
                        setting=spec.setting.name, setting_key=spec.setting_key, trial=spec.trial, seed=spec.seed,
-                       simulated=self.simulated)
+                       simulated=self.simulated, instruction=spec.task.instruction)
         trial_rec = AttemptRecorder(log, attempt=-1, label="trial")  # calls made by the strategy itself
         tentry = entry("trajectory", spec.setting.trajectory.name)
         tparams = tentry.params.model_validate(spec.setting.trajectory.params())

@@ -81,8 +81,8 @@ def test_compare_paired(tmp_path):
 
 def test_cli_report_writes_files(tmp_path):
     run = write_run(tmp_path)
-    res = subprocess.run([sys.executable, "-m", "tbscale.cli", "report", str(run), "--compare", "baseline",
-                          "--compare", "bon", "--no-plots"], capture_output=True, text=True)
+    res = subprocess.run([sys.executable, "-m", "tbscale.cli", "report", str(run), "--compare", "baseline", "bon",
+                          "--no-plots"], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     assert "SIMULATED MODELS" in res.stdout
     for name in ("report.md", "summary.json", "summary.csv", "pass_at_k.csv", "costs.csv", "endings.csv", "compare.csv"):

@@ -19,6 +19,11 @@ from tbscale.logs import read_jsonl
 from tbscale.verify import ENDINGS
 
 ROLES = ("generator", "selector", "verifier", "summarizer", "judge")
+OPTIONAL_COLUMNS: dict[str, Any] = {
+    "n_attempts": 1, "final_attempt": 0, "attempts": None, "strategy_record": None, "trajectory_path": None,
+    "n": 1, "policy": "baseline", "trajectory": "single", "agent": "bash", "cost_usd": 0.0, "tokens": None,
+    "simulated": False, "generator_model": None, "selector_model": None, "stop_reason": None,
+}
 
 
 def find_run_dirs(paths: list[Path]) -> list[Path]:
@@ -29,7 +34,14 @@ def find_run_dirs(paths: list[Path]) -> list[Path]:
         if (p / "trials.jsonl").is_file():
             runs.append(p)
         elif p.is_dir():
-            runs.extend(sorted(d for d in p.iterdir() if (d / "trials.jsonl").is_file()))
+            found = sorted(d for d in p.iterdir() if (d / "trials.jsonl").is_file())
+            if not found:
+                # A mini-swe-agent or Harbor folder: imported once into a run folder, then read.
+                from tbscale.analysis.importers import auto_import
+
+                imported = auto_import(p)
+                found = [imported] if imported is not None else []
+            runs.extend(found)
         else:
             raise TbscaleError(f"{p}: no such run folder")
     if not runs:
@@ -46,6 +58,12 @@ def load_trials(run_dirs: list[Path]) -> pd.DataFrame:
     if not rows:
         raise TbscaleError(f"{', '.join(map(str, run_dirs))}: trials.jsonl is empty")
     df = pd.DataFrame(rows)
+    # Columns that older or imported runs may lack, with the value a single-attempt trial has.
+    for col, default in OPTIONAL_COLUMNS.items():
+        if col not in df.columns:
+            df[col] = [default] * len(df)
+        else:
+            df[col] = df[col].where(df[col].notna(), default) if default is not None else df[col]
     # One trial per (setting, task, trial index): a later line (a rerun) wins.
     df = df.drop_duplicates(subset=["run", "setting", "task_id", "trial"], keep="last")
     # Settings of several runs are told apart by run name when names collide.

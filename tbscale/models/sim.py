@@ -226,3 +226,7 @@ def register(litellm) -> None:
 
     custom_llm_setup()
     _registered = True
+
+
+# Roles defined elsewhere register themselves on import; they import this module, so they come last.
+from tbscale.models import sim_judge_rubrics  # noqa: E402,F401
