@@ -21,6 +21,7 @@ demo: setup
 	$(BIN)/tbscale run $(CONFIG)
 
 test: setup
+	bash scripts/ensure_test_tools.sh
 	$(BIN)/python -m pytest -q -ra
 
 check: setup
