@@ -231,7 +231,6 @@ def tasks_check(path: Path = typer.Argument(Path("tasks")),
 def sweep(sweep_file: Path = typer.Argument(..., help="sweep YAML: configs and a grid of overrides"),
           concurrency: Optional[int] = typer.Option(None, help="override every config's concurrency")):
     """Run every config x grid point (resuming finished trials) and append results to the history."""
-    import yaml as _yaml
 
     from tbscale.config import Experiment, _format_validation_error
     from tbscale.logs import TrialIndex

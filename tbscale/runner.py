@@ -220,7 +220,7 @@ class Runner:
         tentry = entry("trajectory", spec.setting.trajectory.name)
         tparams = tentry.params.model_validate(spec.setting.trajectory.params())
         models = self._models(spec.setting) if spec.setting.agent == "bash" else None
-        strategy = tentry.factory(tparams, models=models, seed=spec.seed)
+        strategy = tentry.factory(tparams, models=models, seed=spec.seed, prompts=self.exp.prompts)
         attempts: list[AttemptResult] = []
 
         async def start_attempt(stage: str, context: str | None, context_indices: list[int]) -> AttemptResult:
@@ -252,7 +252,8 @@ class Runner:
              wall: float, error: str | None) -> dict[str, Any]:
         final, s = outcome.final, spec.setting
         gen_cfg = self.exp.models.get(s.generator) if s.generator else None
-        sel_key = s.policy.params().get("selector") or (s.generator if s.policy.name != "baseline" else None)
+        pp = s.policy.params()
+        sel_key = pp.get("selector") or pp.get("verifier") or (s.generator if s.policy.name != "baseline" else None)
         usage = merge_usage(*(a.usage for a in outcome.attempts), trial_rec.usage_dict())
         err = error or final.error
         return {
@@ -278,7 +279,7 @@ class Runner:
     # ---- one attempt ---------------------------------------------------------------------------
     async def run_attempt(self, spec: TrialSpec, rec: AttemptRecorder, index: int, stage: str,
                           context: str | None, context_indices: list[int]) -> AttemptResult:
-        task, setting, exp = spec.task, spec.setting, self.exp
+        task, exp = spec.task, self.exp
         timing: dict[str, float] = {}
         outcome = AttemptOutcome("sandbox_error", 0, 0)
         verdict: VerifierResult | None = None

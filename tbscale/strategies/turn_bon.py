@@ -17,25 +17,20 @@ from typing import Literal
 
 from pydantic import Field
 
-from tbscale.agent.actions import parse_action
 from tbscale.errors import ContextWindowExceeded, ModelCallError
 from tbscale.strategies import register_policy
-from tbscale.strategies.base import Decision, Params, TurnContext
-from tbscale.strategies.baseline import candidate_record
+from tbscale.strategies.base import Decision, TurnContext
+from tbscale.strategies.baseline import TurnWindow, sample_candidates
 from tbscale.strategies.render import parse_json_object, render_candidates, render_transcript
 
 PROMPTS = Path(__file__).parent / "prompts"
 
 
-class TurnBoNParams(Params):
+class TurnBoNParams(TurnWindow):
     n: int = Field(4, ge=1, le=64)
     selector: str | None = Field(None, description="key of `models`; default: the generator (self-selection)")
     selector_tries: int = Field(3, ge=1)
     fallback: Literal["random_runnable", "first"] = "random_runnable"
-    # Future work named by the paper: best-of-N at some turns only. Turns outside the window
-    # sample once, like the baseline.
-    first_turn: int = Field(1, ge=1)
-    last_turn: int | None = Field(None, ge=1)
     selector_system_prompt: str | None = Field(None, description="path to a file replacing ours")
 
     def model_refs(self):
@@ -58,15 +53,9 @@ class TurnBoN:
         path = params.selector_system_prompt
         self.system_prompt = Path(path).read_text() if path else (PROMPTS / "selector_system.txt").read_text()
 
-    def _active(self, turn: int) -> bool:
-        return turn >= self.p.first_turn and (self.p.last_turn is None or turn <= self.p.last_turn)
-
     async def decide(self, messages, ctx: TurnContext) -> Decision:
-        n = self.p.n if self._active(ctx.turn) else 1
-        result = await self.generator.complete(messages, n=n, seed=ctx.seed, tools=self.tools, sink=ctx.rec)
-        comps = result.completions[:n]
-        actions = [parse_action(c) for c in comps]
-        ctx.rec.event("candidates", candidates=[candidate_record(c, a) for c, a in zip(comps, actions)])
+        comps, actions = await sample_candidates(self.generator, messages, self.p.n_at(ctx.turn, self.p.n), ctx,
+                                                 self.tools)
         if len(comps) == 1:
             return Decision(comps[0], actions[0], 1, 0)
         index, rationale, failed, tries = await self._select(messages, actions, ctx)

@@ -1,0 +1,114 @@
+"""`tbscale export verifier-data`: every logged verifier, judge and summarizer call of finished runs
+as a JSONL training set for verifier distillation (mid-harness.txt: "collect pairwise responses
+from a strong frontier model ... fine-tune the verifier to generate the teacher model's
+reasoning, scores, and preference labels").
+
+Each `verifier_call` event in trajectories/**/*.jsonl becomes one line:
+
+    {"messages": [...], "response": "...", "parsed": {...}, "role": "verifier", "method": "pairwise",
+     "model": "...", "self_verification": false, "run": ..., "task_id": ..., "setting": ..., "trial": ...,
+     "attempt": 0, "turn": 5, "simulated": false, "outcome": {"reward": 1.0, "ending": "pass"}, ...}
+
+`messages` + `response` is the supervised pair; `parsed` holds the scores (pointwise `score`,
+pairwise `score_a`/`score_b`/`preference` and the `margin` used), the listwise pick, or a judge's
+vote. `outcome` is the verifier result of the attempt the call was made in (for action
+verification; judge and summarizer calls belong to the trial and carry `labels` instead: the
+shown attempts and whether each passed). Outcomes are known only after the fact; they are there
+for filtering and analysis, never shown to the model that made the call. Runs made with simulated
+models are marked `simulated: true` (and left out unless asked for).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterator
+
+from tbscale.errors import TbscaleError
+from tbscale.logs import dumps, read_jsonl
+
+_KEEP = ("candidate", "sample", "pair", "margin", "shown", "round", "group", "vote", "of_attempt", "stage",
+         "self_verification", "calls", "error")
+
+
+def trajectory_files(run_dir: Path) -> list[Path]:
+    return sorted((run_dir / "trajectories").glob("**/*.jsonl"))
+
+
+def calls_in_trajectory(path: Path, run: str) -> Iterator[dict[str, Any]]:
+    events = list(read_jsonl(path))
+    if not events:
+        return
+    start = next((e for e in events if e.get("type") == "start"), {})
+    outcomes = {e.get("attempt"): {"reward": e.get("reward"), "ending": e.get("ending")}
+                for e in events if e.get("type") == "attempt_end"}
+    for e in events:
+        if e.get("type") != "verifier_call":
+            continue
+        attempt = e.get("attempt")
+        row = {"messages": e.get("messages"), "response": e.get("response"), "parsed": e.get("parsed"),
+               "role": e.get("role"), "method": e.get("method"), "model": e.get("model"),
+               "run": run, "task_id": start.get("task_id"), "setting": start.get("setting"),
+               "trial": start.get("trial"), "trial_key": start.get("trial_key"), "attempt": attempt,
+               "turn": e.get("turn"), "simulated": bool(start.get("simulated")),
+               "outcome": outcomes.get(attempt) if attempt is not None and attempt >= 0 else None}
+        row.update({k: e[k] for k in _KEEP if k in e})
+        parsed = e.get("parsed") or {}
+        if e.get("role") == "judge" and isinstance(parsed, dict) and parsed.get("order"):
+            row["labels"] = {"order": parsed["order"],
+                             "passed": [(outcomes.get(i) or {}).get("ending") == "pass" for i in parsed["order"]]}
+        if e.get("role") == "summarizer" and e.get("of_attempt") is not None:
+            row["labels"] = {"passed": (outcomes.get(e["of_attempt"]) or {}).get("ending") == "pass"}
+        yield row
+
+
+def export_verifier_data(runs: list[Path], out: Path, *, roles: list[str] | None = None,
+                         methods: list[str] | None = None, settings: list[str] | None = None,
+                         include_failed: bool = False, include_simulated: bool = False) -> Counter:
+    """Write the calls to `out` (JSONL); returns counts of what was written and skipped."""
+    from tbscale.analysis.tables import find_run_dirs
+
+    run_dirs = find_run_dirs(runs)
+    counts: Counter = Counter()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    try:
+        _write(tmp, run_dirs, counts, roles, methods, settings, include_failed, include_simulated)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    tmp.replace(out)
+    return counts
+
+
+def _write(tmp: Path, run_dirs: list[Path], counts: Counter, roles, methods, settings, include_failed: bool,
+           include_simulated: bool) -> None:
+    with open(tmp, "w", encoding="utf-8") as f:
+        for run in run_dirs:
+            files = trajectory_files(run)
+            if not files:
+                raise TbscaleError(f"{run}: no trajectories/ to read")
+            for path in files:
+                for row in calls_in_trajectory(path, run.name):
+                    counts["calls"] += 1
+                    if roles and row["role"] not in roles or methods and row["method"] not in methods \
+                            or settings and row["setting"] not in settings:
+                        counts["filtered"] += 1
+                        continue
+                    if row["simulated"] and not include_simulated:
+                        counts["skipped_simulated"] += 1
+                        continue
+                    if not row["messages"] or row["response"] is None:
+                        counts["skipped_no_messages"] += 1
+                        continue
+                    if row["parsed"] is None and not include_failed:
+                        counts["skipped_unparsed"] += 1
+                        continue
+                    f.write(dumps(row) + "\n")
+                    counts["written"] += 1
+                    counts[f"role:{row['role']}"] += 1
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
