@@ -28,6 +28,7 @@ This module also holds the small helpers the trajectory strategies share (`ask_j
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 import hashlib
 import json
 import random
@@ -287,7 +288,7 @@ class ListwiseParams(VerifierParams):
     pass
 
 
-class _VerifierPolicy:
+class _VerifierPolicy(ABC):
     method = "?"
     prompt_file = "?"
 
@@ -349,8 +350,9 @@ class _VerifierPolicy:
         runnable = [i for i, a in enumerate(actions) if a.runnable] or list(range(len(actions)))
         return runnable[0] if self.p.fallback == "first" else derived_rng(ctx.seed, "fallback").choice(runnable)
 
+    @abstractmethod
     async def _score(self, messages, actions, judged, ctx) -> tuple[dict[int, float], dict[str, Any]]:
-        raise NotImplementedError
+        """Scores of the judged candidates (higher is better) and extra fields for the event."""
 
 
 @register_policy("verify_pointwise", PointwiseParams)
