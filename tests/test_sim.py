@@ -96,3 +96,19 @@ def test_sim_provider_through_litellm():
     assert len(res.completions) == 3 and res.usage.calls == 1
     assert res.usage.output_tokens > 0 and res.usage.input_tokens > 0 and res.usage.cost_usd == 0.0
     assert all(parse_action(c).command == STEPS[2] for c in res.completions)
+
+
+def test_simulation_ignores_what_commands_printed():
+    """Container output carries timestamps; the simulation must not depend on it, or simulated
+    runs would differ from run to run."""
+    a, b = history(STEPS[:1]), history(STEPS[:1])
+    b[-1]["content"] = "<returncode>0</returncode>\n<output>\ntotal 4 Nov 30 07:01 out\n</output>"
+    assert simulate("policy", a, 6, seed=9, params={"skill": 0.5}) == simulate("policy", b, 6, seed=9, params={"skill": 0.5})
+    c = history(STEPS[:1])
+    c[-1]["content"] = "<returncode>1</returncode>\n<output>\n</output>"  # a different return code counts
+    assert simulate("policy", a, 6, seed=9, params={"skill": 0.5}) != simulate("policy", c, 6, seed=9, params={"skill": 0.5})
+    pa = _selector_prompt(STEPS[:1], ["ls", STEPS[1]])
+    pb = [dict(m) for m in pa]
+    pb[-1]["content"] = pb[-1]["content"].replace("<output>\n</output>", "<output>\nat 07:02\n</output>")
+    assert pa[-1]["content"] != pb[-1]["content"]
+    assert simulate("selector", pa, 5, seed=1, params={"accuracy": 0.5}) == simulate("selector", pb, 5, seed=1, params={"accuracy": 0.5})

@@ -176,8 +176,22 @@ def sim_selector(messages, n, rng, params) -> list[str]:
     return out
 
 
+_OBSERVATION_BLOCK = re.compile(r'(<observation turn="\d+">\n<returncode>-?\d+</returncode>).*?(</observation>)', re.DOTALL)
+
+
+def _stable_text(message: dict[str, Any]) -> str:
+    """A message without what commands printed: container output carries timestamps and ids, so
+    seeding on it would make simulated runs differ from run to run. Return codes stay."""
+    text = str(message.get("content") or "")
+    if text.startswith("<returncode>"):
+        return text.split("</returncode>", 1)[0]
+    return _OBSERVATION_BLOCK.sub(r"\1\2", text)
+
+
 def _seed_for(messages: list[dict[str, Any]], seed: Any, salt: str) -> int:
-    h = hashlib.sha256(f"{seed}|{salt}|{len(messages)}|{messages[-1].get('content') if messages else ''}".encode())
+    h = hashlib.sha256(f"{seed}|{salt}|{len(messages)}".encode())
+    for m in messages[1:]:  # the system prompt names the working directory only
+        h.update(f"|{m.get('role')}:{_stable_text(m)}".encode())
     return int.from_bytes(h.digest()[:8], "big")
 
 
