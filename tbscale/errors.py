@@ -24,6 +24,13 @@ class OutputLengthExceeded(AttemptStopped):
     stop_reason = "output_length"
 
 
+class SegmentDone(AttemptStopped):
+    """A continuation ran the turns it was given without submitting: an unfinished prefix that a
+    trajectory strategy (CER search) scores and may continue, not an ending of the trial."""
+
+    stop_reason = "paused"
+
+
 class StepLimitReached(AttemptStopped):
     stop_reason = "step_limit"
 

@@ -30,9 +30,10 @@ from tbscale.errors import AttemptStopped, SandboxError, TbscaleError
 from tbscale.logs import AttemptRecorder, EventLog, TrialIndex, merge_usage, read_jsonl
 from tbscale.models.llm import redact
 from tbscale.strategies import entry
-from tbscale.strategies.base import AttemptResult, TrajectoryOutcome
+from tbscale.strategies.base import AttemptResult, Prefix, TrajectoryOutcome
 from tbscale.tasks import Task
-from tbscale.verify import VerifierResult, classify_ending, verify
+from tbscale.verify import VerifierResult, classify_ending
+from tbscale.verify import verify as run_verifier
 
 
 @dataclass
@@ -223,11 +224,14 @@ class Runner:
         strategy = tentry.factory(tparams, models=models, seed=spec.seed, prompts=self.exp.prompts)
         attempts: list[AttemptResult] = []
 
-        async def start_attempt(stage: str, context: str | None, context_indices: list[int]) -> AttemptResult:
+        async def start_attempt(stage: str, context: str | None = None, context_indices: list[int] | None = None,
+                                *, prefix: Prefix | None = None, max_new_turns: int | None = None,
+                                verify: bool = True) -> AttemptResult:
             index = len(attempts)
             attempts.append(None)  # reserve the index before awaiting
             rec = AttemptRecorder(log, attempt=index, label=stage)
-            result = await self.run_attempt(spec, rec, index, stage, context, context_indices)
+            result = await self.run_attempt(spec, rec, index, stage, context, context_indices or [],
+                                            prefix=prefix, max_new_turns=max_new_turns, verify=verify)
             attempts[index] = result
             return result
 
@@ -278,7 +282,8 @@ class Runner:
 
     # ---- one attempt ---------------------------------------------------------------------------
     async def run_attempt(self, spec: TrialSpec, rec: AttemptRecorder, index: int, stage: str,
-                          context: str | None, context_indices: list[int]) -> AttemptResult:
+                          context: str | None, context_indices: list[int], *, prefix: Prefix | None = None,
+                          max_new_turns: int | None = None, verify: bool = True) -> AttemptResult:
         task, exp = spec.task, self.exp
         timing: dict[str, float] = {}
         outcome = AttemptOutcome("sandbox_error", 0, 0)
@@ -298,18 +303,24 @@ class Runner:
                     labels={"org.tbscale.trial": spec.key, "org.tbscale.task": task.id}, workdir=task.workdir)
                 timing["create"] = time.monotonic() - t
                 rec.event("attempt_start", stage=stage, image=image, image_built=built, container=box.id,
-                          context_attempts=context_indices)
+                          context_attempts=context_indices, prefix_of=prefix.parent if prefix else None,
+                          prefix_turns=len(prefix.actions) if prefix else 0)
+                if prefix is not None:
+                    t = time.monotonic()
+                    await self._replay(prefix, box, rec)
+                    timing["replay"] = time.monotonic() - t
                 t = time.monotonic()
-                outcome = await self._act(spec, rec, box, context)
+                outcome = await self._act(spec, rec, box, context, prefix, max_new_turns)
                 timing["agent"] = time.monotonic() - t
-                t = time.monotonic()
-                # Every ending but a dead sandbox gets verified, so "would the verifier have passed
-                # it" stays answerable; the ending still follows Table 5.
-                verdict = await asyncio.to_thread(
-                    verify, task, box, exp.limits.verifier_timeout_sec or task.verifier_timeout_sec)
-                timing["verify"] = time.monotonic() - t
-                rec.event("verifier", reward=verdict.reward, passed=verdict.passed, error=verdict.error,
-                          output=verdict.output[-20_000:], details=verdict.details)
+                # Every ending but a dead sandbox or a paused prefix gets verified, so "would the
+                # verifier have passed it" stays answerable; the ending still follows Table 5.
+                if verify or outcome.stop_reason != "paused":
+                    t = time.monotonic()
+                    verdict = await asyncio.to_thread(
+                        run_verifier, task, box, exp.limits.verifier_timeout_sec or task.verifier_timeout_sec)
+                    timing["verify"] = time.monotonic() - t
+                    rec.event("verifier", reward=verdict.reward, passed=verdict.passed, error=verdict.error,
+                              output=verdict.output[-20_000:], details=verdict.details)
             except SandboxError as e:
                 outcome.stop_reason, outcome.error = "sandbox_error", str(e)
             finally:
@@ -318,6 +329,7 @@ class Runner:
                     await asyncio.to_thread(box.remove)
                     timing["remove"] = time.monotonic() - t
         ending = classify_ending(outcome.stop_reason, verdict)
+        actions = (prefix.actions if prefix else []) + outcome.actions
         if verdict is not None and verdict.error and outcome.stop_reason == "submitted":
             outcome.stop_reason = verdict.error
         rec.event("attempt_end", stage=stage, ending=ending, stop_reason=outcome.stop_reason,
@@ -326,11 +338,18 @@ class Runner:
         return AttemptResult(index=index, label=rec.label, stage=stage,
                              reward=verdict.reward if verdict else None,
                              passed=ending == "pass", ending=ending, stop_reason=outcome.stop_reason,
-                             turns=outcome.turns, actions=outcome.actions, transcript=outcome.messages,
+                             turns=outcome.turns, actions=actions, transcript=outcome.messages,
                              usage=rec.usage_dict(), timing={k: round(v, 4) for k, v in timing.items()},
                              error=outcome.error, context_indices=context_indices)
 
-    async def _act(self, spec: TrialSpec, rec: AttemptRecorder, box: dk.Sandbox, context: str | None) -> AttemptOutcome:
+    async def _replay(self, prefix: Prefix, box: dk.Sandbox, rec: AttemptRecorder) -> None:
+        """Rebuild a prefix's environment state by running its commands again, in order."""
+        for i, command in enumerate(prefix.actions, 1):
+            res = await asyncio.to_thread(box.exec, command, self.exp.limits.command_timeout_sec)
+            rec.event("replay", turn=i, command=command, exit_code=res.exit_code, timed_out=res.timed_out)
+
+    async def _act(self, spec: TrialSpec, rec: AttemptRecorder, box: dk.Sandbox, context: str | None,
+                   prefix: Prefix | None = None, max_new_turns: int | None = None) -> AttemptOutcome:
         task, setting = spec.task, spec.setting
         if setting.agent == "nop":
             return AttemptOutcome("submitted", 0, 0)
@@ -352,6 +371,7 @@ class Runner:
                                 models=models, seed=spec.seed, tools=tools)
         return await run_agent(task, box, policy, self.exp.limits, rec, seed=spec.seed + 1000 * rec.attempt,
                                context=context, prompts=self.exp.prompts, action_format=setting.action_format,
+                               history=prefix.messages if prefix else None, max_new_turns=max_new_turns,
                                context_window=generator.context_window())
 
 

@@ -45,6 +45,8 @@ class VerifierResult:
 
 
 def classify_ending(stop_reason: str | None, verifier: VerifierResult | None) -> str:
+    if stop_reason == "paused":
+        return "unfinished"  # a prefix left to be continued; never a trial's final ending
     if stop_reason in (None, "submitted"):
         if verifier is None or verifier.error:
             return "agent_error"

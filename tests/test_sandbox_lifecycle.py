@@ -71,7 +71,7 @@ def run_scripted(tmp_path, commands, limits=None, agent_timeout=60):
     runner = Runner(exp, [task], tmp_path / "run")
     spec = plan_trials(exp, [task])[0]
 
-    async def act(spec_, rec, box, context):
+    async def act(spec_, rec, box, context, *_):
         from tbscale.agent.loop import run_agent
         return await run_agent(task, box, ScriptedPolicy(commands), exp.limits, rec, seed=0)
 
@@ -127,7 +127,7 @@ def test_container_removed_when_agent_raises(tmp_path):
     spec = plan_trials(exp, [task])[0]
     seen = {}
 
-    async def act(spec_, rec, box, context):
+    async def act(spec_, rec, box, context, *_):
         seen["id"] = box.id
         raise RuntimeError("agent exploded")
 
@@ -225,10 +225,10 @@ def test_a_crashing_trial_does_not_stop_the_run_and_is_retried(tmp_path):
     runner = Runner(exp, tasks, tmp_path / "run")
     real_act = runner._act
 
-    async def flaky(spec, rec, box, context):
+    async def flaky(spec, rec, box, context, *rest):
         if spec.task.id == "crash-task":
             raise RuntimeError("unexpected bug")
-        return await real_act(spec, rec, box, context)
+        return await real_act(spec, rec, box, context, *rest)
 
     runner._act = flaky
     counters = asyncio.run(runner.run())
@@ -252,3 +252,50 @@ def test_retry_stop_reasons_reruns_infrastructure_failures(tmp_path):
     assert index.finished_keys(retry_stop_reasons={"sandbox_error"}) == {"a"}
     index.append({"trial_key": "b", "stop_reason": "submitted"})  # the retry's line supersedes
     assert index.finished_keys(retry_stop_reasons={"sandbox_error"}) == {"a", "b"}
+
+
+def test_prefix_continuation_replays_state_and_pauses(tmp_path):
+    """A trajectory strategy can stop an attempt after some turns and continue it in a fresh
+    container: the prefix's commands are replayed, then the agent goes on from its history."""
+    from tbscale.strategies import register_trajectory
+    from tbscale.strategies.base import Params, Prefix, TrajectoryOutcome
+
+    seen = {}
+
+    class ContinueParams(Params):
+        pass
+
+    @register_trajectory("test_continue", ContinueParams)
+    class Continue:
+        def __init__(self, params, **_):
+            pass
+
+        async def run(self, task, start_attempt, rec):
+            a = await start_attempt("seg1", max_new_turns=1, verify=False)
+            b = await start_attempt("seg2", prefix=Prefix.of(a), max_new_turns=1, verify=False)
+            c = await start_attempt("final", prefix=Prefix.of(b))
+            seen.update(a=a, b=b, c=c)
+            return TrajectoryOutcome(c, [a, b, c])
+
+    make_task(tmp_path / "tasks", "three-steps",
+              solve="mkdir -p /app/d\n\necho done > /app/d/x\n\ncp /app/d/x /app/out.txt")
+    exp = Experiment.model_validate({
+        "name": "cont", "tasks": {"path": str(tmp_path / "tasks")},
+        "models": {"m": {"model": "sim/policy", "sim": {"skill": 1.0}}},
+        "settings": [{"name": "s", "generator": "m", "trajectory": {"name": "test_continue"}}]})
+    tasks = [load_task(tmp_path / "tasks" / "three-steps")]
+    runner = Runner(exp, tasks, tmp_path / "run")
+    asyncio.run(runner.run())
+    a, b, c = seen["a"], seen["b"], seen["c"]
+    assert (a.ending, a.stop_reason, a.turns, a.reward) == ("unfinished", "paused", 1, None)
+    assert a.actions == ["mkdir -p /app/d"]
+    assert b.ending == "unfinished" and b.turns == 2 and b.actions == ["mkdir -p /app/d", "echo done > /app/d/x"]
+    # The final continuation only ran the last step and the submission: it passes because the
+    # replay rebuilt /app/d/x in its fresh container.
+    assert c.passed and c.turns == 4 and c.actions[2:] == ["cp /app/d/x /app/out.txt",
+                                                           "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"]
+    row = json.loads((tmp_path / "run" / "trials.jsonl").read_text())
+    assert row["passed"] and row["n_attempts"] == 3
+    replays = [e for e in events(tmp_path / "run", row) if e["type"] == "replay"]
+    assert [(e["attempt"], e["command"]) for e in replays] == [
+        (1, "mkdir -p /app/d"), (2, "mkdir -p /app/d"), (2, "echo done > /app/d/x")]

@@ -22,7 +22,7 @@ from tbscale.agent.actions import FINISH_MARKER, ends_attempt
 from tbscale.config import Limits
 from tbscale.env.docker import Sandbox
 from tbscale.errors import (AgentTimeout, AttemptStopped, ContextWindowExceeded, FormatErrorLimit,
-                            OutputLengthExceeded, StepLimitReached)
+                            OutputLengthExceeded, SegmentDone, StepLimitReached)
 from tbscale.logs import AttemptRecorder
 from tbscale.strategies.base import ActionPolicy, TurnContext
 from tbscale.tasks import Task
@@ -90,23 +90,30 @@ class AttemptOutcome:
 async def run_agent(task: Task, box: Sandbox, policy: ActionPolicy, limits: Limits, rec: AttemptRecorder,
                     *, seed: int, context: str | None = None, prompts: dict[str, str] | None = None,
                     context_window: int | None = None, time_budget_sec: float | None = None,
-                    action_format: str = "fenced") -> AttemptOutcome:
+                    action_format: str = "fenced", history: list[dict[str, Any]] | None = None,
+                    max_new_turns: int | None = None) -> AttemptOutcome:
     """Run one attempt of the bash agent in `box`. Never raises for attempt-ending conditions:
     they come back as the outcome's stop_reason (and an `end`-worthy error message)."""
     budget = time_budget_sec or limits.agent_timeout_sec or task.agent_timeout_sec
     start = time.monotonic()
     deadline = start + budget
-    workdir = box.workdir or (await asyncio.to_thread(box.exec, "pwd", 10)).output.strip() or "/"
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": render("system", prompts, workdir=workdir, finish_marker=FINISH_MARKER,
-                                             action_format=action_format)},
-        {"role": "user", "content": render("instance", prompts, instruction=task.instruction, context=context,
-                                           max_turns=limits.max_turns, time_budget=f"{budget / 60:.0f} minutes")},
-    ]
-    outcome = AttemptOutcome("agent_error", 0, 0, messages)
+    if history:  # continuing a prefix whose commands were replayed in this container
+        messages = [dict(m) for m in history]
+    else:
+        workdir = box.workdir or (await asyncio.to_thread(box.exec, "pwd", 10)).output.strip() or "/"
+        messages = [
+            {"role": "system", "content": render("system", prompts, workdir=workdir, finish_marker=FINISH_MARKER,
+                                                 action_format=action_format)},
+            {"role": "user", "content": render("instance", prompts, instruction=task.instruction, context=context,
+                                               max_turns=limits.max_turns, time_budget=f"{budget / 60:.0f} minutes")},
+        ]
+    first_turn = 1 + sum(m["role"] == "assistant" for m in messages)
+    last_turn = limits.max_turns if max_new_turns is None else min(limits.max_turns, first_turn + max_new_turns - 1)
+    outcome = AttemptOutcome("agent_error", first_turn - 1, 0, messages)
     try:
         async with asyncio.timeout(budget + 30):  # a backstop: the checks below should fire first
-            await _loop(task, box, policy, limits, rec, seed, messages, outcome, deadline, context_window, prompts)
+            await _loop(task, box, policy, limits, rec, seed, messages, outcome, deadline, context_window, prompts,
+                        first_turn, last_turn)
     except AttemptStopped as e:
         outcome.stop_reason, outcome.error = e.stop_reason, str(e) or None
     except TimeoutError:
@@ -115,8 +122,9 @@ async def run_agent(task: Task, box: Sandbox, policy: ActionPolicy, limits: Limi
     return outcome
 
 
-async def _loop(task, box, policy, limits, rec, seed, messages, outcome, deadline, context_window, prompts):
-    for turn in range(1, limits.max_turns + 1):
+async def _loop(task, box, policy, limits, rec, seed, messages, outcome, deadline, context_window, prompts,
+                first_turn, last_turn):
+    for turn in range(first_turn, last_turn + 1):
         rec.turn = outcome.turns = turn
         if time.monotonic() >= deadline:
             raise AgentTimeout("the attempt ran past its time budget")
@@ -147,4 +155,6 @@ async def _loop(task, box, policy, limits, rec, seed, messages, outcome, deadlin
             return
         messages.extend(reply_messages(completion, format_observation(
             result.output, result.exit_code, result.timed_out, timeout, limits.observation_max_chars, prompts)))
+    if last_turn < limits.max_turns:
+        raise SegmentDone(f"paused after turn {last_turn}")
     raise StepLimitReached(f"no submission within {limits.max_turns} turns")

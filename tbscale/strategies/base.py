@@ -80,8 +80,25 @@ class AttemptResult:
                 "turns": self.turns, "context": self.context_indices, "usage": self.usage}
 
 
-# start_attempt(stage, context_text, context_indices) -> a finished, verified attempt
-StartAttempt = Callable[[str, str | None, list[int]], Awaitable[AttemptResult]]
+@dataclass
+class Prefix:
+    """An unfinished attempt to continue elsewhere: its history, and the commands that built its
+    environment state (replayed in a fresh container before the agent goes on)."""
+
+    messages: list[dict[str, Any]]
+    actions: list[str]
+    parent: int | None = None
+
+    @classmethod
+    def of(cls, attempt: "AttemptResult") -> "Prefix":
+        return cls(attempt.transcript, attempt.actions, attempt.index)
+
+
+# start_attempt(stage, context_text, context_indices, *, prefix=None, max_new_turns=None,
+# verify=True) -> a finished attempt: verified when it submitted or `verify` is set. With
+# max_new_turns the agent stops after that many more turns (stop reason "paused", ending
+# "unfinished"), leaving a prefix to score or continue.
+StartAttempt = Callable[..., Awaitable[AttemptResult]]
 
 
 @dataclass
