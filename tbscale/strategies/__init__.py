@@ -19,7 +19,7 @@ from tbscale.strategies.base import Params
 
 # Modules imported on first registry use; each registers what it defines.
 _MODULES = ["baseline", "turn_bon", "single"]
-_EXTRA_MODULES = ["verifiers", "best_of_n", "pdr"]
+_EXTRA_MODULES = ["verifiers", "best_of_n", "pdr", "cer"]
 
 
 @dataclass
