@@ -44,7 +44,7 @@ class ReportContext:
 # SECTION_MODULES are imported when a report is built (absent ones are skipped).
 SECTIONS: list[Callable[[ReportContext], None]] = []
 SECTION_MODULES = ["tbscale.analysis.behaviour_report", "tbscale.analysis.stages", "tbscale.analysis.judge",
-                   "tbscale.analysis.plots", "tbscale.analysis.html"]
+                   "tbscale.analysis.cer_report", "tbscale.analysis.plots", "tbscale.analysis.html"]
 
 
 def section(fn: Callable[[ReportContext], None]) -> Callable[[ReportContext], None]:

@@ -243,4 +243,4 @@ def register(litellm) -> None:
 
 
 # Roles defined elsewhere register themselves on import; they import this module, so they come last.
-from tbscale.models import sim_bsr, sim_judge_rubrics, sim_judges  # noqa: E402,F401
+from tbscale.models import sim_bsr, sim_cer, sim_judge_rubrics, sim_judges  # noqa: E402,F401

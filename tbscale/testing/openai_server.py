@@ -242,8 +242,9 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as e:  # a broken responder: a 500 the test can see, and kept in `errors`
             owner.errors.append(e)
             status, payload, headers = 500, ErrorReply(500, f"responder raised {type(e).__name__}: {e}").body(), {}
-        self._send(status, payload, headers)
+        # Record first: a client that has its answer must find the request complete in `requests`.
         owner._finish(rec, status, payload)
+        self._send(status, payload, headers)
 
 
 class _Server(ThreadingHTTPServer):
