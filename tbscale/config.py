@@ -194,10 +194,8 @@ def _format_validation_error(path: Path, err: ValidationError) -> str:
     return f"{where}{msg}{more}"
 
 
-def load_experiment(path: str | Path, overrides: dict[str, Any] | None = None) -> Experiment:
-    """Read and validate an experiment YAML; every problem is a one-line TbscaleError naming the
-    file and the key. Relative task and prompt paths are resolved against the config's folder
-    when they exist there, else against the working directory."""
+def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
+    """A YAML file whose top level is a mapping; every problem is a one-line TbscaleError."""
     path = Path(path)
     try:
         raw = yaml.safe_load(path.read_text())
@@ -207,8 +205,19 @@ def load_experiment(path: str | Path, overrides: dict[str, Any] | None = None) -
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
         raise TbscaleError(f"{path}:{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
+    if raw is None:
+        return {}
     if not isinstance(raw, dict):
         raise TbscaleError(f"{path}: the top level must be a mapping of keys")
+    return raw
+
+
+def load_experiment(path: str | Path, overrides: dict[str, Any] | None = None) -> Experiment:
+    """Read and validate an experiment YAML; every problem is a one-line TbscaleError naming the
+    file and the key. Relative task and prompt paths are resolved against the config's folder
+    when they exist there, else against the working directory."""
+    path = Path(path)
+    raw = read_yaml_mapping(path)
     for key, value in (overrides or {}).items():
         raw[key] = value
     try:

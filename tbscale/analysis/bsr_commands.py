@@ -36,14 +36,9 @@ def resolve_judge_model(model: str, config: Path | None, api_base: str | None, a
 
     raw: dict[str, Any] = {}
     if config is not None:
-        import yaml
+        from tbscale.config import read_yaml_mapping
 
-        try:
-            raw = yaml.safe_load(Path(config).read_text()) or {}
-        except FileNotFoundError:
-            raise TbscaleError(f"{config}: no such file") from None
-        if not isinstance(raw, dict):
-            raise TbscaleError(f"{config}: the top level must be a mapping")
+        raw = read_yaml_mapping(config)
         raw = raw.get("judge", raw)
     models = dict(raw.get("models") or {})
     manifest = run_dir / "manifest.json"

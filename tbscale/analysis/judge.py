@@ -368,14 +368,9 @@ class JudgeConfig(BaseModel):
 def load_judge_config(path: Path | None, model: str | None = None, **overrides: Any) -> JudgeConfig:
     raw: dict[str, Any] = {}
     if path is not None:
-        import yaml
+        from tbscale.config import read_yaml_mapping
 
-        try:
-            raw = yaml.safe_load(Path(path).read_text()) or {}
-        except FileNotFoundError:
-            raise TbscaleError(f"{path}: no such file") from None
-        if not isinstance(raw, dict):
-            raise TbscaleError(f"{path}: the top level must be a mapping")
+        raw = read_yaml_mapping(path)
         raw = raw.get("judge", raw) if set(raw) == {"judge"} else raw
     if model:
         raw["model"] = model
