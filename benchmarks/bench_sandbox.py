@@ -22,20 +22,16 @@ from tbscale.config import Experiment
 from tbscale.env import docker as dk
 from tbscale.runner import Runner, plan_trials
 from tbscale.tasks import load_task
+from tbscale.testing.tasks import write_harbor_task
 
 OUT = Path(__file__).parent / "out"
 
 
 def trivial_task(root: Path) -> Path:
-    d = root / "tasks" / "trivial"
-    for sub in ("environment", "tests", "solution"):
-        (d / sub).mkdir(parents=True)
-    (d / "instruction.md").write_text("Write ok into /app/ok.\n")
-    (d / "task.toml").write_text("[agent]\ntimeout_sec = 60\n[verifier]\ntimeout_sec = 30\n")
-    (d / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
-    (d / "tests" / "test.sh").write_text("grep -qx ok /app/ok && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n")
-    (d / "solution" / "solve.sh").write_text("echo ok > /app/ok\n")
-    return d
+    return write_harbor_task(root / "tasks", "trivial", instruction="Write ok into /app/ok.\n",
+                             test_sh="grep -qx ok /app/ok && echo 1 > /logs/verifier/reward.txt "
+                                     "|| echo 0 > /logs/verifier/reward.txt\n",
+                             solve="echo ok > /app/ok\n")
 
 
 def bench_exec(task, reps: int = 60) -> dict:

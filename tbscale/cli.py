@@ -10,6 +10,7 @@ import asyncio
 import signal
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Optional, Tuple
 
@@ -40,7 +41,7 @@ def fail(message: str, code: int = 2) -> None:
 def _sigterm_as_interrupt() -> None:
     # A SIGTERM (CI timeout, `kill`) takes the same path as Ctrl-C: containers are removed and
     # the finished trials stay on disk.
-    def handler(signum, frame):
+    def handler(_signum, _frame):
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, handler)
 
@@ -50,12 +51,10 @@ def _run_with_progress(runner, title: str) -> None:
     from rich.table import Table
 
     def view(c) -> Table:
-        import time as _t
-
         table = Table.grid(padding=(0, 2))
         finished = c.done + c.skipped
         rate = f"{c.passed / c.done:.0%}" if c.done else "-"
-        elapsed = _t.monotonic() - c.started_at
+        elapsed = time.monotonic() - c.started_at
         bar_w = 30
         fill = int(bar_w * finished / c.total) if c.total else bar_w
         table.add_row(f"[bold]{title}[/]", f"[green]{'━' * fill}[/][dim]{'━' * (bar_w - fill)}[/]",
@@ -303,12 +302,13 @@ def _show_history(path: Path, sweep_name: str | None) -> None:
 
 
 @app.command()
-def clean(all_sessions: bool = typer.Option(True, "--all/--session", help="remove every tbscale container")):
+def clean(all_sessions: bool = typer.Option(True, "--all/--orphans",
+                                           help="every tbscale container, or only those of dead processes on this host")):
     """Remove containers left behind by tbscale processes that were killed."""
-    from tbscale.env.docker import cleanup_labelled
+    from tbscale.env.docker import cleanup_labelled, cleanup_orphans
 
     try:
-        out.print(f"removed {cleanup_labelled()} containers")
+        out.print(f"removed {cleanup_labelled() if all_sessions else cleanup_orphans()} containers")
     except TbscaleError as e:
         fail(str(e))
 

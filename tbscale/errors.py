@@ -52,10 +52,3 @@ class ModelCallError(AttemptStopped):
 
     stop_reason = "model_error"
 
-
-class VerifierTimeout(AttemptStopped):
-    stop_reason = "verifier_timeout"
-
-
-class RewardFileMissing(AttemptStopped):
-    stop_reason = "reward_missing"

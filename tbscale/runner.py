@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from tbscale import SCHEMA_VERSION, __version__
 from tbscale.agent.actions import BASH_TOOL
-from tbscale.agent.loop import AttemptOutcome, render, run_agent
+from tbscale.agent.loop import AttemptOutcome, run_agent
 from tbscale.config import Experiment, Setting
 from tbscale.env import docker as dk
 from tbscale.errors import AttemptStopped, SandboxError, TbscaleError
@@ -380,4 +380,4 @@ def load_rows(run_dir: Path) -> list[dict[str, Any]]:
     return list(read_jsonl(path)) if path.exists() else []
 
 
-__all__ = ["Runner", "TrialSpec", "plan_trials", "load_rows", "render"]
+__all__ = ["Runner", "TrialSpec", "plan_trials", "load_rows"]

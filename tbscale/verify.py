@@ -136,6 +136,6 @@ def register_verifier(task_format: str, fn: Callable[[Task, Sandbox, float], Ver
 
 
 def verify(task: Task, box: Sandbox, timeout_sec: float) -> VerifierResult:
-    if task.format not in VERIFIERS and task.format == "swebench":
+    if task.format == "swebench" and "swebench" not in VERIFIERS:
         import tbscale.swebench  # noqa: F401  (registers its verifier)
     return VERIFIERS[task.format](task, box, timeout_sec)

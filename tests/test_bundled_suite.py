@@ -4,6 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tbscale.testing.tasks import write_harbor_task
 from tests._docker import requires_docker
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,14 +24,9 @@ def test_tasks_check_whole_bundled_suite(tmp_path):
 
 @requires_docker
 def test_tasks_check_flags_a_dishonest_task(tmp_path):
-    d = tmp_path / "tasks" / "always-passes"
-    for sub in ("environment", "tests", "solution"):
-        (d / sub).mkdir(parents=True)
-    (d / "instruction.md").write_text("Anything.\n")
-    (d / "task.toml").write_text("[agent]\ntimeout_sec = 30\n")
-    (d / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
-    (d / "tests" / "test.sh").write_text("echo 1 > /logs/verifier/reward.txt\n")  # passes untouched
-    (d / "solution" / "solve.sh").write_text("true\n")
+    write_harbor_task(tmp_path / "tasks", "always-passes", instruction="Anything.\n",
+                      task_toml="[agent]\ntimeout_sec = 30\n", solve="true\n",
+                      test_sh="echo 1 > /logs/verifier/reward.txt\n")  # passes untouched
     res = subprocess.run([sys.executable, "-m", "tbscale.cli", "tasks", "check", str(tmp_path / "tasks")],
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 1

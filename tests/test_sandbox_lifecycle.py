@@ -25,19 +25,13 @@ from tbscale.models.llm import Completion  # noqa: E402
 from tbscale.runner import Runner, plan_trials  # noqa: E402
 from tbscale.strategies.base import Decision  # noqa: E402
 from tbscale.tasks import load_task  # noqa: E402
+from tbscale.testing.tasks import write_harbor_task  # noqa: E402
 
 
 def make_task(root: Path, name: str, solve: str = "echo done > /app/out.txt", agent_timeout: int = 60) -> Path:
-    d = root / name
-    for sub in ("environment", "tests", "solution"):
-        (d / sub).mkdir(parents=True)
-    (d / "instruction.md").write_text(f"Write 'done' into /app/out.txt. ({name})\n")
-    (d / "task.toml").write_text(f"[agent]\ntimeout_sec = {agent_timeout}\n[verifier]\ntimeout_sec = 30\n")
-    (d / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
-    (d / "tests" / "test.sh").write_text(
-        'if grep -qx done /app/out.txt 2>/dev/null; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n')
-    (d / "solution" / "solve.sh").write_text(f"#!/bin/bash\n{solve}\n")
-    return d
+    return write_harbor_task(root, name, instruction=f"Write 'done' into /app/out.txt. ({name})\n",
+                             task_toml=f"[agent]\ntimeout_sec = {agent_timeout}\n[verifier]\ntimeout_sec = 30\n",
+                             solve=f"#!/bin/bash\n{solve}\n")
 
 
 def containers(label: str) -> list[str]:

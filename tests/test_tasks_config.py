@@ -12,6 +12,7 @@ import pytest
 from tbscale.config import load_experiment
 from tbscale.errors import TbscaleError
 from tbscale.tasks import load_task, load_tasks
+from tbscale.testing.tasks import write_harbor_task
 
 ROOT = Path(__file__).resolve().parents[1]
 LEGACY = Path(__file__).parent / "fixtures" / "tb-legacy" / "hello-file"
@@ -172,13 +173,18 @@ def test_cli_missing_config(tmp_path):
 
 
 def _harbor(root: Path, name: str = "demo-task", toml: str = "[agent]\ntimeout_sec = 60\n") -> Path:
-    d = root / name
-    (d / "environment").mkdir(parents=True)
-    (d / "tests").mkdir()
-    (d / "solution").mkdir()
-    (d / "instruction.md").write_text("Do the thing.\n")
-    (d / "task.toml").write_text(textwrap.dedent(toml))
-    (d / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
-    (d / "tests" / "test.sh").write_text("echo 1 > /logs/verifier/reward.txt\n")
-    (d / "solution" / "solve.sh").write_text("#!/bin/bash\nset -e\n\necho one\n\n# a comment\necho two &&\n  echo three\n")
-    return d
+    return write_harbor_task(root, name, instruction="Do the thing.\n", task_toml=textwrap.dedent(toml),
+                             test_sh="echo 1 > /logs/verifier/reward.txt\n",
+                             solve="#!/bin/bash\nset -e\n\necho one\n\n# a comment\necho two &&\n  echo three\n")
+
+
+def test_environment_hash_follows_content(tmp_path):
+    from tbscale.env.docker import hash_directory
+
+    d = _harbor(tmp_path) / "environment"
+    first = hash_directory(d)
+    assert hash_directory(d) == first
+    (d / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /srv\n")
+    assert hash_directory(d) != first
+    (d / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+    assert hash_directory(d) == first  # same bytes, same image

@@ -84,7 +84,6 @@ class AttemptOutcome:
     messages: list[dict[str, Any]] = field(repr=False, default_factory=list)
     actions: list[str] = field(default_factory=list)
     error: str | None = None
-    agent_sec: float = 0.0
 
 
 async def run_agent(task: Task, box: Sandbox, policy: ActionPolicy, limits: Limits, rec: AttemptRecorder,
@@ -118,7 +117,6 @@ async def run_agent(task: Task, box: Sandbox, policy: ActionPolicy, limits: Limi
         outcome.stop_reason, outcome.error = e.stop_reason, str(e) or None
     except TimeoutError:
         outcome.stop_reason, outcome.error = "time_limit", f"attempt ran past its {budget:.0f} s budget"
-    outcome.agent_sec = time.monotonic() - start
     return outcome
 
 

@@ -89,6 +89,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tbscale.agent.actions import FINISH_MARKER
 from tbscale.analysis.metrics import paired_bootstrap
 
 BEHAVIOURS: tuple[str, ...] = (
@@ -103,7 +104,6 @@ BEHAVIOURS: tuple[str, ...] = (
 )
 """The eight Table 4 behaviours, in the order of Figure 4."""
 
-FINISH_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 
 # Command kinds (internal vocabulary between classification and labelling).
 EDIT = "edit"

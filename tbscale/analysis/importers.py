@@ -42,9 +42,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from tbscale import SCHEMA_VERSION
+from tbscale.agent.actions import FINISH_MARKER
 from tbscale.errors import TbscaleError
 
-FINISH_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 PASS_THRESHOLD = 1.0 - 1e-9
 _MINI_FENCE = re.compile(r"```(?:bash|sh|shell|mswea_bash_command)?[ \t]*\n(.*?)\n?```", re.DOTALL)
 _RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")

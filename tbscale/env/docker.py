@@ -54,15 +54,30 @@ def client():
         return _client
 
 
+_hash_cache: dict[str, tuple[tuple, str]] = {}
+
+
 def hash_directory(path: Path) -> str:
-    """Content hash of a build context: relative paths, modes and bytes of every file."""
+    """Content hash of a build context: relative paths, modes and bytes of every file.
+
+    Every attempt asks for its image tag, so the hash is kept per folder and recomputed only when
+    a file's name, size, mode or mtime changes: a stat walk instead of reading every byte again.
+    """
+    files = sorted(p for p in path.rglob("*") if p.is_file())
+    stats = [(f, f.stat()) for f in files]
+    signature = tuple((str(f), st.st_size, st.st_mode, st.st_mtime_ns) for f, st in stats)
+    cached = _hash_cache.get(str(path))
+    if cached and cached[0] == signature:
+        return cached[1]
     h = hashlib.sha256()
-    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+    for f, st in stats:
         rel = f.relative_to(path).as_posix()
-        h.update(rel.encode() + b"\0" + oct(f.stat().st_mode & 0o777).encode() + b"\0")
+        h.update(rel.encode() + b"\0" + oct(st.st_mode & 0o777).encode() + b"\0")
         h.update(f.read_bytes())
         h.update(b"\0")
-    return h.hexdigest()[:16]
+    digest = h.hexdigest()[:16]
+    _hash_cache[str(path)] = (signature, digest)
+    return digest
 
 
 def image_tag_for(task) -> str:

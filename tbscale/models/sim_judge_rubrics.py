@@ -27,10 +27,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tbscale.agent.actions import FINISH_MARKER
 from tbscale.models.sim import register_role
 
 NOTE = "simulated rule-based judge (sim/rubric_judge); not a language model"
-FINISH_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 
 _TURN = re.compile(r'<turn n="(\d+)">\n(.*?)\n</turn>', re.DOTALL)
 _RESPONSE = re.compile(r"<response>\n(.*?)\n</response>", re.DOTALL)
