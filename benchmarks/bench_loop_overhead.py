@@ -15,12 +15,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from tbscale.agent.actions import parse_action
+from tbscale.types.actions import parse_action
 from tbscale.agent.loop import run_agent
 from tbscale.config import Limits, ModelConfig
-from tbscale.env.docker import ExecResult
+from tbscale.environments import ExecResult
 from tbscale.logs import AttemptRecorder, EventLog
-from tbscale.models.llm import LLM, Completion
+from tbscale.models.llm import LLM
+from tbscale.types import Completion
 from tbscale.strategies.base import Decision
 from tbscale.tasks.model import Task
 

@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 
 from tbscale.config import Experiment
-from tbscale.env import docker as dk
+from tbscale.environments import docker as dk
 from tbscale.runner import Runner, plan_trials
 from tbscale.tasks import load_task
-from tbscale.testing.tasks import write_harbor_task
+from tbscale_testing.tasks import write_harbor_task
 
 OUT = Path(__file__).parent / "out"
 

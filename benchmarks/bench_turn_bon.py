@@ -28,14 +28,15 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never download litellm's price map
 
-from tbscale.agent.actions import parse_action  # noqa: E402
+from tbscale.types.actions import parse_action  # noqa: E402
 from tbscale.logs import AttemptRecorder  # noqa: E402
-from tbscale.models.llm import LLM, Completion  # noqa: E402
+from tbscale.models.llm import LLM
+from tbscale.types import Completion  # noqa: E402
 from tbscale.strategies import entry  # noqa: E402
 from tbscale.strategies.base import TurnContext  # noqa: E402
 from tbscale.strategies.turn_bon import selector_messages  # noqa: E402
 from tbscale.tasks import Task  # noqa: E402
-from tbscale.testing import LoopbackModel  # noqa: E402
+from tbscale_testing import LoopbackModel  # noqa: E402
 
 OUT = Path(__file__).parent / "out"
 TASK = Task(id="bench", format="harbor", instruction="Count the lines of every .log file under /var/log.")

@@ -2,4 +2,4 @@
 what the extra compute buys."""
 
 __version__ = "0.1.0"
-SCHEMA_VERSION = 1  # of trials.jsonl lines and trajectory events; bump on breaking changes
+SCHEMA_VERSION = 2  # of trials.jsonl lines and trajectory events; bump on breaking changes (1 is still read)

@@ -47,8 +47,36 @@ class SandboxError(AttemptStopped):
     stop_reason = "sandbox_error"
 
 
+class ImageBuildError(SandboxError):
+    """The task's image could not be built or pulled: an infrastructure failure, not the agent's."""
+
+    stop_reason = "image_build_error"
+
+
 class ModelCallError(AttemptStopped):
-    """A model call failed after every retry (or with an error that is not retried)."""
+    """A model call failed after every retry (or with an error that is not retried). `cause` is
+    the classified failure (models/failures.py): rate_limit, server_error, bad_request, ..."""
 
     stop_reason = "model_error"
 
+    def __init__(self, message: str = "", cause: str | None = None):
+        super().__init__(message)
+        self.cause = cause
+
+
+
+class ModelUnavailable(Exception):
+    """A model failed the same unfixable way on several consecutive tries (a missing or rejected
+    key, an unknown model, a refused connection): the run stops, keeping every finished trial.
+    Not an AttemptStopped: no attempt may be scored as having ended this way."""
+
+    CAUSE_TEXT = {"missing_credentials": "no API key reached it (missing credentials)",
+                  "auth": "the provider rejected the key (authentication or permission error)",
+                  "model_not_found": "the provider does not know this model",
+                  "connection_refused": "its endpoint refused the connection"}
+
+    def __init__(self, model: str, cause: str, tries: int, detail: str = ""):
+        self.model, self.cause, self.tries, self.detail = model, cause, tries, detail
+        why = self.CAUSE_TEXT.get(cause, cause)
+        super().__init__(f"model {model}: {why} on {tries} consecutive tries; stopping the run"
+                         + (f" ({detail[:200]})" if detail else ""))

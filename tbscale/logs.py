@@ -1,36 +1,59 @@
-"""Event streams on disk: one JSONL file per trial, appended as things happen.
+"""Event streams and the trial index on disk, written and read through the typed models.
 
 Every event is one JSON object on one line with `type`, `ts` (unix seconds), `attempt` and
-`turn`. Lines are flushed as they are written, so a crash (even SIGKILL) loses nothing that was
-already done; a partial last line from a crash mid-write is skipped by readers. See docs/formats.md.
+`turn`, validated against its model in tbscale.types.events as it is written. Lines are flushed
+as they are written, so a crash (even SIGKILL) loses nothing that was already done. A crash in
+the middle of a write can leave a torn last line: readers skip it, and the trial index repairs it
+before appending. Any other unreadable line is reported with its line number. See docs/formats.md.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
+
+from pydantic import ValidationError
 
 from tbscale import SCHEMA_VERSION
-from tbscale.models.llm import Usage, redact
+from tbscale.errors import TbscaleError
+from tbscale.secrets import redact
+from tbscale.types import Usage
+from tbscale.types.events import EVENT_TYPES
+from tbscale.types.results import TrialResult
+
+log = logging.getLogger("tbscale")
+READABLE_SCHEMA_VERSIONS = (1, 2)
 
 
 def _default(o: Any):
     if hasattr(o, "as_dict"):
         return o.as_dict()
+    if hasattr(o, "model_dump"):
+        return o.model_dump(mode="json", exclude_unset=True)
     if isinstance(o, (set, frozenset)):
         return sorted(o)
-    if isinstance(o, Path):
-        return str(o)
     return str(o)
 
 
 def dumps(obj: Any) -> str:
     return json.dumps(obj, default=_default, ensure_ascii=False)
+
+
+def event_line(type: str, fields: dict[str, Any]) -> str:
+    """One event as its JSON line: validated against the event's model (a wrong field is a bug,
+    raised here rather than written), with only the fields that were given."""
+    model = EVENT_TYPES.get(type)
+    if model is None:
+        raise ValueError(f"unknown event type {type!r}")
+    event = model.model_validate({"type": type, "ts": round(time.time(), 4), **fields})
+    return redact(dumps({"type": type, **event.model_dump(mode="json", exclude_unset=True)}))
 
 
 class EventLog:
@@ -45,7 +68,7 @@ class EventLog:
         self.write("start", attempt=None, turn=None, schema_version=SCHEMA_VERSION, **base)
 
     def write(self, type: str, **fields: Any) -> None:
-        line = redact(dumps({"type": type, "ts": round(time.time(), 4), **fields}))
+        line = event_line(type, fields)
         with self._lock:
             if self._f.closed:
                 return
@@ -64,47 +87,138 @@ class AttemptRecorder:
     """What one attempt reports: its events (tagged with attempt and turn) and token usage per
     role. Model wrappers call `record_call`; the agent loop sets `turn`."""
 
-    def __init__(self, log: EventLog | None, attempt: int, label: str = "attempt"):
+    def __init__(self, log: EventLog | None, attempt: int, label: str = "attempt",
+                 on_call: Callable[[dict[str, Any]], None] | None = None):
         self.log, self.attempt, self.label = log, attempt, label
         self.turn: int | None = None
         self.usage: dict[str, Usage] = defaultdict(Usage)
+        self.on_call = on_call  # sees every model call as it is made (spend ledger, live progress)
+        self.selections = self.fallbacks = 0
 
     def event(self, type: str, **fields: Any) -> None:
+        if type == "selection":
+            self.selections += 1
+            self.fallbacks += bool(fields.get("selector_failed"))
         if self.log is not None:
             fields.setdefault("turn", self.turn)
             self.log.write(type, attempt=self.attempt, **fields)
 
     def record_call(self, role: str, model: str, usage: Usage, latency_sec: float, *, n: int,
-                    retries: int, error: str | None = None) -> None:
+                    retries: int, error: str | None = None, retry_causes: list[str] | None = None) -> None:
         self.usage[role].add(usage)
-        self.event("model_call", role=role, model=model, n=n, usage=usage.as_dict(),
-                   latency_sec=round(latency_sec, 4), retries=retries, error=error)
+        record = {"role": role, "model": model, "n": n, "usage": usage.as_dict(), "latency_sec": round(latency_sec, 4),
+                  "retries": retries, "error": error}
+        if retry_causes:
+            record["retry_causes"] = retry_causes
+        self.event("model_call", **record)
+        if self.on_call is not None:
+            self.on_call({"attempt": self.attempt, "turn": self.turn, **record})
 
     def usage_dict(self) -> dict[str, dict[str, Any]]:
         return {role: u.as_dict() for role, u in sorted(self.usage.items())}
 
+    def side_file(self, name: str) -> Path:
+        """A file beside the trajectory for this attempt and turn (whole command outputs):
+        `<trajectory stem>.files/a<attempt>_t<turn>_<name>`."""
+        if self.log is None:
+            raise ValueError("no event log to put a side file beside")
+        folder = self.log.path.with_name(self.log.path.stem + ".files")
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder / f"a{self.attempt}_t{self.turn}_{name}"
+
+    def relative(self, path: Path) -> str:
+        """A side file's path relative to the trajectory's folder, as events record it."""
+        return path.relative_to(self.log.path.parent).as_posix() if self.log else str(path)
+
 
 def merge_usage(*parts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Sum per-role usage dicts. A cost of None (an unknown price) keeps the sum unknown."""
     out: dict[str, dict[str, Any]] = {}
     for part in parts:
         for role, u in part.items():
             acc = out.setdefault(role, {k: 0 for k in u})
             for k, v in u.items():
-                acc[k] = round(acc.get(k, 0) + v, 6)
+                if k == "cost_usd" and (v is None or acc.get(k) is None):
+                    acc[k] = None
+                else:
+                    acc[k] = round(acc.get(k, 0) + v, 6)
     return out
 
 
-def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """Read a JSONL file, skipping a torn last line left by a crash."""
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if not line:
+@dataclass
+class ReadProblems:
+    """Lines a reader could not use: (line number, why). A torn last line is expected after a
+    crash and reported apart from corruption elsewhere."""
+
+    path: Path
+    corrupt: list[tuple[int, str]] = field(default_factory=list)
+    torn_last_line: bool = False
+
+    def warn(self) -> None:
+        if self.corrupt:
+            where = ", ".join(f"line {n} ({why})" for n, why in self.corrupt[:5])
+            more = f" and {len(self.corrupt) - 5} more" if len(self.corrupt) > 5 else ""
+            log.warning(f"{self.path}: skipped {len(self.corrupt)} unreadable lines: {where}{more}")
+
+
+def read_jsonl(path: Path, problems: ReadProblems | None = None) -> Iterator[dict[str, Any]]:
+    """Read a JSONL file, skipping a torn last line left by a crash and reporting other unreadable
+    lines in `problems` (or as a warning when none is given)."""
+    for _, obj in numbered_jsonl(path, problems):
+        yield obj
+
+
+def numbered_jsonl(path: Path, problems: ReadProblems | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for every readable line of a JSONL file; see `read_jsonl`."""
+    own = problems is None
+    problems = problems or ReadProblems(Path(path))
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for n, line in enumerate(f, 1):
+            text = line.strip()
+            if not text:
                 continue
             try:
-                yield json.loads(line)
-            except json.JSONDecodeError:
+                obj = json.loads(text)
+            except json.JSONDecodeError as e:
+                if line.endswith("\n"):
+                    problems.corrupt.append((n, f"not JSON: {e.msg}"))
+                else:  # only the last line can lack its newline: a write torn by a crash
+                    problems.torn_last_line = True
                 continue
+            if isinstance(obj, dict):
+                yield n, obj
+            else:
+                problems.corrupt.append((n, "not a JSON object"))
+    if own:
+        problems.warn()
+
+
+def check_schema_version(version: Any, where: str) -> None:
+    if version not in READABLE_SCHEMA_VERSIONS:
+        newer = isinstance(version, int) and version > SCHEMA_VERSION
+        raise TbscaleError(f"{where}: schema version {version!r} " + (
+            f"is newer than this tbscale reads ({SCHEMA_VERSION}); upgrade tbscale" if newer
+            else f"is not one this tbscale reads ({', '.join(map(str, READABLE_SCHEMA_VERSIONS))})"))
+
+
+def parse_trial(obj: dict[str, Any], where: str) -> TrialResult:
+    check_schema_version(obj.get("schema_version"), where)
+    return TrialResult.model_validate(obj)
+
+
+def read_trials(path: Path, problems: ReadProblems | None = None) -> Iterator[TrialResult]:
+    """The trial lines of a trials.jsonl, validated. Lines that are JSON but not trial lines are
+    reported as corrupt with their line number."""
+    own = problems is None
+    problems = problems or ReadProblems(Path(path))
+    for n, obj in numbered_jsonl(path, problems):
+        try:
+            yield parse_trial(obj, f"{path}")
+        except ValidationError as e:
+            first = e.errors()[0]
+            problems.corrupt.append((n, f"{'.'.join(map(str, first['loc']))}: {first['msg']}"))
+    if own:
+        problems.warn()
 
 
 class TrialIndex:
@@ -114,19 +228,58 @@ class TrialIndex:
     def __init__(self, path: Path):
         self.path = path
         self._lock = threading.Lock()
+        self._repaired = False
 
-    def finished_keys(self, retry_stop_reasons: set[str] | None = None) -> set[str]:
-        """Keys of trials with a line; with retry_stop_reasons, a trial whose latest line stopped
-        for one of those reasons counts as unfinished (its new line supersedes the old one)."""
+    def latest(self) -> dict[str, dict[str, Any]]:
+        """The latest line of every trial key (a rerun's line supersedes the old one)."""
         if not self.path.exists():
-            return set()
-        latest = {row["trial_key"]: row for row in read_jsonl(self.path) if "trial_key" in row}
-        retry = retry_stop_reasons or set()
-        return {k for k, row in latest.items() if row.get("stop_reason") not in retry}
+            return {}
+        return {row["trial_key"]: row for row in read_jsonl(self.path) if "trial_key" in row}
 
-    def append(self, row: dict[str, Any]) -> None:
-        line = redact(dumps(row))
-        with self._lock, open(self.path, "a", encoding="utf-8") as f:
-            f.write(line + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+    def finished_keys(self, retry_stop_reasons: set[str] | None = None, retry_infra_errors: bool = False) -> set[str]:
+        """Keys of trials with a line. A trial whose latest line stopped for one of
+        `retry_stop_reasons`, or (with retry_infra_errors) was an infrastructure error, counts as
+        unfinished: its new line will supersede the old one."""
+        retry = retry_stop_reasons or set()
+        return {k for k, row in self.latest().items()
+                if row.get("stop_reason") not in retry and not (retry_infra_errors and row.get("infra_error"))}
+
+    def repair_torn_tail(self) -> str | None:
+        """Cut a torn last line (a crash mid-write) off the file, keeping it in `<file>.torn`, so
+        the next line appended starts on a line of its own. Returns the fragment, if any."""
+        if not self.path.exists():
+            return None
+        with open(self.path, "rb+") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            if size == 0:
+                return None
+            f.seek(size - 1)
+            if f.read(1) == b"\n":
+                return None
+            f.seek(max(0, size - (1 << 20)))
+            tail = f.read()
+            cut = tail.rfind(b"\n") + 1
+            keep = size - len(tail) + cut
+            fragment = tail[cut:]
+            with open(self.path.with_name(self.path.name + ".torn"), "ab") as t:
+                t.write(fragment + b"\n")
+            f.truncate(keep)
+        return fragment.decode("utf-8", errors="replace")
+
+    def append(self, row: TrialResult | dict[str, Any]) -> None:
+        if isinstance(row, TrialResult):
+            line = redact(row.model_dump_json())
+        else:
+            line = redact(dumps(row))
+        with self._lock:
+            if not self._repaired:
+                fragment = self.repair_torn_tail()
+                if fragment:
+                    log.warning(f"{self.path}: cut a torn last line ({len(fragment)} chars, kept in "
+                                f"{self.path.name}.torn) before appending")
+                self._repaired = True
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(line + "\n")
+                f.flush()
+                os.fsync(f.fileno())

@@ -22,7 +22,7 @@ os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 _no_proxy = {p for p in os.environ.get("NO_PROXY", os.environ.get("no_proxy", "")).split(",") if p}
 os.environ["NO_PROXY"] = os.environ["no_proxy"] = ",".join(sorted(_no_proxy | {"127.0.0.1", "localhost"}))
 
-from tbscale.testing import LoopbackModel  # noqa: E402
+from tbscale_testing import LoopbackModel  # noqa: E402
 
 
 @pytest.fixture

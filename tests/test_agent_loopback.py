@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tbscale.agent.actions import FINISH_MARKER
-from tbscale.config import load_experiment
+from tbscale.types.actions import FINISH_MARKER
+from tbscale.runner import load_experiment
 from tbscale.logs import read_jsonl
 from tbscale.runner import Runner
 from tbscale.tasks import load_task, load_tasks
-from tbscale.testing import LoopbackModel, Reply, context_length_error, rate_limit, server_error
+from tbscale_testing import LoopbackModel, Reply, context_length_error, rate_limit, server_error
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_available")]
 

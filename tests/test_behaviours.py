@@ -1,23 +1,13 @@
-"""Tests for tbscale.analysis.behaviours: Table 4 examples, Appendix D.1 extraction, Figure 4 shares."""
+"""Tests for tbscale.shell and tbscale.analysis.behaviours: Table 4 examples, Appendix D.1 extraction, Figure 4 shares."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from tbscale.analysis.behaviours import (
-    BEHAVIOURS,
-    HistoryState,
-    TurnLabels,
-    command_from_tool_arguments,
-    contains_finish_marker,
-    extract_commands,
-    label_candidate,
-    preference_by_task,
-    preference_significance,
-    preference_table,
-    program_of,
-)
+from tbscale.analysis.behaviours import TurnLabels, preference_by_task, preference_significance, preference_table
+from tbscale.shell import BEHAVIOURS, HistoryState, contains_finish_marker, extract_commands, label_candidate, program_of
+from tbscale.types.actions import command_from_tool_arguments
 
 EMPTY = HistoryState()
 

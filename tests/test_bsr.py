@@ -15,9 +15,9 @@ import typer
 from test_behaviour_report import SUBMIT, cand, make_run, turn
 from typer.testing import CliRunner
 
-from tbscale.analysis import bsr, bsr_commands
-from tbscale.analysis.bsr import BsrParams, Step
-from tbscale.models import sim
+from tbscale.posthoc import bsr
+from tbscale.posthoc.bsr import BsrParams, Step
+from tbscale_sim import provider as sim
 
 # ---- scheduling -----------------------------------------------------------------------------------
 
@@ -242,13 +242,8 @@ def _synthetic_run(tmp_path: Path) -> Path:
 
 
 def _cli() -> typer.Typer:
-    app = typer.Typer()
+    from tbscale.cli import app
 
-    @app.callback()
-    def main() -> None:
-        """test app"""
-
-    bsr_commands.register(app)
     return app
 
 

@@ -4,7 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tbscale.testing.tasks import write_harbor_task
+from tbscale_testing.tasks import write_harbor_task
 from tests._docker import requires_docker
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -166,7 +166,7 @@ class ScriptedJudge:
                                                       {"criterion": "c2", "score": 0, "evidence": "none failed"}]})
             reply = {"candidates": cands}
         if sink is not None:
-            from tbscale.models.llm import Usage
+            from tbscale.types import Usage
             sink.record_call("judge", self.name, Usage(input_tokens=len(text) // 4, output_tokens=20, calls=1), 0.0,
                              n=n, retries=0)
         return SimpleNamespace(completions=[SimpleNamespace(text=json.dumps(reply))])
@@ -298,9 +298,6 @@ def test_cer_end_to_end_with_simulated_models(tmp_path, monkeypatch):
     from tbscale.runner import Runner
     from tbscale.tasks import load_task
 
-    if "cer" not in strategies._EXTRA_MODULES:  # until the registry lists it
-        monkeypatch.setattr(strategies, "_EXTRA_MODULES", [*strategies._EXTRA_MODULES, "cer"])
-        monkeypatch.setattr(strategies, "_loaded", False)
     repo = Path(__file__).resolve().parents[1]
     exp = Experiment.model_validate({
         "name": "cer_e2e", "tasks": {"path": str(repo / "tasks"), "include": ["extract-emails"]}, "trials": 1,
@@ -325,8 +322,6 @@ def test_cer_end_to_end_with_simulated_models(tmp_path, monkeypatch):
     events = list(read_jsonl(tmp_path / "run" / row["trajectory_path"]))
     assert {e["method"] for e in events if e["type"] == "verifier_call"} >= {"cer_rubrics", "cer_score"}
     # the report section shows
-    if "tbscale.analysis.cer_report" not in report.SECTION_MODULES:  # until the report lists it
-        monkeypatch.setattr(report, "SECTION_MODULES", ["tbscale.analysis.cer_report", *report.SECTION_MODULES])
     buf = io.StringIO()
     ctx = report.build_report([tmp_path / "run"], Console(file=buf, width=250), plots=False)
     keys = [s.key for s in ctx.sections]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from tbscale.analysis import importers as I
+from tbscale.ingest import harbor as IH, mini_swe_agent as IM, runs as I
 from tbscale.analysis import tables
 from tbscale.analysis.behaviour_report import iter_labelled
 from tbscale.analysis.report import build_report
@@ -137,16 +137,16 @@ def test_mini_swe_agent_v2_toolcall_and_format_error_messages() -> None:
                                                                            "model_response": "I will now think."}},
         {"role": "exit", "content": "LimitsExceeded", "extra": {"exit_status": "LimitsExceeded"}},
     ]}
-    turns, status, instruction = I.parse_mini_trajectory(data)
+    turns, status, instruction = IM.parse_mini_trajectory(data)
     assert status == "LimitsExceeded" and instruction == "Fix the bug in calc.py"
     assert [t.runnable for t in turns] == [True, False]
     assert turns[0].command == "pytest -q" and turns[0].exit_code == 1 and turns[0].output == "1 failed"
     assert turns[0].usage == {"input": 100, "output": 40, "reasoning": 30, "cached": 0, "cost_usd": 0.5}
     assert turns[0].reasoning == "think hard" and turns[0].tool_calls[0]["name"] == "bash"
     assert turns[1].text == "I will now think." and turns[1].command is None
-    assert I.mini_ending(status, None) == "time_limit"
-    assert I.mini_ending("ContextWindowExceededError", None) == "out_of_context"
-    assert I.mini_ending("RepeatedFormatError", None) == "agent_error"
+    assert IM.mini_ending(status, None) == "time_limit"
+    assert IM.mini_ending("ContextWindowExceededError", None) == "out_of_context"
+    assert IM.mini_ending("RepeatedFormatError", None) == "agent_error"
 
 
 # --- Harbor -----------------------------------------------------------------------------------
@@ -229,8 +229,8 @@ def test_harbor_job_folder(tmp_path: Path) -> None:
     assert endings["pass"] == 0.25 and endings["time_limit"] == 0.25 and endings["out_of_context"] == 0.25
 
     # the judge reads the instruction stored by the importer
-    from tbscale.analysis.behaviour_report import read_trial
-    from tbscale.analysis.judge import task_context
+    from tbscale.rundata import read_trial
+    from tbscale.posthoc.judge import task_context
 
     path = res.run_dir / passed["trajectory_path"]
     assert "42" in task_context(res.run_dir, "make-42", read_trial(path).start).instruction
@@ -273,7 +273,8 @@ def test_auto_import_for_report_paths(tmp_path: Path) -> None:
     _harbor_trial(job, "t__1", "t", reward=1.0, exc=None, started="2026-01-01T10:00:00", steps=_atif_steps("ls"))
     cache = tmp_path / "cache"
     run = I.auto_import(job, cache)
-    assert run == cache / "job" and (run / "trials.jsonl").is_file()
+    # Cached under the folder's name and a signature of its full path and content.
+    assert run.parent == cache and run.name.startswith("job-") and (run / "trials.jsonl").is_file()
     mtime = (run / "trials.jsonl").stat().st_mtime
     assert I.auto_import(job, cache) == run and (run / "trials.jsonl").stat().st_mtime == mtime  # cached
     assert I.auto_import(tmp_path / "cache" / "job" / "trajectories", cache) is None

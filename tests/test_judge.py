@@ -1,4 +1,4 @@
-"""Tests for tbscale.analysis.judge and the simulated judge (tbscale.models.sim_judge_rubrics)."""
+"""Tests for tbscale.posthoc.judge, its report section and the simulated judge (tbscale_sim.judge_rubrics)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import pandas as pd
 import pytest
 from test_behaviour_report import SUBMIT, cand, make_run, turn
 
-from tbscale.analysis import judge as J
-from tbscale.analysis.behaviour_report import read_trial
-from tbscale.models import sim_judge_rubrics as S
+from tbscale.posthoc import judge as J
+from tbscale.analysis.judge_report import rubric_scores
+from tbscale.rundata import read_trial
+from tbscale_sim import judge_rubrics as S
 
 TABLE6 = [
     "Looping", "Incomplete implementation", "Insufficient testing", "Ignored instructions", "Insufficient debugging",
@@ -231,7 +232,7 @@ def test_samples_are_averaged() -> None:
         {"trial_key": "k", "set": "ours", "sample": 1, "flags": {"looping": 0, "scope_creep": 0}, "error": None},
         {"trial_key": "k", "set": "ours", "sample": 2, "flags": None, "error": "reply is not the JSON asked for"},
     ])
-    scores = J.rubric_scores(lines).set_index("rubric")
+    scores = rubric_scores(lines).set_index("rubric")
     assert scores.loc["looping", "score"] == 0.5 and scores.loc["looping", "samples"] == 2
     assert scores.loc["scope_creep", "score"] == 0.0
 

@@ -9,16 +9,16 @@ import uuid
 
 import pytest
 
-from tbscale.agent.actions import FINISH_MARKER
+from tbscale.types.actions import FINISH_MARKER
 from tbscale.errors import ContextWindowExceeded, ModelCallError
 from tbscale.logs import AttemptRecorder
 from tbscale.models.llm import LLM
 from tbscale.strategies import entry
 from tbscale.strategies.base import TurnContext
 from tbscale.tasks import Task
-from tbscale.testing import (LoopbackModel, Reply, Response, auth_error, context_length_error, rate_limit,
+from tbscale_testing import (LoopbackModel, Reply, Response, auth_error, context_length_error, rate_limit,
                              server_error, unavailable)
-from tbscale.testing.openai_server import message_text
+from tbscale_testing.openai_server import message_text
 
 MESSAGES = [{"role": "system", "content": "You are a test model."},
             {"role": "user", "content": "Say something about the number 42, please."}]
@@ -30,7 +30,7 @@ class FakeSink:
     def __init__(self):
         self.calls: list[dict] = []
 
-    def record_call(self, role, model, usage, latency_sec, *, n, retries, error=None):
+    def record_call(self, role, model, usage, latency_sec, *, n, retries, error=None, retry_causes=None):
         self.calls.append({"role": role, "model": model, "usage": usage, "latency_sec": latency_sec, "n": n,
                            "retries": retries, "error": error})
 

@@ -16,7 +16,8 @@ from rich.console import Console
 from test_behaviour_report import SUBMIT, cand, make_run, turn
 
 from tbscale.analysis import html as H
-from tbscale.analysis import judge as J
+from tbscale.posthoc import judge as J
+from tbscale.analysis.judge_report import rubric_scores
 from tbscale.analysis import plots as P
 from tbscale.analysis import report as R
 from tbscale.analysis.report import build_report
@@ -86,9 +87,9 @@ def test_html_is_one_file_with_every_table_and_plot(reported: R.ReportContext) -
 
 
 def test_html_section_runs_last() -> None:
-    order = [getattr(f, "__module__", "") for f in R.SECTIONS]
+    order = [getattr(f, "__module__", "") for f in R.REPORT_SECTIONS]
     assert order.index("tbscale.analysis.html") == len(order) - 1
-    assert order.index("tbscale.analysis.behaviour_report") < order.index("tbscale.analysis.judge") \
+    assert order.index("tbscale.analysis.behaviour_report") < order.index("tbscale.analysis.judge_report") \
         < order.index("tbscale.analysis.plots")
 
 

@@ -20,7 +20,7 @@ from rich.console import Console
 
 from tbscale.analysis import stages
 from tbscale.logs import AttemptRecorder, EventLog, read_jsonl
-from tbscale.models import sim
+from tbscale_sim import provider as sim
 from tbscale.models.llm import LLM
 from tbscale.strategies.base import AttemptResult
 from tbscale.strategies.best_of_n import BestOfN, BestOfNParams
@@ -384,7 +384,7 @@ def test_stage_sections_skip_runs_without_staged_trials():
 
 # ---- the simulated roles --------------------------------------------------------------------------------
 def test_simulated_judge_and_refiner_read_only_their_prompts():
-    from tbscale.models.sim_judges import context_quality
+    from tbscale_sim.judges import context_quality
     from tbscale.strategies.rtv import judge_messages
 
     steps = ["echo step-one", "echo step-two"]
@@ -394,7 +394,7 @@ def test_simulated_judge_and_refiner_read_only_their_prompts():
     prompt = judge_messages(INSTRUCTION, [partial, solved], "sys")
     votes = [json.loads(sim.simulate("judge", prompt, 1, s, {"accuracy": 1.0})[0])["best"] for s in range(10)]
     assert votes == [2] * 10
-    from tbscale.agent.loop import render
+    from tbscale.agent.templates import render
 
     ctx_good = render("context_summaries", None, summaries=[solved, solved])
     ctx_half = render("context_summaries", None, summaries=[solved, partial])
@@ -410,7 +410,7 @@ def test_pdr_and_turn_bon_inside_pdr_end_to_end(tmp_path):
     import yaml
 
     from tbscale.analysis.report import build_report
-    from tbscale.config import load_experiment
+    from tbscale.runner import load_experiment
     from tbscale.runner import Runner
     from tbscale.tasks import load_tasks
 

@@ -19,13 +19,13 @@ from tests._docker import requires_docker
 
 pytestmark = requires_docker
 
-from tbscale.agent.actions import parse_action  # noqa: E402
+from tbscale.types.actions import parse_action  # noqa: E402
 from tbscale.config import Experiment  # noqa: E402
-from tbscale.models.llm import Completion  # noqa: E402
+from tbscale.types import Completion  # noqa: E402
 from tbscale.runner import Runner, plan_trials  # noqa: E402
 from tbscale.strategies.base import Decision  # noqa: E402
 from tbscale.tasks import load_task  # noqa: E402
-from tbscale.testing.tasks import write_harbor_task  # noqa: E402
+from tbscale_testing.tasks import write_harbor_task  # noqa: E402
 
 
 def make_task(root: Path, name: str, solve: str = "echo done > /app/out.txt", agent_timeout: int = 60) -> Path:
@@ -69,9 +69,9 @@ def run_scripted(tmp_path, commands, limits=None, agent_timeout=60):
         from tbscale.agent.loop import run_agent
         return await run_agent(task, box, ScriptedPolicy(commands), exp.limits, rec, seed=0)
 
-    runner._act = act
+    runner.trials._act = act
     (tmp_path / "run").mkdir()
-    return asyncio.run(runner.run_trial(spec)), runner, spec
+    return asyncio.run(runner.run_trial(spec)).model_dump(), runner, spec
 
 
 def events(run_dir: Path, row) -> list[dict]:
@@ -125,7 +125,7 @@ def test_container_removed_when_agent_raises(tmp_path):
         seen["id"] = box.id
         raise RuntimeError("agent exploded")
 
-    runner._act = act
+    runner.trials._act = act
     (tmp_path / "run").mkdir()
     with pytest.raises(RuntimeError, match="agent exploded"):
         asyncio.run(runner.run_trial(spec))
@@ -217,14 +217,14 @@ def test_a_crashing_trial_does_not_stop_the_run_and_is_retried(tmp_path):
 
     tasks, _ = load_tasks(tmp_path / "tasks")
     runner = Runner(exp, tasks, tmp_path / "run")
-    real_act = runner._act
+    real_act = runner.trials._act
 
     async def flaky(spec, rec, box, context, *rest):
         if spec.task.id == "crash-task":
             raise RuntimeError("unexpected bug")
         return await real_act(spec, rec, box, context, *rest)
 
-    runner._act = flaky
+    runner.trials._act = flaky
     counters = asyncio.run(runner.run())
     assert counters.done == 2 and counters.crashed == 2
     assert "unexpected bug" in (tmp_path / "run" / "crashes.log").read_text()

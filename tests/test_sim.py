@@ -2,10 +2,10 @@
 
 import json
 
-from tbscale.models import sim
-from tbscale.models.sim import SUBMIT, judge_candidates, parse_selector_prompt, progress, simulate
-from tbscale.agent.actions import parse_action
-from tbscale.models.llm import Completion
+from tbscale_sim import provider as sim
+from tbscale_sim.provider import SUBMIT, judge_candidates, parse_selector_prompt, progress, simulate
+from tbscale.types.actions import parse_action
+from tbscale.types import Completion
 from tbscale.strategies.turn_bon import selector_messages
 
 STEPS = ["mkdir -p /app/out", "cp /app/a /app/out/a", "python3 /app/check.py"]

@@ -1,7 +1,7 @@
 """SWE-bench in tbscale: instances through `datasets`, images, patches, grading with swebench.
 
 The end-to-end part makes a tiny SWE-bench-format benchmark from a local git repository
-(tbscale.swebench.demo: statskit, whose median() is wrong for even-length lists; one FAIL_TO_PASS
+(tbscale_testing.swebench_demo: statskit, whose median() is wrong for even-length lists; one FAIL_TO_PASS
 and four PASS_TO_PASS tests), builds its image locally, runs the oracle (gold patch) and the nop
 agent through the runner, grades through the swebench code path, and checks tbscale's verdicts
 against swebench's own: get_eval_report on the same test log, and `python -m
@@ -26,8 +26,8 @@ import yaml
 from typer.testing import CliRunner
 
 from tbscale.errors import TbscaleError
-from tbscale.swebench import demo as demo_mod
-from tbscale.swebench.config import parse_source
+from tbscale_testing import swebench_demo as demo_mod
+from tbscale.tasks.swebench.config import parse_source
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMINGS: dict[str, float] = {}
@@ -60,7 +60,7 @@ def source(demo, **kw):
 @pytest.fixture(scope="module")
 def built(demo):
     """The demo image, built through `build: docker` (cached by the task folder's content hash)."""
-    from tbscale.swebench import load_swebench_tasks
+    from tbscale.runner.plan import swebench_tasks as load_swebench_tasks
 
     t = time.monotonic()
     tasks = load_swebench_tasks(source(demo, build="docker", cpus=1, memory_mb=1024, eval_timeout_sec=300))
@@ -115,7 +115,7 @@ def test_config_errors_name_the_key(raw, message) -> None:
 
 
 def test_configs_in_the_repository_validate() -> None:
-    from tbscale.config import load_experiment
+    from tbscale.runner import load_experiment
 
     verified = load_experiment(ROOT / "configs" / "swebench_verified_turnbon.yaml")
     src = parse_source(verified.tasks.swebench)
@@ -130,7 +130,7 @@ def test_configs_in_the_repository_validate() -> None:
 # ---- instances through datasets -----------------------------------------------------------------
 
 def test_local_jsonl_json_and_parquet_load_the_same_instance(demo, tmp_path) -> None:
-    from tbscale.swebench import select_instances
+    from tbscale.tasks.swebench import select_instances
 
     rows_json = [json.loads(line) for line in demo.dataset_jsonl.read_text().splitlines()]
     (tmp_path / "test.json").write_text(json.dumps(rows_json))
@@ -146,7 +146,7 @@ def test_local_jsonl_json_and_parquet_load_the_same_instance(demo, tmp_path) -> 
 
 
 def test_task_repo_alone_is_a_source(demo) -> None:
-    from tbscale.swebench import select_instances
+    from tbscale.tasks.swebench import select_instances
 
     _, rows = select_instances({"task_repo": str(demo.task_repo)})
     assert [r["instance_id"] for r in rows] == [demo.instance_id]
@@ -161,7 +161,7 @@ def _many(demo, tmp_path, n=6) -> Path:
 
 
 def test_filters_ids_regex_slice_include_exclude(demo, tmp_path) -> None:
-    from tbscale.swebench import select_instances
+    from tbscale.tasks.swebench import select_instances
 
     ds = str(_many(demo, tmp_path))
 
@@ -184,7 +184,7 @@ def test_filters_ids_regex_slice_include_exclude(demo, tmp_path) -> None:
 
 
 def test_rows_without_swebench5_columns_are_refused_by_name(demo, tmp_path) -> None:
-    from tbscale.swebench import select_instances
+    from tbscale.tasks.swebench import select_instances
 
     legacy = {k: v for k, v in json.loads(demo.dataset_jsonl.read_text()).items()
               if k not in ("eval_script", "log_parser", "eval_type", "image")}
@@ -199,7 +199,7 @@ def test_rows_without_swebench5_columns_are_refused_by_name(demo, tmp_path) -> N
 
 
 def test_missing_local_file_is_named(tmp_path) -> None:
-    from tbscale.swebench import select_instances
+    from tbscale.tasks.swebench import select_instances
 
     with pytest.raises(TbscaleError, match="dataset: ./nowhere.jsonl: no such file or folder"):
         select_instances({"dataset": "./nowhere.jsonl"})
@@ -212,7 +212,7 @@ def test_hub_dataset_offline_fails_fast_with_a_clear_error(monkeypatch, tmp_path
     import datasets.config as dconfig
     from huggingface_hub import constants
 
-    from tbscale.swebench import select_instances
+    from tbscale.tasks.swebench import select_instances
 
     for k in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(k, raising=False)
@@ -238,7 +238,7 @@ def test_hub_dataset_offline_fails_fast_with_a_clear_error(monkeypatch, tmp_path
 def test_image_names_template_instance_and_swebench_derived(demo) -> None:
     from swebench.task.checks import expected_image
 
-    from tbscale.swebench.images import resolve_image
+    from tbscale.tasks.swebench.images import resolve_image
 
     row = dict(demo.instance)
     src = parse_source({"dataset": "x.jsonl"})
@@ -255,7 +255,7 @@ def test_image_names_template_instance_and_swebench_derived(demo) -> None:
 
 
 def test_task_instruction_workdir_limits_and_hidden_data(demo) -> None:
-    from tbscale.swebench import load_swebench_tasks
+    from tbscale.runner.plan import swebench_tasks as load_swebench_tasks
 
     (task,) = load_swebench_tasks(source(demo), build=False)
     assert task.id == demo.instance_id and task.format == "swebench"
@@ -275,7 +275,7 @@ def test_task_instruction_workdir_limits_and_hidden_data(demo) -> None:
 def test_oracle_step_applies_the_gold_patch(demo, tmp_path) -> None:
     """The reference solution is one action (the oracle runs it as a file, the simulated model
     types it); run it against a clone of the repository at the base commit."""
-    from tbscale.swebench import load_swebench_tasks
+    from tbscale.runner.plan import swebench_tasks as load_swebench_tasks
 
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(demo.repo), str(clone)], check=True)
@@ -295,8 +295,9 @@ def test_swebench_build_path_uses_swebench_image_builder(demo, tmp_path, monkeyp
     swebench writes the Dockerfile it would build (it builds with buildx, absent here)."""
     from swebench.image_builder.constants import IMAGE_BUILDER_LOG_DIR
 
-    from tbscale.swebench import select_instances
-    from tbscale.swebench.images import _task_repo_parts, build_with_swebench, resolve_image
+    from tbscale.tasks.swebench import select_instances
+    from tbscale.environments.swebench_images import _task_repo_parts, build_with_swebench
+    from tbscale.tasks.swebench.images import resolve_image
 
     monkeypatch.chdir(tmp_path)  # swebench writes its build logs under ./logs/image_builder
     src, rows = select_instances(source(demo, build="swebench"))
@@ -342,7 +343,7 @@ def _fake_run(tmp_path: Path) -> Path:
 def test_export_one_file_per_setting_and_trial(tmp_path) -> None:
     from swebench.harness.utils import get_predictions_from_file
 
-    from tbscale.swebench.export import export_predictions
+    from tbscale.analysis.swebench_export import export_predictions
 
     files = export_predictions(_fake_run(tmp_path), tmp_path / "out")
     assert [(f.setting, f.trial, f.path.name) for f in files] == [
@@ -358,9 +359,8 @@ def test_export_one_file_per_setting_and_trial(tmp_path) -> None:
         export_predictions(_fake_run(tmp_path / "again"), settings=["zzz"])
 
 
-def test_export_command_and_group_sharing(tmp_path) -> None:
+def test_export_command(tmp_path) -> None:
     from tbscale.cli import app
-    from tbscale.swebench import commands
 
     run = _fake_run(tmp_path)
     res = CliRunner().invoke(app, ["export", "swebench-preds", str(run), "--setting", "bon",
@@ -368,32 +368,16 @@ def test_export_command_and_group_sharing(tmp_path) -> None:
     assert res.exit_code == 0, res.output
     line = json.loads((run / "swebench_predictions" / "bon__t0.jsonl").read_text())
     assert line["model_name_or_path"] == "m-bon-0"
-
-    # Another module made `export` first: ours joins it; registering twice adds nothing.
-    other, existing = typer.Typer(), typer.Typer()
-    existing.command("trajectories")(lambda: None)
-    other.add_typer(existing, name="export")
-    commands.register(other)
-    commands.register(other)
-    assert [g.name for g in other.registered_groups] == ["export", "swebench"]
-    assert [c.name for c in existing.registered_commands] == ["trajectories", "swebench-preds"]
-    # No group yet: ours joins the strategies' shared export_app, which that module adds to the
-    # app itself afterwards (the same group twice is one command group).
-    from tbscale.strategies.commands import export_app, register as strategies_register
-
-    fresh = typer.Typer()
-    commands.register(fresh)
-    strategies_register(fresh)
-    assert commands.find_group(fresh, "export") is export_app
-    res = CliRunner().invoke(fresh, ["export", "--help"])
+    # One `export` group holds every exporter.
+    res = CliRunner().invoke(app, ["export", "--help"])
     assert res.exit_code == 0 and "swebench-preds" in res.output and "verifier-data" in res.output
 
 
-def test_verifier_is_registered_on_import() -> None:
-    import tbscale.swebench
-    from tbscale.verify import VERIFIERS
+def test_verifier_is_found_by_task_format() -> None:
+    import tbscale.verifiers.swebench
+    from tbscale.verifiers import verifier_for
 
-    assert VERIFIERS["swebench"] is tbscale.swebench.verify
+    assert verifier_for("swebench") is tbscale.verifiers.swebench.verify_swebench
 
 
 def test_list_command(demo, tmp_path) -> None:
@@ -425,8 +409,9 @@ def test_oracle_is_resolved_and_nop_is_not(demo, e2e) -> None:
     (start,) = _events(run_dir, oracle, "attempt_start")
     assert start["image"] == demo.image
     # The image is the one `build: docker` made from this task folder (rebuilt when it changes).
-    from tbscale.env.docker import client, hash_directory
-    from tbscale.swebench.images import CONTEXT_LABEL
+    from tbscale.environments.docker import client
+    from tbscale.environments.swebench_images import CONTEXT_LABEL
+    from tbscale.seeds import hash_directory
 
     labels = client().images.get(demo.image).labels
     assert labels[CONTEXT_LABEL] == hash_directory(demo.task_repo / "tasks" / demo.instance_id)
@@ -456,7 +441,7 @@ def test_exported_predictions_run_through_swebench_run_evaluation(demo, e2e, tmp
     """`python -m swebench.harness.run_evaluation` accepts the exported files and, in its own
     containers, reaches tbscale's verdicts: the oracle's patch resolved with the same test lists,
     the nop's empty patch counted as such."""
-    from tbscale.swebench.export import export_predictions
+    from tbscale.analysis.swebench_export import export_predictions
 
     run_dir, rows = e2e
     files = {f.setting: f for f in export_predictions(run_dir, tmp_path / "preds")}
@@ -482,16 +467,19 @@ def test_exported_predictions_run_through_swebench_run_evaluation(demo, e2e, tmp
 
 
 def _box(task):
-    from tbscale.env import docker as dk
+    from tbscale.environments import EnvironmentSpec
+    from tbscale.environments.docker import Container
 
-    return dk.Sandbox.create(task.image, cpus=1, memory_mb=1024, workdir=task.workdir)
+    return Container.start(EnvironmentSpec(task.image, cpus=1, memory_mb=1024, workdir=task.workdir))
 
 
 def _grade_directly(task, setup: str, timeout: float = 300, **grading):
     """The swebench verifier on a fresh container after running `setup` in it (as an agent would)."""
     import copy
 
-    from tbscale.verify import verify
+    from tbscale.environments import EnvironmentSpec
+    from tbscale.environments.docker import Container
+    from tbscale.verifiers import VerifierContext, verify
 
     task = copy.deepcopy(task)
     task.extra["grading"].update(grading)
@@ -500,7 +488,8 @@ def _grade_directly(task, setup: str, timeout: float = 300, **grading):
         if setup:
             res = box.exec(setup, 60)
             assert res.exit_code == 0, res.output
-        return verify(task, box, timeout)
+        spec = EnvironmentSpec(task.image, cpus=1, memory_mb=1024, workdir=task.workdir)
+        return verify(VerifierContext(task=task, env=box, timeout_sec=timeout, spec=spec, start=Container.start))
     finally:
         box.remove()
 
@@ -574,7 +563,7 @@ def test_infrastructure_failures_are_labelled(demo, built) -> None:
     assert (v.reward, v.error, v.details["status"]) == (None, "sandbox_error", "infra_failure")
     assert "no-such-image" in v.details["infra_failure_reason"] and v.details["model_patch"]
 
-    from tbscale.verify import classify_ending
+    from tbscale.verifiers import classify_ending
 
     assert classify_ending("submitted", v) == "agent_error"
 
@@ -587,9 +576,10 @@ def test_infrastructure_failures_are_labelled(demo, built) -> None:
 
 @pytest.mark.docker
 def test_docker_build_rebuilds_only_when_the_task_folder_changes(demo, built, tmp_path) -> None:
-    from tbscale.env.docker import client
-    from tbscale.swebench import select_instances
-    from tbscale.swebench.images import CONTEXT_LABEL, build_with_docker, resolve_image
+    from tbscale.environments.docker import client
+    from tbscale.tasks.swebench import select_instances
+    from tbscale.environments.swebench_images import CONTEXT_LABEL, build_with_docker
+    from tbscale.tasks.swebench.images import resolve_image
 
     repo = tmp_path / "task-repo"
     shutil.copytree(demo.task_repo, repo)
@@ -615,7 +605,7 @@ def test_swebench_build_without_buildx_says_so(demo, tmp_path, monkeypatch) -> N
     that is missing, the error names swebench's log and the `build: docker` alternative."""
     if subprocess.run(["docker", "buildx", "version"], capture_output=True).returncode == 0:
         pytest.skip("this engine has buildx; the failure path cannot be shown")
-    from tbscale.swebench import load_swebench_tasks
+    from tbscale.runner.plan import swebench_tasks as load_swebench_tasks
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(TbscaleError, match=r"swebench could not build 1 image.*build_image.log.*build: docker"):

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from tbscale.errors import TbscaleError
-from tbscale.sweep import expand, grid_points, load_sweep, set_path
+from tbscale.sweeps import expand, grid_points, load_sweep, set_path
 from tests._docker import requires_docker
 from tests.test_sandbox_lifecycle import make_task
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tbscale.config import load_experiment
+from tbscale.runner import load_experiment
 from tbscale.errors import TbscaleError
 from tbscale.tasks import load_task, load_tasks
-from tbscale.testing.tasks import write_harbor_task
+from tbscale_testing.tasks import write_harbor_task
 
 ROOT = Path(__file__).resolve().parents[1]
 LEGACY = Path(__file__).parent / "fixtures" / "tb-legacy" / "hello-file"
@@ -127,8 +127,10 @@ def test_config_loads_and_defaults(tmp_path):
     exp = load_experiment(_write_config(tmp_path, BASE))
     assert exp.trials == 1 and exp.settings[0].policy.name == "baseline"
     assert exp.limits.max_turns == 50
-    key = exp.setting_key(exp.settings[0])
-    assert len(key) == 12 and key == exp.setting_key(exp.settings[0])
+    from tbscale.runner.identity import setting_key
+
+    key = setting_key(exp, exp.settings[0])
+    assert len(key) == 12 and key == setting_key(exp, exp.settings[0])
 
 
 @pytest.mark.parametrize("extra, expected", [
@@ -179,7 +181,7 @@ def _harbor(root: Path, name: str = "demo-task", toml: str = "[agent]\ntimeout_s
 
 
 def test_environment_hash_follows_content(tmp_path):
-    from tbscale.env.docker import hash_directory
+    from tbscale.seeds import hash_directory
 
     d = _harbor(tmp_path) / "environment"
     first = hash_directory(d)

@@ -16,15 +16,16 @@ import pytest
 from typer.testing import CliRunner
 
 from tbscale.logs import AttemptRecorder, EventLog, read_jsonl
-from tbscale.models import sim
+from tbscale_sim import provider as sim
 from tbscale.models.llm import LLM
 from tbscale.strategies import entry, validate_component
 from tbscale.strategies.base import TurnContext
-from tbscale.strategies.verifiers import (PairwiseParams, PairwiseVerifier, PointwiseParams, PointwiseVerifier,
-                                          ListwiseParams, ListwiseVerifier, derived_rng, margin_weighted_win_rates,
-                                          pair_margin, parse_json_reply, parse_pairwise, parse_pointwise, select_max,
-                                          win_rates)
-from tbscale.testing import Reply
+from tbscale.models.replies import parse_json_reply
+from tbscale.seeds import derive_rng as derived_rng
+from tbscale.strategies.action_verifiers import (ListwiseParams, ListwiseVerifier, PairwiseParams, PairwiseVerifier,
+                                                 PointwiseParams, PointwiseVerifier, margin_weighted_win_rates,
+                                                 pair_margin, parse_pairwise, parse_pointwise, select_max, win_rates)
+from tbscale_testing import Reply
 
 TASK = "Write the sorted unique e-mail addresses of /app/docs to /app/emails.txt."
 HISTORY = [{"role": "system", "content": "You are an agent."},
@@ -239,8 +240,8 @@ def test_config_validation_names_bad_verifier_keys():
 
 # ---- the simulated verifier ------------------------------------------------------------------------------
 def test_simulated_verifier_scores_the_reference_step_highest():
-    from tbscale.strategies.verifiers import pairwise_messages, pointwise_messages
-    from tbscale.agent.actions import Action
+    from tbscale.strategies.action_verifiers import pairwise_messages, pointwise_messages
+    from tbscale.types.actions import Action
 
     steps = ["grep -rho foo /app/docs > /app/emails.txt", "cat /app/emails.txt"]
     sim.register_task(TASK, steps)

@@ -1,1 +1,2 @@
-"""The bash agent: prompts, one action per turn, observations, limits."""
+"""Agents: the bash agent loop in the style of mini-swe-agent, its prompts, the action-policy seam
+it calls, and the oracle and nop agents."""

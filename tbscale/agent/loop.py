@@ -12,44 +12,17 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
-import jinja2
-
-from tbscale.agent.actions import FINISH_MARKER, ends_attempt
+from tbscale.agent.policy import ActionPolicy, TurnContext
+from tbscale.agent.templates import format_observation, render
 from tbscale.config import Limits
-from tbscale.env.docker import Sandbox
+from tbscale.environments import Environment
 from tbscale.errors import (AgentTimeout, AttemptStopped, ContextWindowExceeded, FormatErrorLimit,
                             OutputLengthExceeded, SegmentDone, StepLimitReached)
 from tbscale.logs import AttemptRecorder
-from tbscale.strategies.base import ActionPolicy, TurnContext
 from tbscale.tasks import Task
-
-PROMPT_DIR = Path(__file__).parent / "prompts"
-
-
-@lru_cache(maxsize=None)
-def _template(path: str) -> jinja2.Template:
-    return jinja2.Template(Path(path).read_text(), undefined=jinja2.StrictUndefined, keep_trailing_newline=False)
-
-
-def render(name: str, overrides: dict[str, str] | None = None, **values: Any) -> str:
-    """Render a prompt template: the user's file from config `prompts:` if given, else ours."""
-    path = (overrides or {}).get(name) or str(PROMPT_DIR / f"{name}.j2")
-    return _template(path).render(**values).strip()
-
-
-def format_observation(output: str, exit_code: int, timed_out: bool, timeout: float, max_chars: int,
-                       prompts: dict[str, str] | None = None) -> str:
-    """Return code and output; a long output keeps its head and tail (errors are usually at the end)."""
-    truncated = len(output) > max_chars
-    half = max_chars // 2
-    return render("observation", prompts, exit_code=exit_code, timed_out=timed_out, timeout=round(timeout),
-                  truncated=truncated, output=output, head=output[:half], tail=output[-half:],
-                  elided=len(output) - 2 * half)
-
+from tbscale.types.actions import FINISH_MARKER, ends_attempt
 
 def _estimate_tokens(messages: list[dict[str, Any]]) -> int:
     # ~4 characters a token: a cheap guard; providers' own context errors are caught as well.
@@ -84,9 +57,10 @@ class AttemptOutcome:
     messages: list[dict[str, Any]] = field(repr=False, default_factory=list)
     actions: list[str] = field(default_factory=list)
     error: str | None = None
+    error_type: str | None = None  # the exception class that stopped the attempt
 
 
-async def run_agent(task: Task, box: Sandbox, policy: ActionPolicy, limits: Limits, rec: AttemptRecorder,
+async def run_agent(task: Task, box: Environment, policy: ActionPolicy, limits: Limits, rec: AttemptRecorder,
                     *, seed: int, context: str | None = None, prompts: dict[str, str] | None = None,
                     context_window: int | None = None, time_budget_sec: float | None = None,
                     action_format: str = "fenced", history: list[dict[str, Any]] | None = None,
@@ -114,10 +88,24 @@ async def run_agent(task: Task, box: Sandbox, policy: ActionPolicy, limits: Limi
             await _loop(task, box, policy, limits, rec, seed, messages, outcome, deadline, context_window, prompts,
                         first_turn, last_turn)
     except AttemptStopped as e:
-        outcome.stop_reason, outcome.error = e.stop_reason, str(e) or None
+        outcome.stop_reason, outcome.error, outcome.error_type = e.stop_reason, str(e) or None, type(e).__name__
     except TimeoutError:
         outcome.stop_reason, outcome.error = "time_limit", f"attempt ran past its {budget:.0f} s budget"
+        outcome.error_type = "TimeoutError"
     return outcome
+
+
+async def run_command(box: Environment, command: str, timeout: float, limits: Limits, rec: AttemptRecorder):
+    """Run one command and record its observation: the stored output is capped (head and tail,
+    with the elided byte count), and the whole output goes to a side file only when configured."""
+    side = rec.side_file("output.txt") if limits.keep_full_output else None
+    result = await asyncio.to_thread(box.exec, command, timeout, output_limit=limits.stored_output_max_bytes, tee=side)
+    extra = {"output_bytes": result.output_bytes, "elided_bytes": result.elided_bytes} if result.elided_bytes else {}
+    if side is not None:
+        extra["full_output"] = rec.relative(side)
+    rec.event("observation", exit_code=result.exit_code, output=result.output, timed_out=result.timed_out,
+              duration_sec=round(result.duration_sec, 4), **extra)
+    return result
 
 
 async def _loop(task, box, policy, limits, rec, seed, messages, outcome, deadline, context_window, prompts,
@@ -144,10 +132,8 @@ async def _loop(task, box, policy, limits, rec, seed, messages, outcome, deadlin
         timeout = max(1.0, min(limits.command_timeout_sec, deadline - time.monotonic()))
         rec.event("action", command=action.command, selected_index=decision.selected_index,
                   n_candidates=decision.n_candidates)
-        result = await asyncio.to_thread(box.exec, action.command, timeout)
+        result = await run_command(box, action.command, timeout, limits, rec)
         outcome.actions.append(action.command)
-        rec.event("observation", exit_code=result.exit_code, output=result.output, timed_out=result.timed_out,
-                  duration_sec=round(result.duration_sec, 4))
         if ends_attempt(result.output):
             outcome.stop_reason = "submitted"
             return

@@ -32,7 +32,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from tbscale.analysis.report import ReportContext, Section, section
+from tbscale.analysis.context import ReportContext, Section
 from tbscale.analysis.tables import settings_order
 
 
@@ -190,7 +190,6 @@ def rounds_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-@section
 def cer_sections(ctx: ReportContext) -> None:
     df = ctx.df
     if df is None or df.empty or "strategy_record" not in df.columns:

@@ -1,33 +1,22 @@
 """report/report.html: the whole report in one file -- every section's table and every plot
 (embedded as base64 PNG), with no external assets, so it can be mailed or opened offline.
 
-Runs as the last report section (it imports the section modules it must follow, so it is
-registered after them even when imported first) and only when plots are on (`--plots`, the
-default), like the PNGs it embeds.
+Runs as the last report section (report.py orders them), and only when plots are on (`--plots`,
+the default), like the PNGs it embeds.
 """
 
 from __future__ import annotations
 
 import base64
 import html
-import importlib
 import math
 import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-# Registered before this module's section, so their tables and images exist when it runs.
-from tbscale.analysis import behaviour_report as _behaviour_report  # noqa: F401
-from tbscale.analysis import judge as _judge  # noqa: F401
-from tbscale.analysis import plots as _plots  # noqa: F401
-from tbscale.analysis.report import ReportContext, Section, _fmt, section
-
-try:  # a stage analysis module, where present, also comes first
-    importlib.import_module("tbscale.analysis.stages")
-except ModuleNotFoundError as e:  # pragma: no cover - depends on the checkout
-    if e.name != "tbscale.analysis.stages":
-        raise
+from tbscale.analysis.context import ReportContext, Section
+from tbscale.analysis.context import fmt as _fmt
 
 CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0;color:#1d1d1f;background:#fafafa}
@@ -110,7 +99,6 @@ def write_html(ctx: ReportContext) -> Path:
     return path
 
 
-@section
 def html_section(ctx: ReportContext) -> None:
     if ctx.plots:
         write_html(ctx)

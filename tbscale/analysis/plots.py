@@ -22,11 +22,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-# Sections this module draws from must be registered first, so they run before the plots.
-from tbscale.analysis import behaviour_report as _behaviour_report  # noqa: F401
-from tbscale.analysis import judge as _judge  # noqa: F401
 from tbscale.analysis import tables
-from tbscale.analysis.report import ReportContext, Section, section
+from tbscale.analysis.context import ReportContext, Section
 
 COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C",
           "#CCB974", "#64B5CD"]
@@ -251,7 +248,6 @@ def _frame(ctx: ReportContext, key: str) -> pd.DataFrame | None:
     return None
 
 
-@section
 def plot_sections(ctx: ReportContext) -> None:
     pareto = pareto_table(ctx.df)
     ctx.sections.append(Section(

@@ -1,104 +1,68 @@
 """`tbscale report`: the tables in the terminal (rich), and under each run's report/ folder as
-markdown, CSV and summary.json. Further sections (behaviours, judge, stages, plots, HTML) are
-added by the analysis modules that compute them, through `SECTIONS`."""
+markdown, CSV and summary.json, with plots and a single-file HTML report.
+
+The sections run in a fixed order (REPORT_SECTIONS): the core tables, then each analysis that has
+something to say about the run (behaviours, stages, the judge's results, CER), then the plots and
+the HTML that draw on all of them. The caller may pass its own list.
+"""
 
 from __future__ import annotations
 
 import json
-import math
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from tbscale.analysis import tables
+from tbscale.analysis import behaviour_report, cer_report, html, judge_report, plots, stages, tables
+from tbscale.analysis.context import ReportContext, Section, fmt
+from tbscale.errors import TbscaleError
+from tbscale.rundata import read_trial_table
 
-
-@dataclass
-class Section:
-    key: str
-    title: str
-    frame: pd.DataFrame
-    note: str = ""
-    percent_cols: tuple[str, ...] = ()
-
-
-@dataclass
-class ReportContext:
-    df: pd.DataFrame
-    run_dirs: list[Path]
-    out_dir: Path
-    baseline: str | None
-    compare: list[str] | None = None
-    plots: bool = True
-    sections: list[Section] = field(default_factory=list)
-    images: list[tuple[str, Path]] = field(default_factory=list)
-    simulated: bool = False
-
-
-# Extra sections: callables that append to ctx.sections / ctx.images, run in order after the
-# core tables. Each analysis module registers its own with `section`; the modules listed in
-# SECTION_MODULES are imported when a report is built (absent ones are skipped).
-SECTIONS: list[Callable[[ReportContext], None]] = []
-SECTION_MODULES = ["tbscale.analysis.behaviour_report", "tbscale.analysis.stages", "tbscale.analysis.judge",
-                   "tbscale.analysis.cer_report", "tbscale.analysis.plots", "tbscale.analysis.html"]
-
-
-def section(fn: Callable[[ReportContext], None]) -> Callable[[ReportContext], None]:
-    if fn not in SECTIONS:
-        SECTIONS.append(fn)
-    return fn
-
-
-def _load_sections() -> None:
-    import importlib
-
-    for mod in SECTION_MODULES:
-        try:
-            importlib.import_module(mod)
-        except ModuleNotFoundError as e:
-            if e.name != mod:
-                raise
-
-
-def _fmt(v: Any, pct: bool) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "-"
-    if isinstance(v, float):
-        return f"{100 * v:.1f}%" if pct else (f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}")
-    return str(v)
+SectionFn = Callable[[ReportContext], None]
+FALLBACK_WARNING = 0.05  # above this share of selector fallbacks, a setting's selection is flagged
 
 
 def core_sections(ctx: ReportContext) -> None:
-    df = ctx.df
-    s = tables.summary(df)
-    s["pass@1 (95% CI)"] = [f"{100 * m:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}]"
+    df, every = ctx.df, ctx.all_trials if ctx.all_trials is not None else ctx.df
+    s = tables.summary(df, all_trials=every)
+    s["pass@1 (95% CI)"] = [f"{100 * m:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}]" if m == m else "-"
                             for m, lo, hi in zip(s["pass@1"], s["ci_lo"], s["ci_hi"])]
+    for lab, rate in zip(s["setting"], s["fallback"]):
+        if rate == rate and rate > FALLBACK_WARNING:
+            ctx.banners.append(f"SELECTOR FALLBACKS: in {lab}, {100 * rate:.1f}% of selection turns fell back to a "
+                               "seeded pick because every selector call failed; those picks are not selections")
+    if s["cost_usd_per_trial"].isna().any():
+        ctx.banners.append("UNKNOWN PRICES: some models have no known price, so their cost shows as unknown (-); "
+                           "give `prices:` for them in the config")
     ctx.sections.append(Section("summary", "Pass rate per setting", s[[
         "setting", "policy", "N", "trajectory", "generator", "selector", "tasks", "trials", "pass@1 (95% CI)",
-        "turns_mean", "turns_solved", "cost_usd_per_trial"]],
+        "infra_errors", "fallback", "turns_mean", "turns_solved", "cost_usd_per_trial"]],
         "pass@1 is the mean over tasks of each task's pass rate over its trials; the interval is a "
-        "percentile bootstrap over tasks (10,000 resamples)."))
+        "percentile bootstrap over tasks (10,000 resamples). infra_errors: trials the harness failed, left out; "
+        "fallback: share of selection turns where every selector call failed.", ("fallback",)))
     ctx.sections.append(Section("pass_at_k", "pass@k, pass^k and consistency@k", tables.pass_k(df),
                                 "pass@k: unbiased estimator (Chen et al. 2021); pass^k: all k of k succeed "
                                 "(tau-bench); consistency@k: share of tasks solved in at least k trials (turn-bon).",
                                 ("pass_at_k", "pass_hat_k", "consistency_at_k")))
-    ctx.sections.append(Section("costs", "Tokens per attempt (turn-bon Table 1)", tables.costs(df, ctx.baseline),
+    ctx.sections.append(Section("costs", "Tokens per attempt (turn-bon Table 1)", tables.costs(every, ctx.baseline),
                                 f"Output tokens per trial, averaged over trials; total_vs_baseline = (all output) / "
                                 f"baseline generator output; baseline = {ctx.baseline or 'none found'}."))
-    ctx.sections.append(Section("endings", "How attempts end (turn-bon Table 2)", tables.endings(df),
-                                "", tuple(e for e in tables.ENDINGS)))
+    ctx.sections.append(Section("endings", "How attempts end (turn-bon Table 2)", tables.endings(every),
+                                "infra_error: the share whose cause was the harness (also counted under its ending).",
+                                (*tables.ENDINGS, "infra_error")))
     if ctx.compare:
         if len(ctx.compare) != 2:
-            from tbscale.errors import TbscaleError
-
             raise TbscaleError("--compare takes exactly two setting names")
         a, b = ctx.compare
         ctx.sections.append(Section("compare", f"{b} vs {a} (paired bootstrap over tasks)",
                                     tables.compare(df, a, b), "diff = B - A; p is two-sided."))
+
+
+REPORT_SECTIONS: list[SectionFn] = [core_sections, behaviour_report.behaviour_sections, stages.stage_sections,
+                                    judge_report.judge_sections, cer_report.cer_sections, plots.plot_sections,
+                                    html.html_section]
 
 
 def rich_table(section: Section) -> Table:
@@ -106,7 +70,7 @@ def rich_table(section: Section) -> Table:
     for col in section.frame.columns:
         t.add_column(str(col), overflow="fold")
     for _, row in section.frame.iterrows():
-        t.add_row(*[_fmt(v, c in section.percent_cols) for c, v in row.items()])
+        t.add_row(*[fmt(v, c in section.percent_cols) for c, v in row.items()])
     return t
 
 
@@ -118,21 +82,34 @@ def markdown(section: Section) -> str:
     lines.append("| " + " | ".join(map(str, cols)) + " |")
     lines.append("|" + "---|" * len(cols))
     for _, row in section.frame.iterrows():
-        lines.append("| " + " | ".join(_fmt(v, c in section.percent_cols) for c, v in row.items()) + " |")
+        lines.append("| " + " | ".join(fmt(v, c in section.percent_cols) for c, v in row.items()) + " |")
     return "\n".join(lines) + "\n"
 
 
 def build_report(paths: list[Path], console: Console, *, compare: list[str] | None = None, plots: bool = True,
-                 baseline: str | None = None, out_dir: Path | None = None) -> ReportContext:
+                 baseline: str | None = None, out_dir: Path | None = None,
+                 sections: list[SectionFn] | None = None, include_infra_errors: bool = False) -> ReportContext:
     run_dirs = tables.find_run_dirs(paths)
-    df = tables.load_trials(run_dirs)
+    table = read_trial_table(run_dirs)
+    for p in table.problems:
+        p.warn()
+    everything = table.df
+    df = tables.scored(everything, include_infra_errors)
     target = out_dir or (run_dirs[0] / "report" if len(run_dirs) == 1 else Path(paths[0]) / "report")
-    ctx = ReportContext(df=df, run_dirs=run_dirs, out_dir=target, baseline=tables.baseline_label(df, baseline),
-                        compare=compare, plots=plots, simulated=bool(df["simulated"].any()))
-    core_sections(ctx)
-    _load_sections()
-    for extra in SECTIONS:
-        extra(ctx)
+    ctx = ReportContext(df=df, run_dirs=run_dirs, out_dir=target, baseline=tables.baseline_label(everything, baseline),
+                        compare=compare, plots=plots, simulated=bool(everything["simulated"].any()),
+                        all_trials=everything)
+    infra = int(everything["infra_error"].sum())
+    if infra:
+        how = "counted as failures" if include_infra_errors else "left out of pass@1 (--include-infra-errors counts them)"
+        ctx.banners.append(f"INFRASTRUCTURE ERRORS: {infra} of {len(everything)} trials failed because of the harness "
+                           f"(model endpoint, container engine, image build or verifier); they are {how}. "
+                           "`tbscale run` retries them on its next invocation.")
+    if table.set_aside:
+        ctx.banners.append(f"{sum(table.set_aside.values())} trial lines set aside: they belong to an earlier "
+                           "configuration of the run (a changed setting, task, or fewer trials)")
+    for fn in sections if sections is not None else REPORT_SECTIONS:
+        fn(ctx)
     write(ctx, console)
     return ctx
 
@@ -146,8 +123,11 @@ def write(ctx: ReportContext, console: Console) -> None:
     md = ["# tbscale report", "", f"Runs: {', '.join(str(r) for r in ctx.run_dirs)}", ""]
     if ctx.simulated:
         md += [f"> **{banner}**", ""]
+    for note in ctx.banners:
+        console.print(f"[bold yellow]{note}[/]", highlight=False, soft_wrap=True)
+        md += [f"> **{note}**", ""]
     summary: dict[str, Any] = {"runs": [str(r) for r in ctx.run_dirs], "simulated": ctx.simulated,
-                               "baseline": ctx.baseline, "tables": {}}
+                               "baseline": ctx.baseline, "banners": ctx.banners, "tables": {}}
     for sec in ctx.sections:
         console.print(rich_table(sec))
         if sec.note:

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from tbscale.analysis import metrics
-from tbscale.analysis.report import ReportContext, Section, section
+from tbscale.analysis.context import ReportContext, Section
 from tbscale.analysis.tables import ROLES, settings_order
 
 STAGED = ("pdr", "best_of_n")
@@ -311,7 +311,6 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 
 # ---- the report section ------------------------------------------------------------------------------
-@section
 def stage_sections(ctx: ReportContext) -> None:
     df = ctx.df
     staged = _staged_labels(df)

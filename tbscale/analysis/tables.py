@@ -1,4 +1,4 @@
-"""The report's tables as pandas DataFrames, computed from trials.jsonl rows.
+"""The report's tables as pandas DataFrames, computed from the trial table (tbscale.rundata).
 
 Each function takes the trials DataFrame (one row per trial, see `load_trials`) and returns a
 table with one row per setting (or per setting and k). Per-task values come first, then means
@@ -7,74 +7,13 @@ over tasks, so every interval is a bootstrap over tasks (SPEC: metric definition
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
 from tbscale.analysis import metrics
 from tbscale.errors import TbscaleError
-from tbscale.logs import read_jsonl
-from tbscale.verify import ENDINGS
-
-ROLES = ("generator", "selector", "verifier", "summarizer", "judge")
-OPTIONAL_COLUMNS: dict[str, Any] = {
-    "n_attempts": 1, "final_attempt": 0, "attempts": None, "strategy_record": None, "trajectory_path": None,
-    "n": 1, "policy": "baseline", "trajectory": "single", "agent": "bash", "cost_usd": 0.0, "tokens": None,
-    "simulated": False, "generator_model": None, "selector_model": None, "stop_reason": None,
-}
-
-
-def find_run_dirs(paths: list[Path]) -> list[Path]:
-    """Run folders (holding trials.jsonl) named directly, or found one level below."""
-    runs: list[Path] = []
-    for p in paths:
-        p = Path(p)
-        if (p / "trials.jsonl").is_file():
-            runs.append(p)
-        elif p.is_dir():
-            found = sorted(d for d in p.iterdir() if (d / "trials.jsonl").is_file())
-            if not found:
-                # A mini-swe-agent or Harbor folder: imported once into a run folder, then read.
-                from tbscale.analysis.importers import auto_import
-
-                imported = auto_import(p)
-                found = [imported] if imported is not None else []
-            runs.extend(found)
-        else:
-            raise TbscaleError(f"{p}: no such run folder")
-    if not runs:
-        raise TbscaleError(f"{', '.join(map(str, paths))}: no runs found (no trials.jsonl)")
-    return runs
-
-
-def load_trials(run_dirs: list[Path]) -> pd.DataFrame:
-    rows: list[dict[str, Any]] = []
-    for run in run_dirs:
-        for r in read_jsonl(run / "trials.jsonl"):
-            r["run_dir"] = str(run)
-            rows.append(r)
-    if not rows:
-        raise TbscaleError(f"{', '.join(map(str, run_dirs))}: trials.jsonl is empty")
-    df = pd.DataFrame(rows)
-    # Columns that older or imported runs may lack, with the value a single-attempt trial has.
-    for col, default in OPTIONAL_COLUMNS.items():
-        if col not in df.columns:
-            df[col] = [default] * len(df)
-        else:
-            df[col] = df[col].where(df[col].notna(), default) if default is not None else df[col]
-    # One trial per (setting, task, trial index): a later line (a rerun) wins.
-    df = df.drop_duplicates(subset=["run", "setting", "task_id", "trial"], keep="last")
-    # Settings of several runs are told apart by run name when names collide.
-    multi = df.groupby("setting")["run"].nunique()
-    clash = set(multi[multi > 1].index)
-    df["label"] = [f"{r}/{s}" if s in clash else s for r, s in zip(df["run"], df["setting"])]
-    for role in ROLES:
-        for k in ("input", "output", "reasoning", "cached", "calls"):
-            df[f"{role}_{k}"] = [float((t or {}).get(role, {}).get(k, 0)) for t in df["tokens"]]
-    df["passed"] = df["passed"].astype(bool)
-    return df
+from tbscale.rundata.trials import ROLES, find_run_dirs, load_trials  # noqa: F401  (the analyses' entry points)
+from tbscale.types.results import ENDINGS
 
 
 def settings_order(df: pd.DataFrame) -> list[str]:
@@ -101,21 +40,38 @@ def per_task(df: pd.DataFrame, label: str) -> pd.DataFrame:
                                       pass_rate=("passed", "mean")).reset_index()
 
 
-def summary(df: pd.DataFrame, n_resamples: int = 10_000, seed: int = 0) -> pd.DataFrame:
+def scored(df: pd.DataFrame, include_infra_errors: bool = False) -> pd.DataFrame:
+    """The trials that measure the agent: without those the harness failed (model endpoint,
+    container engine, image build, verifier), unless they are asked for as failures."""
+    return df if include_infra_errors else df[~df["infra_error"]]
+
+
+def summary(df: pd.DataFrame, n_resamples: int = 10_000, seed: int = 0,
+            all_trials: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per setting: pass@1 with its bootstrap interval over tasks, turns and cost, over the
+    trials in `df`; `infra_errors` counts the trials of `all_trials` (default: df) left out of it,
+    and `fallback` is the share of selection turns where every selector call failed."""
+    all_trials = df if all_trials is None else all_trials
     out = []
-    for lab in settings_order(df):
+    for lab in settings_order(all_trials):
+        every = all_trials[all_trials["label"] == lab]
         sub = df[df["label"] == lab]
-        pt = per_task(df, lab)
-        mean, lo, hi = metrics.bootstrap_ci(pt["pass_rate"].to_numpy(), n_resamples=n_resamples, seed=seed)
-        first = sub.iloc[0]
-        out.append({
-            "setting": lab, "agent": first["agent"], "policy": first["policy"], "N": int(first["n"]),
-            "trajectory": first["trajectory"], "generator": first["generator_model"],
-            "selector": first["selector_model"], "tasks": len(pt), "trials": len(sub),
-            "pass@1": mean, "ci_lo": lo, "ci_hi": hi,
-            "turns_mean": sub["turns"].mean(), "turns_solved": sub.loc[sub["passed"], "turns"].mean(),
-            "cost_usd_per_trial": sub["cost_usd"].mean(),
-        })
+        first = every.iloc[0]
+        row = {"setting": lab, "agent": first["agent"], "policy": first["policy"], "N": int(first["n"]),
+               "trajectory": first["trajectory"], "generator": first["generator_model"],
+               "selector": first["selector_model"], "tasks": every["task_id"].nunique(), "trials": len(sub),
+               "infra_errors": int(every["infra_error"].sum())}
+        if len(sub):
+            pt = per_task(df, lab)
+            mean, lo, hi = metrics.bootstrap_ci(pt["pass_rate"].to_numpy(), n_resamples=n_resamples, seed=seed)
+        else:
+            mean = lo = hi = np.nan
+        selections = every["selection_turns"].sum()
+        row.update({"pass@1": mean, "ci_lo": lo, "ci_hi": hi, "turns_mean": sub["turns"].mean(),
+                    "turns_solved": sub.loc[sub["passed"], "turns"].mean(),
+                    "cost_usd_per_trial": every["cost_usd"].mean(skipna=False),
+                    "fallback": every["selector_fallbacks"].sum() / selections if selections else np.nan})
+        out.append(row)
     return pd.DataFrame(out)
 
 
@@ -152,13 +108,15 @@ def costs(df: pd.DataFrame, baseline: str | None) -> pd.DataFrame:
 
 
 def endings(df: pd.DataFrame) -> pd.DataFrame:
-    """turn-bon Table 2: the share of attempts ending each way."""
+    """turn-bon Table 2: the share of attempts ending each way; `infra_error` is the share whose
+    cause was the harness (they also appear under their ending, mostly agent_error)."""
     rows = []
     for lab in settings_order(df):
         sub = df[df["label"] == lab]
         counts = sub["ending"].value_counts()
         rows.append({"setting": lab, "attempts": len(sub),
-                     **{e: counts.get(e, 0) / len(sub) for e in ENDINGS}})
+                     **{e: counts.get(e, 0) / len(sub) for e in ENDINGS},
+                     "infra_error": float(sub["infra_error"].mean())})
     return pd.DataFrame(rows)
 
 

@@ -1,1 +1,2 @@
-"""Model access: litellm wrapper and the embedded simulated provider."""
+"""Model access through litellm: the LLM adapter (samples, retries, usage), prices, failure
+classification with a per-model circuit breaker, JSON replies, and provider plugins."""

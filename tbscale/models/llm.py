@@ -3,7 +3,9 @@ and cost per call, retries with backoff on rate limits, server errors and timeou
 
 litellm is imported on first use (it takes seconds to import), with its bundled cost map (never a
 download). API keys are read from the environment at call time, passed to litellm and nowhere
-else; anything that might echo one (an error message) goes through `redact` first.
+else; anything that might echo one (an error message) goes through `redact` first. Every failure
+is classified (models/failures.py): causes no retry can fix are not retried, and feed a per-model
+circuit breaker that stops the run when a model is plainly unavailable.
 """
 
 from __future__ import annotations
@@ -12,23 +14,18 @@ import asyncio
 import os
 import random
 import time
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from tbscale.config import ModelConfig
 from tbscale.errors import ContextWindowExceeded, ModelCallError
+from tbscale.models import cost, failures, providers
+from tbscale.secrets import redact, register_secret
+from tbscale.types import CallResult, CallSink, Completion, Usage
 
-_SECRETS: set[str] = set()
 # Providers known to accept `n` > 1 in one request (the shared prompt is then processed once).
 N_CAPABLE_PROVIDERS = {"openai", "hosted_vllm", "azure", "together_ai", "fireworks_ai", "deepinfra",
-                       "openrouter", "sim", "text-completion-openai", "lm_studio"}
-
-
-def redact(text: str) -> str:
-    for secret in _SECRETS:
-        if secret and len(secret) >= 6:
-            text = text.replace(secret, "***")
-    return text
+                       "openrouter", "text-completion-openai", "lm_studio"}
+MAX_BACKOFF_SEC = 60.0
 
 
 def litellm_module():
@@ -40,73 +37,20 @@ def litellm_module():
     litellm.telemetry = False
     litellm.suppress_debug_info = True
     litellm.drop_params = True  # a provider that lacks top_p etc. gets the call without it
-    from tbscale.models import sim
-
-    sim.register(litellm)
     return litellm
 
 
-@dataclass
-class Usage:
-    input_tokens: int = 0
-    output_tokens: int = 0
-    reasoning_tokens: int = 0
-    cached_tokens: int = 0
-    cost_usd: float = 0.0
-    calls: int = 0
-
-    def add(self, other: "Usage") -> None:
-        for k in ("input_tokens", "output_tokens", "reasoning_tokens", "cached_tokens", "calls"):
-            setattr(self, k, getattr(self, k) + getattr(other, k))
-        self.cost_usd += other.cost_usd
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"input": self.input_tokens, "output": self.output_tokens,
-                "reasoning": self.reasoning_tokens, "cached": self.cached_tokens,
-                "cost_usd": round(self.cost_usd, 6), "calls": self.calls}
-
-
-@dataclass
-class Completion:
-    """One sampled response. `output_tokens` is the provider's count for this choice when it
-    gives one; with n>1 in one request providers report a total, which is split over the choices
-    in proportion to their length (the call-level total stays exact in the `model_call` event)."""
-
-    text: str
-    reasoning: str | None = None
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    finish_reason: str | None = None
-    output_tokens: int = 0
-    reasoning_tokens: int = 0
-
-
-@dataclass
-class CallResult:
-    completions: list[Completion]
-    usage: Usage
-    latency_sec: float
-    retries: int = 0
-
-
-class CallSink(Protocol):
-    """Where a model call reports itself: the attempt's event log and usage meter."""
-
-    def record_call(self, role: str, model: str, usage: Usage, latency_sec: float, *,
-                    n: int, retries: int, error: str | None = None) -> None: ...
-
-
 def provider_of(model: str) -> str:
-    return model.split("/", 1)[0] if "/" in model else "openai"
+    return providers.provider_of(model)
 
 
 class LLM:
     """A model in a role (generator, selector, verifier, summarizer, judge)."""
 
-    def __init__(self, cfg: ModelConfig, role: str):
-        self.cfg, self.role = cfg, role
-        key = cfg.api_key()
-        if key:
-            _SECRETS.add(key)
+    def __init__(self, cfg: ModelConfig, role: str, *, key: str | None = None):
+        self.cfg, self.role, self.key = cfg, role, key
+        register_secret(cfg.api_key())
+        self.breaker = failures.breaker_for(cfg.model, cfg.api_base, cfg.circuit_breaker_tries)
 
     @property
     def name(self) -> str:
@@ -115,12 +59,10 @@ class LLM:
     def context_window(self) -> int | None:
         if self.cfg.context_window:
             return self.cfg.context_window
-        if self.cfg.is_simulated:
-            return None
         try:
             info = litellm_module().get_model_info(self.cfg.model)
             return info.get("max_input_tokens") or info.get("max_tokens")
-        except Exception:
+        except Exception:  # a model litellm does not list (a local server, a plugin provider)
             return None
 
     def _params(self, n: int, seed: int | None, tools: list[dict] | None) -> dict[str, Any]:
@@ -139,19 +81,23 @@ class LLM:
             p["seed"] = seed
         if tools:
             p["tools"] = tools
-        if self.cfg.is_simulated:
+        if self.cfg.sim:  # parameters of a plugin provider (the simulated model's skill, accuracy)
             p["sim_params"] = dict(self.cfg.sim)
         p.update(self.cfg.extra_params)
         return p
+
+    def _sampling_mode(self) -> str:
+        if self.cfg.sampling != "auto":
+            return self.cfg.sampling
+        provider = provider_of(self.cfg.model)
+        p = providers.plugin(provider) if provider not in N_CAPABLE_PROVIDERS else None
+        return "n" if provider in N_CAPABLE_PROVIDERS or getattr(p, "accepts_n", False) else "parallel"
 
     async def complete(self, messages: list[dict[str, Any]], *, n: int = 1, seed: int | None = None,
                        tools: list[dict] | None = None, sink: CallSink | None = None) -> CallResult:
         """Sample n responses to the same messages: one request with `n` where the provider takes
         it, else n concurrent requests. Returns when all are in."""
-        mode = self.cfg.sampling
-        if mode == "auto":
-            mode = "n" if provider_of(self.cfg.model) in N_CAPABLE_PROVIDERS else "parallel"
-        if n == 1 or mode == "n":
+        if n == 1 or self._sampling_mode() == "n":
             result = await self._call(messages, n, seed, tools, sink)
             missing = n - len(result.completions)
             if missing > 0:  # a server that ignores `n` returns one choice: top up concurrently
@@ -173,46 +119,51 @@ class LLM:
 
     async def _call(self, messages, n, seed, tools, sink) -> CallResult:
         litellm = litellm_module()
+        providers.ensure_registered(self.cfg.model, litellm)
         params = self._params(n, seed, tools)
-        retryable = (litellm.RateLimitError, litellm.InternalServerError, litellm.ServiceUnavailableError,
-                     litellm.APIConnectionError, litellm.Timeout, litellm.APIError)
-        attempt, start = 0, time.monotonic()
+        tries, start, causes = 0, time.monotonic(), []
         while True:
+            self.breaker.check()
             try:
                 t0 = time.monotonic()
                 response = await litellm.acompletion(messages=messages, **params)
                 result = self._parse(litellm, response, time.monotonic() - t0)
-                result.retries = attempt
-                if sink:
-                    sink.record_call(self.role, self.cfg.model, result.usage, result.latency_sec, n=n, retries=attempt)
-                return result
-            except litellm.ContextWindowExceededError as e:
-                self._report_failure(sink, n, attempt, e)
-                raise ContextWindowExceeded(redact(str(e))[:500]) from None
-            except (litellm.AuthenticationError, litellm.PermissionDeniedError, litellm.NotFoundError,
-                    litellm.BadRequestError) as e:
-                self._report_failure(sink, n, attempt, e)
-                raise ModelCallError(f"{self.role} {self.cfg.model}: {type(e).__name__}: {redact(str(e))[:500]}") from None
-            except retryable as e:
-                attempt += 1
-                if attempt > self.cfg.max_retries:
-                    self._report_failure(sink, n, attempt - 1, e)
-                    raise ModelCallError(f"{self.role} {self.cfg.model}: gave up after {attempt} tries "
-                                         f"({time.monotonic() - start:.0f} s): {type(e).__name__}: "
-                                         f"{redact(str(e))[:300]}") from None
-                # Exponential backoff with full jitter; a server's Retry-After wins when given.
-                delay = self.cfg.retry_backoff_sec * (2 ** (attempt - 1)) * (0.5 + random.random())
-                retry_after = getattr(getattr(e, "response", None), "headers", {}) or {}
-                try:
-                    delay = max(delay, float(retry_after.get("retry-after", 0)))
-                except (TypeError, ValueError):
-                    pass
-                await asyncio.sleep(min(delay, 60.0))
+            except Exception as e:  # classified below; anything unexpected is not retried
+                failure = failures.classify(e, litellm)
+                message = f"{type(e).__name__}: {redact(str(e))[:300]}"
+                causes.append(failure.cause)
+                self.breaker.record(failure, message)  # raises ModelUnavailable once tripped
+                tries += 1
+                if failure.cause == "context_window":
+                    self._report(sink, Usage(), 0.0, n, tries - 1, causes, message)
+                    raise ContextWindowExceeded(redact(str(e))[:500]) from None
+                if not failure.retryable or tries > self.cfg.max_retries:
+                    self._report(sink, Usage(), 0.0, n, tries - 1, causes, message)
+                    gave_up = f"gave up after {tries} tries ({time.monotonic() - start:.0f} s): " if failure.retryable else ""
+                    raise ModelCallError(f"{self.role} {self.cfg.model}: {gave_up}{message[:500]}",
+                                         cause=failure.cause) from None
+                await asyncio.sleep(self._backoff(tries, e))
+                continue
+            self.breaker.record(None)
+            result.retries = tries
+            self._report(sink, result.usage, result.latency_sec, n, tries, causes, None)
+            return result
 
-    def _report_failure(self, sink, n, retries, exc) -> None:
+    def _backoff(self, tries: int, exc: BaseException) -> float:
+        """Exponential backoff with full jitter; a server's Retry-After wins when given."""
+        delay = self.cfg.retry_backoff_sec * (2 ** (tries - 1)) * (0.5 + random.random())
+        headers = getattr(getattr(exc, "response", None), "headers", {}) or {}
+        try:
+            delay = max(delay, float(headers.get("retry-after", 0)))
+        except (TypeError, ValueError):
+            pass
+        return min(delay, MAX_BACKOFF_SEC)
+
+    def _report(self, sink, usage: Usage, latency: float, n: int, retries: int, causes: list[str],
+                error: str | None) -> None:
         if sink:
-            sink.record_call(self.role, self.cfg.model, Usage(), 0.0, n=n, retries=retries,
-                             error=f"{type(exc).__name__}: {redact(str(exc))[:300]}")
+            sink.record_call(self.role, self.cfg.model, usage, latency, n=n, retries=retries, error=error,
+                             retry_causes=causes)
 
     def _parse(self, litellm, response, latency: float) -> CallResult:
         u = getattr(response, "usage", None)
@@ -224,36 +175,34 @@ class LLM:
             usage.reasoning_tokens = int(getattr(details, "reasoning_tokens", 0) or 0) if details else 0
             pdetails = getattr(u, "prompt_tokens_details", None)
             usage.cached_tokens = int(getattr(pdetails, "cached_tokens", 0) or 0) if pdetails else 0
-        usage.cost_usd = self._cost(litellm, response, usage)
-        comps = []
-        for choice in response.choices:
-            msg = choice.message
-            calls = []
-            for tc in getattr(msg, "tool_calls", None) or []:
-                fn = tc.function if hasattr(tc, "function") else tc["function"]
-                calls.append({"id": getattr(tc, "id", None), "name": getattr(fn, "name", None) or fn.get("name"),
-                              "arguments": getattr(fn, "arguments", None) if hasattr(fn, "arguments") else fn.get("arguments")})
-            comps.append(Completion(text=msg.content or "", reasoning=getattr(msg, "reasoning_content", None),
-                                    tool_calls=calls, finish_reason=choice.finish_reason))
-        # Split call totals over choices by length (exact when there is one choice).
-        weights = [max(len(c.text) + len(c.reasoning or "") + sum(len(str(t["arguments"])) for t in c.tool_calls), 1)
-                   for c in comps]
-        for c, w in zip(comps, weights):
-            c.output_tokens = round(usage.output_tokens * w / sum(weights))
-            rw = len(c.reasoning or "")
-            c.reasoning_tokens = round(usage.reasoning_tokens * rw / max(sum(len(x.reasoning or "") for x in comps), 1))
+        usage.cost_usd = cost.call_cost(self.cfg, usage, response, litellm)
+        comps = [self._completion(choice) for choice in response.choices]
+        split_usage(comps, usage)
         return CallResult(comps, usage, latency)
 
-    def _cost(self, litellm, response, usage: Usage) -> float:
-        prices = self.cfg.prices
-        if prices is not None:
-            cached = usage.cached_tokens if prices.cached_input_per_mtok is not None else 0
-            return ((usage.input_tokens - cached) * prices.input_per_mtok
-                    + cached * (prices.cached_input_per_mtok or 0)
-                    + usage.output_tokens * prices.output_per_mtok) / 1e6
-        if self.cfg.is_simulated:
-            return 0.0
-        try:
-            return float(litellm.completion_cost(completion_response=response) or 0.0)
-        except Exception:  # a model litellm has no price for (a local vLLM model): cost unknown
-            return 0.0
+    @staticmethod
+    def _completion(choice) -> Completion:
+        msg = choice.message
+        calls = []
+        for tc in getattr(msg, "tool_calls", None) or []:
+            fn = tc.function if hasattr(tc, "function") else tc["function"]
+            calls.append({"id": getattr(tc, "id", None), "name": getattr(fn, "name", None) or fn.get("name"),
+                          "arguments": getattr(fn, "arguments", None) if hasattr(fn, "arguments") else fn.get("arguments")})
+        return Completion(text=msg.content or "", reasoning=getattr(msg, "reasoning_content", None),
+                          tool_calls=calls, finish_reason=choice.finish_reason)
+
+
+def split_usage(comps: list[Completion], usage: Usage) -> None:
+    """Share a call's output and reasoning tokens out over its choices: output in proportion to
+    each choice's length (exact with one choice); reasoning in proportion to the reasoning text,
+    or evenly when the provider hides that text (o-series models report only a count)."""
+    if not comps:
+        return
+    weights = [max(len(c.text) + len(c.reasoning or "") + sum(len(str(t["arguments"])) for t in c.tool_calls), 1)
+               for c in comps]
+    reasoning_chars = [len(c.reasoning or "") for c in comps]
+    total_chars = sum(reasoning_chars)
+    for c, w, rc in zip(comps, weights, reasoning_chars):
+        c.output_tokens = round(usage.output_tokens * w / sum(weights))
+        share = rc / total_chars if total_chars else 1 / len(comps)
+        c.reasoning_tokens = round(usage.reasoning_tokens * share)

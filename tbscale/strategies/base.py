@@ -1,8 +1,8 @@
 """The two seams strategies plug into.
 
-- Action level: an ActionPolicy is asked for the next action given the history and returns the
-  chosen response plus what it did (candidates, selector calls, scores) as events. Baseline is the
-  policy that samples once.
+- Action level: an ActionPolicy (defined by the agent, tbscale.agent.policy) is asked for the next
+  action given the history and returns the chosen response plus what it did (candidates, selector
+  calls, scores) as events. Baseline is the policy that samples once.
 - Trajectory level: a TrajectoryStrategy receives a task and a way to start attempts (fresh, or
   conditioned on summaries of earlier ones) and returns the final attempt with its own record.
 Any action policy runs inside any trajectory strategy.
@@ -15,9 +15,8 @@ from typing import Any, Awaitable, Callable, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from tbscale.agent.actions import Action
+from tbscale.agent.policy import ActionPolicy, Decision, TurnContext
 from tbscale.logs import AttemptRecorder
-from tbscale.models.llm import Completion
 from tbscale.tasks import Task
 
 
@@ -30,26 +29,10 @@ class Params(BaseModel):
         """Fields that name a key of the experiment's `models` (checked at load time)."""
         return {}
 
-
-@dataclass
-class TurnContext:
-    turn: int
-    seed: int
-    rec: AttemptRecorder
-    task: Task
-
-
-@dataclass
-class Decision:
-    completion: Completion
-    action: Action
-    n_candidates: int = 1
-    selected_index: int = 0
-    selector_failed: bool = False
-
-
-class ActionPolicy(Protocol):
-    async def decide(self, messages: list[dict[str, Any]], ctx: TurnContext) -> Decision: ...
+    def file_refs(self) -> dict[str, str]:
+        """Fields that name a prompt file (their contents are part of a setting's identity):
+        by convention, every field whose name ends in `prompt`."""
+        return {name: value for name, value in self if name.endswith("prompt") and isinstance(value, str)}
 
 
 @dataclass
@@ -73,6 +56,8 @@ class AttemptResult:
     error: str | None = None
     summary: str | None = None
     context_indices: list[int] = field(default_factory=list)
+    error_type: str | None = None
+    rewards: dict[str, float] | None = None
 
     def brief(self) -> dict[str, Any]:
         return {"index": self.index, "label": self.label, "stage": self.stage, "reward": self.reward,
@@ -110,3 +95,7 @@ class TrajectoryOutcome:
 
 class TrajectoryStrategy(Protocol):
     async def run(self, task: Task, start_attempt: StartAttempt, rec: AttemptRecorder) -> TrajectoryOutcome: ...
+
+
+__all__ = ["ActionPolicy", "AttemptResult", "Decision", "Params", "Prefix", "StartAttempt", "TrajectoryOutcome",
+           "TrajectoryStrategy", "TurnContext"]

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from tbscale.agent.actions import parse_action
-from tbscale.strategies import register_policy
 from pydantic import Field
 
+from tbscale.strategies import register_policy
 from tbscale.strategies.base import Decision, Params, TurnContext
+from tbscale.types.actions import parse_action
 
 
 class BaselineParams(Params):

@@ -41,13 +41,20 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-import tbscale.models.sim_cer  # noqa: F401  (registers the simulated sim/cer_judge role)
 from tbscale.logs import merge_usage
+from tbscale.models.replies import ask_json, parse_json_reply
+from tbscale.seeds import derive_rng, derive_seed
 from tbscale.strategies import register_trajectory
-from tbscale.strategies.base import AttemptResult, Params, Prefix, StartAttempt, TrajectoryOutcome
+from tbscale.strategies.base import (
+    AttemptResult,
+    Params,
+    Prefix,
+    StartAttempt,
+    TrajectoryOutcome,
+)
+from tbscale.strategies.calls import log_call
 from tbscale.strategies.render import command_of_message
 from tbscale.strategies.summaries import StageMeter
-from tbscale.strategies.verifiers import ask_json, derived_rng, derived_seed, log_call, parse_json_reply
 
 SCALE = 4  # criterion scores are integers 0..SCALE (anchored in the prompt)
 EPS = 1e-9
@@ -314,7 +321,7 @@ class CERScorer:
         prompt = group_prompt("cer_rubrics", self.instruction, shared, shown, self.p, purpose=purpose)
         criteria, reply, problem, calls = await ask_json(
             self.llm, prompt, lambda t: parse_rubrics(parse_json_reply(t), self.p.max_criteria),
-            seed=derived_seed(self.seed, set_id, "rubrics"), sink=self.sink, tries=self.p.judge_tries)
+            seed=derive_seed(self.seed, set_id, "rubrics"), sink=self.sink, tries=self.p.judge_tries)
         log_call(self.sink, role="judge", method="cer_rubrics", model=self.llm.name, messages=prompt, response=reply,
                  parsed={"criteria": [c.record() for c in criteria or []]}, mode=self.p.log_calls, rubric_set=set_id,
                  purpose=purpose, members=list(index_of.values()), error=problem, calls=calls)
@@ -325,7 +332,7 @@ class CERScorer:
                               score_parent=score_parent, purpose=purpose)
         parsed, reply, problem, calls = await ask_json(
             self.llm, prompt, lambda t: parse_scores(parse_json_reply(t), ids, criteria),
-            seed=derived_seed(self.seed, set_id, "score"), sink=self.sink, tries=self.p.judge_tries)
+            seed=derive_seed(self.seed, set_id, "score"), sink=self.sink, tries=self.p.judge_tries)
         parsed = parsed or {}
         by_id = {i: aggregate(criteria, parsed[i]["criteria"]) if i in parsed else None for i in ids}
         scores = {idx: by_id[k] for k, idx in index_of.items()}
@@ -451,7 +458,7 @@ class CER:
                     cands[i].tied = True
                 if p.tie_break_rubrics and llm is not None:
                     tie_rec = await self._tie_break(scorer, f"{stage}", tied, cands)
-            ranked = rank(scores, derived_rng(self.seed, stage, "rank"),
+            ranked = rank(scores, derive_rng(self.seed, stage, "rank"),
                           {i: cands[i].tie_score for i in tied} if len(tied) > 1 else None)
             beam = select_beam(ranked, p.beam)
             selected = ranked[0]

@@ -22,10 +22,10 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
+from tbscale.seeds import derive_rng
 from tbscale.strategies import register_trajectory
 from tbscale.strategies.base import StartAttempt, TrajectoryOutcome
 from tbscale.strategies.best_of_n import Selector, StagedParams, StagedStrategy
-from tbscale.strategies.verifiers import derived_rng
 
 
 class PDRParams(StagedParams):
@@ -57,7 +57,7 @@ class PDR(StagedStrategy):
     kind = "pdr"
 
     def _context_text(self, indices: list[int]) -> str:
-        from tbscale.agent.loop import render
+        from tbscale.agent.templates import render
 
         return render("context_summaries", self.prompts, summaries=[self.summaries[i].text for i in indices])
 
@@ -94,11 +94,11 @@ class PDR(StagedStrategy):
             if mode == "select_k":
                 chosen = list(selected)
             elif mode == "random_k":
-                chosen = sorted(derived_rng(self.seed, "random_k", t, k).sample(idx, min(p.k, len(idx))))
+                chosen = sorted(derive_rng(self.seed, "random_k", t, k).sample(idx, min(p.k, len(idx))))
             else:  # single: refine the attempt at the same position of the previous iteration
                 chosen = [idx[k % len(idx)]]
             if p.shuffle_context:
-                derived_rng(self.seed, "ctx_order", t, k).shuffle(chosen)
+                derive_rng(self.seed, "ctx_order", t, k).shuffle(chosen)
             return self._context_text(chosen), chosen
 
         return ctx_of

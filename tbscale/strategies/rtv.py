@@ -20,9 +20,10 @@ from typing import Any, Awaitable, Callable, Literal
 
 from pydantic import Field
 
+from tbscale.models.replies import ask_json, parse_json_reply
+from tbscale.seeds import derive_rng, derive_seed
 from tbscale.strategies.base import Params
-
-from tbscale.strategies.verifiers import ask_json, derived_rng, derived_seed, log_call, parse_json_reply, read_prompt
+from tbscale.strategies.calls import log_call, read_prompt
 
 
 class RTVParams(Params):
@@ -104,13 +105,13 @@ async def run_rtv(candidates: list[int], *, target: int, group_size: int, vote: 
     r = 0
     while len(survivors) > target:
         r += 1
-        groups = plan_groups(survivors, group_size, target, derived_rng(seed, tag, "bracket", r) if shuffle else None)
+        groups = plan_groups(survivors, group_size, target, derive_rng(seed, tag, "bracket", r) if shuffle else None)
 
         async def judge(g: int, members: list[int]) -> dict[str, Any]:
             if len(members) == 1:
                 return {"members": members, "bye": True, "winner": members[0]}
             votes = await vote(members, r, g)
-            winner, counts, tie = majority([v.choice for v in votes], members, derived_rng(seed, tag, "tie", r, g))
+            winner, counts, tie = majority([v.choice for v in votes], members, derive_rng(seed, tag, "tie", r, g))
             return {"members": members, "bye": False, "votes": [v.record() for v in votes],
                     "counts": {str(k): c for k, c in counts.items()}, "winner": winner, "tie_broken": tie,
                     "invalid_votes": sum(v.choice not in members for v in votes)}
@@ -164,11 +165,11 @@ class SummaryJudge:
 
             async def one(v: int) -> Vote:
                 order = list(members)
-                derived_rng(self.seed, tag, "order", r, g, v).shuffle(order)
+                derive_rng(self.seed, tag, "order", r, g, v).shuffle(order)
                 prompt = judge_messages(self.instruction, [summaries[m] for m in order], self.system_prompt)
                 pos, reply, problem, calls = await ask_json(
                     self.llm, prompt, lambda t: parse_vote(t, len(order)),
-                    seed=derived_seed(self.seed, tag, "vote", r, g, v), sink=sink, tries=self.p.judge_tries)
+                    seed=derive_seed(self.seed, tag, "vote", r, g, v), sink=sink, tries=self.p.judge_tries)
                 choice = order[pos] if pos is not None else None
                 log_call(sink, role="judge", method=tag, model=self.llm.name, messages=prompt, response=reply,
                          parsed={"best": choice, "order": order}, mode=self.log_calls, round=r, group=g, vote=v,
@@ -185,7 +186,7 @@ class SummaryJudge:
         order = list(members)
         prompt = judge_messages(self.instruction, [summaries[m] for m in order], self.system_prompt)
         try:
-            res = await self.llm.complete(prompt, n=n_votes, seed=derived_seed(self.seed, tag, "vote", r, g), sink=sink)
+            res = await self.llm.complete(prompt, n=n_votes, seed=derive_seed(self.seed, tag, "vote", r, g), sink=sink)
         except (ModelCallError, ContextWindowExceeded) as e:
             return [Vote(None, order, f"{type(e).__name__}: {e}") for _ in range(n_votes)]
         out = []
@@ -215,7 +216,7 @@ async def select(method: str, candidates: list[int], *, target: int, judge: Summ
             vote = judge.vote_fn(summaries, sink=sink, tag=tag)
             votes = await vote(list(candidates), 1, 0) if len(candidates) > target else []
             counts = {c: sum(v.choice == c for v in votes) for c in candidates}
-            rng = derived_rng(seed, tag, "flat")
+            rng = derive_rng(seed, tag, "flat")
             ranked = sorted(candidates, key=lambda c: (-counts[c], rng.random()))
             kept = ranked[:target]
             return RTVResult(kept, {"method": "judge", "target": target, "entrants": list(candidates),
@@ -228,7 +229,7 @@ async def select(method: str, candidates: list[int], *, target: int, judge: Summ
                                     "survivors": kept})
         return await run_rtv(candidates, target=target, group_size=size, vote=judge.vote_fn(summaries, sink=sink, tag=tag),
                              seed=seed, tag=tag, shuffle=params.shuffle_groups, method=method)
-    rng = derived_rng(seed, tag, method)
+    rng = derive_rng(seed, tag, method)
     if method == "random":
         kept = sorted(rng.sample(list(candidates), target), key=list(candidates).index)
     elif method == "oracle":

@@ -23,10 +23,12 @@ from typing import Any, Literal
 from pydantic import Field
 
 from tbscale.logs import AttemptRecorder
-from tbscale.models.llm import Usage
+from tbscale.models.replies import ask_json, parse_json_reply
+from tbscale.seeds import derive_seed
 from tbscale.strategies.base import AttemptResult, Params
+from tbscale.strategies.calls import log_call, read_prompt
 from tbscale.strategies.render import render_transcript
-from tbscale.strategies.verifiers import ask_json, derived_seed, log_call, parse_json_reply, read_prompt
+from tbscale.types import Usage
 
 FIELDS = ("hypotheses", "key_decisions", "progress", "failure_modes", "final_state")
 LIST_FIELDS = ("hypotheses", "key_decisions", "failure_modes")
@@ -80,10 +82,11 @@ class _StageSink:
     def __init__(self, meter: StageMeter, stage: str):
         self.meter, self.stage = meter, stage
 
-    def record_call(self, role, model, usage, latency_sec, *, n, retries, error=None):
+    def record_call(self, role, model, usage, latency_sec, *, n, retries, error=None, retry_causes=None):
         self.meter.usage[self.stage][role].add(usage)
         if self.meter.rec is not None:
-            self.meter.rec.record_call(role, model, usage, latency_sec, n=n, retries=retries, error=error)
+            self.meter.rec.record_call(role, model, usage, latency_sec, n=n, retries=retries, error=error,
+                                       retry_causes=retry_causes)
 
     def event(self, type: str, **fields: Any) -> None:
         if self.meter.rec is not None:
@@ -237,7 +240,7 @@ class Summarizer:
             prompt = summarizer_messages(attempt, instruction, self.system_prompt, self.p.max_transcript_chars)
             parsed, reply, error, calls = await ask_json(
                 self.llm, prompt, lambda t: normalize(parse_json_reply(t)),
-                seed=derived_seed(self.seed, "summary", attempt.index), sink=sink, tries=self.p.summary_tries)
+                seed=derive_seed(self.seed, "summary", attempt.index), sink=sink, tries=self.p.summary_tries)
             log_call(rec, role="summarizer", method="summary", model=self.llm.name, messages=prompt, response=reply,
                      parsed=parsed, mode=self.log_calls, of_attempt=attempt.index, error=error, calls=calls)
             if parsed is not None:

@@ -11,19 +11,21 @@ statistics can exclude it.
 
 from __future__ import annotations
 
-import random
-from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
 
-from tbscale.errors import ContextWindowExceeded, ModelCallError
+from tbscale.models.replies import SEED_STRIDE, ask_json, parse_json_reply
+from tbscale.seeds import derive_rng
 from tbscale.strategies import register_policy
 from tbscale.strategies.base import Decision, TurnContext
 from tbscale.strategies.baseline import TurnWindow, sample_candidates
-from tbscale.strategies.render import parse_json_object, render_candidates, render_transcript
-
-PROMPTS = Path(__file__).parent / "prompts"
+from tbscale.strategies.calls import read_prompt
+from tbscale.strategies.render import (
+    fit_transcript,
+    render_candidates,
+    transcript_budget,
+)
 
 
 class TurnBoNParams(TurnWindow):
@@ -37,48 +39,49 @@ class TurnBoNParams(TurnWindow):
         return {"selector": self.selector}
 
 
-def selector_messages(messages, actions, system_prompt: str) -> list[dict]:
+def selector_messages(messages, actions, system_prompt: str, budget: int | None = None) -> list[dict]:
     n = len(actions)
-    user = (f"{render_transcript(messages)}\n\n"
+    user = (f"{fit_transcript(messages, budget)[0]}\n\n"
             f"There are {n} candidate next actions, numbered 0 to {n - 1}:\n\n{render_candidates(actions)}\n\n"
             'Respond with JSON: {"rationale": string, "selected_index": integer in [0, ' f"{n - 1}" "]}")
     return [{"role": "system", "content": system_prompt}, {"role": "user", "content": user}]
+
+
+def parse_selection(reply: str, n: int) -> tuple[int, str] | None:
+    """(selected_index, rationale) from a selector reply, or None when it names no valid index."""
+    obj = parse_json_reply(reply)
+    idx = obj.get("selected_index") if obj else None
+    if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < n:
+        return None
+    return idx, str(obj.get("rationale", ""))
 
 
 @register_policy("turn_bon", TurnBoNParams)
 class TurnBoN:
     def __init__(self, params: TurnBoNParams, *, generator, models, tools=None, **_):
         self.p, self.generator, self.tools = params, generator, tools
-        self.selector = models(params.selector, "selector") if params.selector else models(None, "selector")
-        path = params.selector_system_prompt
-        self.system_prompt = Path(path).read_text() if path else (PROMPTS / "selector_system.txt").read_text()
+        self.selector = models(params.selector, "selector")
+        self.system_prompt = read_prompt(params.selector_system_prompt, "selector_system.txt")
 
     async def decide(self, messages, ctx: TurnContext) -> Decision:
         comps, actions = await sample_candidates(self.generator, messages, self.p.n_at(ctx.turn, self.p.n), ctx,
                                                  self.tools)
         if len(comps) == 1:
             return Decision(comps[0], actions[0], 1, 0)
-        index, rationale, failed, tries = await self._select(messages, actions, ctx)
+        shown = render_candidates(actions)
+        budget = transcript_budget(self.selector, len(self.system_prompt) + len(shown) + 500)
+        elided = fit_transcript(messages, budget)[1]
+        prompt = selector_messages(messages, actions, self.system_prompt, budget)
+        parsed, reply, problem, tries = await ask_json(self.selector, prompt, lambda t: parse_selection(t, len(actions)),
+                                                       seed=ctx.seed + SEED_STRIDE, sink=ctx.rec,
+                                                       tries=self.p.selector_tries)
+        failed = parsed is None
+        if failed:
+            runnable = [i for i, a in enumerate(actions) if a.runnable] or list(range(len(actions)))
+            index = runnable[0] if self.p.fallback == "first" else derive_rng(ctx.seed, "fallback").choice(runnable)
+            rationale = f"fallback ({self.p.fallback}) after selector failures: {problem}"
+        else:
+            index, rationale = parsed
         ctx.rec.event("selection", index=index, rationale=rationale, selector_failed=failed, tries=tries,
-                      method="listwise", model=self.selector.name)
+                      method="listwise", model=self.selector.name, **({"prompt_elided_chars": elided} if elided else {}))
         return Decision(comps[index], actions[index], len(comps), index, failed)
-
-    async def _select(self, messages, actions, ctx):
-        prompt = selector_messages(messages, actions, self.system_prompt)
-        problem = None
-        for attempt in range(self.p.selector_tries):
-            try:
-                res = await self.selector.complete(prompt, n=1, seed=ctx.seed + 7919 * (attempt + 1), sink=ctx.rec)
-            except (ModelCallError, ContextWindowExceeded) as e:
-                problem = str(e)
-                continue
-            reply = res.completions[0].text
-            obj = parse_json_object(reply)
-            idx = obj.get("selected_index") if obj else None
-            if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < len(actions):
-                problem = f"no valid selected_index in reply: {reply[:200]!r}"
-                continue
-            return idx, str(obj.get("rationale", "")), False, attempt + 1
-        runnable = [i for i, a in enumerate(actions) if a.runnable] or list(range(len(actions)))
-        idx = runnable[0] if self.p.fallback == "first" else random.Random(ctx.seed).choice(runnable)
-        return idx, f"fallback ({self.p.fallback}) after selector failures: {problem}", True, self.p.selector_tries

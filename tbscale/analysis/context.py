@@ -1,0 +1,45 @@
+"""What a report is built from and into: the trial table, the run folders, where files go, and
+the sections (tables) and images the analyses add."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+
+@dataclass
+class Section:
+    key: str
+    title: str
+    frame: pd.DataFrame
+    note: str = ""
+    percent_cols: tuple[str, ...] = ()
+
+
+@dataclass
+class ReportContext:
+    df: pd.DataFrame
+    run_dirs: list[Path]
+    out_dir: Path
+    baseline: str | None
+    compare: list[str] | None = None
+    plots: bool = True
+    sections: list[Section] = field(default_factory=list)
+    images: list[tuple[str, Path]] = field(default_factory=list)
+    simulated: bool = False
+    banners: list[str] = field(default_factory=list)  # warnings shown above every table
+    # Every trial, infrastructure errors included; `df` holds the trials that measure the agent.
+    all_trials: pd.DataFrame | None = None
+
+
+def fmt(v: Any, pct: bool) -> str:
+    """A table cell: percentages with one decimal, large numbers with separators, NaN as `-`."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    if isinstance(v, float):
+        return f"{100 * v:.1f}%" if pct else (f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}")
+    return str(v)

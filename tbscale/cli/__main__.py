@@ -1,0 +1,3 @@
+from tbscale.cli import app
+
+app()

@@ -1,0 +1,222 @@
+"""`tbscale run`, `tbscale report`, `tbscale clean`: running an experiment with a live display,
+reporting on finished runs, and removing what killed processes left behind."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Optional, Tuple
+
+import typer
+
+from tbscale.cli.app import app, console, fail, models_app, out, sigterm_as_interrupt, split_list
+from tbscale.errors import TbscaleError
+
+
+def progress_view(title: str, c):
+    from rich.table import Table
+
+    table = Table.grid(padding=(0, 2))
+    finished = c.done + c.skipped
+    rate = f"{c.passed / c.done:.0%}" if c.done else "-"
+    elapsed = time.monotonic() - c.started_at
+    bar_w = 30
+    fill = int(bar_w * finished / c.total) if c.total else bar_w
+    retries = ", ".join(f"{k} {v}" for k, v in c.retries.most_common(3))
+    table.add_row(f"[bold]{title}[/]", f"[green]{'━' * fill}[/][dim]{'━' * (bar_w - fill)}[/]",
+                  f"{finished}/{c.total} done", f"{c.running} running", f"{c.skipped} resumed",
+                  f"[red]{c.errors} infra errors[/]" + (f" [red]{c.crashed} crashed[/]" if c.crashed else ""),
+                  f"pass {rate}", f"{elapsed:5.0f} s" + (f"  [yellow]retries: {retries}[/]" if retries else ""))
+    return table
+
+
+def run_with_progress(runner, title: str) -> None:
+    from rich.live import Live
+
+    with Live(progress_view(title, runner.counters), console=console, refresh_per_second=4, transient=False) as live:
+        runner.on_update = lambda c, row: live.update(progress_view(title, c))
+        asyncio.run(runner.run())
+
+
+def _positive(name: str, value: int | None) -> int | None:
+    if value is not None and value < 1:
+        fail(f"--{name}: must be at least 1, got {value}")
+    return value
+
+
+@app.command()
+def run(config: Path = typer.Argument(..., help="experiment YAML"),
+        run_name: Optional[str] = typer.Option(None, help="folder under output_dir (default: the experiment name)"),
+        output_dir: Optional[Path] = typer.Option(None, help="override the config's output_dir"),
+        concurrency: Optional[int] = typer.Option(None, help="override the config's concurrency"),
+        tasks: Optional[str] = typer.Option(None, help="comma-separated task ids (a subset of the config's)"),
+        trials: Optional[int] = typer.Option(None, help="override the number of trials"),
+        report: bool = typer.Option(True, help="print the report when the run finishes"),
+        retry_errors: bool = typer.Option(True, "--retry-errors/--keep-errors",
+                                          help="rerun finished trials that ended in an infrastructure error "
+                                               "(model, sandbox, image build, verifier), or keep them"),
+        preflight: bool = typer.Option(True, help="check every model's key and endpoint before starting"),
+        probe: bool = typer.Option(False, help="with --preflight, also make a one-token call to each model")):
+    """Run an experiment; rerunning the same config resumes it (finished trials are kept).
+
+    Exit codes: 0 done; 1 some trials crashed (not recorded, rerun to retry); 2 bad input;
+    3 some trials ended in an infrastructure error; 4 a model was unavailable and the run stopped;
+    130 interrupted."""
+    from tbscale.runner import Runner, experiment_tasks, load_experiment
+
+    overrides = {}
+    if _positive("concurrency", concurrency):
+        overrides["concurrency"] = concurrency
+    if _positive("trials", trials):
+        overrides["trials"] = trials
+    try:
+        exp = load_experiment(config, overrides)
+        if preflight:
+            _preflight(exp, config, probe)
+        task_list = experiment_tasks(exp, split_list(tasks))
+        from tbscale.environments import get_backend
+
+        backend = get_backend(exp.environment.backend, host=exp.environment.docker_host)
+        backend.check()
+    except TbscaleError as e:
+        fail(str(e))
+    run_dir = (output_dir or Path(exp.output_dir)) / (run_name or exp.name)
+    runner = Runner(exp, task_list, run_dir, retry_infra_errors=retry_errors)
+    if runner.simulated:
+        console.print("[yellow]Simulated models (sim/...): these runs exercise the harness; "
+                      "they measure no language model.[/]")
+    sigterm_as_interrupt()
+    try:
+        run_with_progress(runner, exp.name)
+    except KeyboardInterrupt:
+        console.print(f"[yellow]interrupted: {runner.counters.done} trials finished this time are saved in "
+                      f"{run_dir}; run the same command again to resume.[/]")
+        raise typer.Exit(130)
+    except TbscaleError as e:
+        fail(str(e))
+    except Exception as e:
+        from tbscale.errors import ModelUnavailable
+
+        if not isinstance(e, ModelUnavailable):
+            raise
+    console.print(f"results: {run_dir}")
+    _after_run(runner, run_dir)
+    if report and runner.counters.done + runner.counters.skipped and runner.stopped is None:
+        try:
+            _report([run_dir], compare=None, plots=True)
+        except TbscaleError as e:
+            console.print(f"[red]report:[/] {e}", highlight=False, soft_wrap=True)
+    raise typer.Exit(runner.exit_code)
+
+
+def _after_run(runner, run_dir: Path) -> None:
+    if runner.stopped is not None:
+        console.print(f"[bold red]stopped:[/] {runner.stopped}", highlight=False, soft_wrap=True)
+        console.print(f"{runner.counters.done} trials finished and are kept in {run_dir}; fix the model and run "
+                      "the same command again to resume.", highlight=False)
+    if runner.crashes:
+        for spec, why in runner.crashes[:10]:
+            console.print(f"[red]crashed:[/] {spec.setting.name} {spec.task.id} trial {spec.trial}: {why}",
+                          highlight=False, soft_wrap=True)
+        console.print(f"[red]{len(runner.crashes)} trials crashed[/] (tracebacks in {run_dir / 'crashes.log'}); "
+                      "they are not recorded: run the same command again to retry them.")
+    if runner.infra_errors:
+        causes: dict[str, int] = {}
+        for row in runner.infra_errors:
+            causes[row.stop_reason or "?"] = causes.get(row.stop_reason or "?", 0) + 1
+        console.print(f"[red]{len(runner.infra_errors)} trials ended in an infrastructure error[/] "
+                      f"({', '.join(f'{k} {v}' for k, v in sorted(causes.items()))}); they are left out of pass@1 "
+                      "and a rerun retries them.", highlight=False)
+
+
+def _preflight(exp, config: Path, probe: bool) -> None:
+    from tbscale.models.preflight import check_models
+    from tbscale.runner.resolve import referenced_models
+
+    problems = [c for c in asyncio.run(check_models(referenced_models(exp), probe=probe)) if not c.ok]
+    if problems:
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more; `tbscale models check {config}` lists them)" if len(problems) > 1 else ""
+        raise TbscaleError(f"{config}: models.{first.key}: {first.problem}{more}")
+
+
+@models_app.command("check")
+def models_check(config: Path = typer.Argument(..., help="experiment YAML"),
+                 probe: bool = typer.Option(False, help="also make a one-token call to each model (costs a little)")):
+    """Check every model the config's settings use: its key variable is set, its api_base answers,
+    and (with --probe) a one-token call succeeds. Exit 1 when any check fails."""
+    from rich.table import Table
+
+    from tbscale.models.preflight import check_models
+    from tbscale.runner import load_experiment
+    from tbscale.runner.resolve import referenced_models
+
+    try:
+        exp = load_experiment(config)
+        checks = asyncio.run(check_models(referenced_models(exp), probe=probe))
+    except TbscaleError as e:
+        fail(str(e))
+    table = Table(title=f"models of {config}")
+    for col in ("key", "model", "checked", "result"):
+        table.add_column(col)
+    for c in checks:
+        table.add_row(c.key, c.model, ", ".join(c.checked),
+                      "[green]ok[/]" + (f" ({c.latency_sec:.2f} s)" if c.latency_sec is not None else "")
+                      if c.ok else f"[red]{c.problem}[/]")
+    out.print(table)
+    if not all(c.ok for c in checks):
+        raise typer.Exit(1)
+
+
+@app.command()
+def report(runs: list[Path] = typer.Argument(..., help="run folders, or a folder of runs"),
+           compare: Optional[Tuple[str, str]] = typer.Option(None, help="two setting names: A B (reports B - A)"),
+           plots: bool = typer.Option(True, help="write PNG plots and the HTML report"),
+           import_: bool = typer.Option(False, "--import", help="read folders of mini-swe-agent or Harbor runs "
+                                                              "(imported once into results/imported/)"),
+           include_infra_errors: bool = typer.Option(False, help="count trials that ended in an infrastructure "
+                                                               "error as failures in pass@1")):
+    """Tables (and plots) from finished runs: pass@k, consistency, turns, endings, costs, significance."""
+    try:
+        if import_:
+            runs = _imported(runs)
+        _report(runs, list(compare) if compare else None, plots, include_infra_errors=include_infra_errors)
+    except TbscaleError as e:
+        fail(str(e))
+
+
+def _imported(paths: list[Path]) -> list[Path]:
+    from tbscale.ingest import auto_import
+
+    runs = []
+    for p in paths:
+        if (Path(p) / "trials.jsonl").is_file():
+            runs.append(p)
+            continue
+        imported = auto_import(Path(p))
+        if imported is None:
+            raise TbscaleError(f"{p}: neither a tbscale run nor a mini-swe-agent or Harbor run")
+        console.print(f"imported {p} as {imported}", highlight=False)
+        runs.append(imported)
+    return runs
+
+
+def _report(runs: list[Path], compare, plots: bool, include_infra_errors: bool = False) -> None:
+    from tbscale.analysis.report import build_report
+
+    build_report(runs, out, compare=compare, plots=plots, include_infra_errors=include_infra_errors)
+
+
+@app.command()
+def clean(all_sessions: bool = typer.Option(True, "--all/--orphans",
+                                           help="every tbscale container, or only those of dead processes on this host"),
+          docker_host: Optional[str] = typer.Option(None, help="a Docker host other than DOCKER_HOST / the local one")):
+    """Remove containers left behind by tbscale processes that were killed."""
+    from tbscale.environments.docker import cleanup_labelled, cleanup_orphans
+
+    try:
+        out.print(f"removed {cleanup_labelled(host=docker_host) if all_sessions else cleanup_orphans(docker_host)} "
+                  "containers")
+    except TbscaleError as e:
+        fail(str(e))

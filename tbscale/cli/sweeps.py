@@ -1,0 +1,79 @@
+"""`tbscale sweep` and `tbscale history`: grids of configurations run into dated folders, and the
+kept history of their results."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from tbscale.cli.app import app, console, fail, out, sigterm_as_interrupt
+from tbscale.errors import TbscaleError
+
+
+@app.command()
+def sweep(sweep_file: Path = typer.Argument(..., help="sweep YAML: configs and a grid of overrides"),
+          concurrency: Optional[int] = typer.Option(None, min=1, help="override every config's concurrency")):
+    """Run every config x grid point (resuming finished trials) and append results to the history."""
+    from datetime import datetime, timezone
+
+    from tbscale.cli.run import run_with_progress
+    from tbscale.logs import TrialIndex
+    from tbscale.runner import Runner, experiment_tasks, resolve_experiment
+    from tbscale.sweeps import expand, experiment_of, history_lines, load_sweep
+
+    try:
+        sw = load_sweep(sweep_file)
+        plan = expand(sw)
+    except TbscaleError as e:
+        fail(str(e))
+    date = sw.date or datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    history = TrialIndex(Path(sw.history))
+    Path(sw.history).parent.mkdir(parents=True, exist_ok=True)
+    sigterm_as_interrupt()
+    for name, doc, point, cfg_path in plan:
+        if concurrency:
+            doc["concurrency"] = concurrency
+        try:
+            exp = resolve_experiment(experiment_of(doc, cfg_path, point), f"{cfg_path} (grid point {point})")
+            task_list = experiment_tasks(exp)
+        except TbscaleError as e:
+            fail(str(e))
+        run_dir = Path(sw.output_dir) / date / name
+        runner = Runner(exp, task_list, run_dir)
+        try:
+            run_with_progress(runner, name)
+        except KeyboardInterrupt:
+            console.print(f"[yellow]interrupted; rerun the same sweep to resume ({run_dir})[/]")
+            raise typer.Exit(130)
+        for line in history_lines(run_dir, sw, point, date):
+            history.append(line)
+        out.print(f"{name}: done ({run_dir})")
+    out.print(f"history: {sw.history}")
+    show_history(Path(sw.history), sw.name)
+
+
+@app.command("history")
+def history_cmd(path: Path = typer.Argument(Path("results/history.jsonl")),
+                sweep_name: Optional[str] = typer.Option(None, "--sweep", help="only this sweep")):
+    """Pass@1 per setting across sweep dates (the history `tbscale sweep` keeps)."""
+    if not path.exists():
+        fail(f"{path}: no such history file (written by `tbscale sweep`)")
+    show_history(path, sweep_name)
+
+
+def show_history(path: Path, sweep_name: str | None) -> None:
+    from rich.table import Table
+
+    from tbscale.logs import read_jsonl
+
+    rows = [r for r in read_jsonl(path) if sweep_name is None or r.get("sweep") == sweep_name]
+    table = Table(title=f"history: {path}")
+    for col in ("date", "commit", "run", "setting", "pass@1 (95% CI)", "turns", "out tokens", "sim"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["date"], (r.get("git_commit") or "")[:8], r["run"], r["setting"],
+                      f"{100 * r['pass_at_1']:.1f}% [{100 * r['ci_lo']:.1f}, {100 * r['ci_hi']:.1f}]",
+                      f"{r['turns_mean']:.1f}", f"{r['total_out_tokens']:,.0f}", "yes" if r.get("simulated") else "")
+    out.print(table)

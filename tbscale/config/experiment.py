@@ -1,0 +1,161 @@
+"""The experiment a user writes in YAML, as pydantic models: schema and defaults only.
+
+Every model forbids unknown keys, so a typo is an error that names the key instead of a silently
+ignored setting. Names that refer to registered components (agents, policies, trajectory
+strategies, environments, executors) are checked after loading, against the registries, by
+`tbscale.runner.resolve` (this layer knows no registry).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Prices(Strict):
+    """USD per million tokens; overrides litellm's bundled cost map (e.g. for a vLLM server)."""
+
+    input_per_mtok: float = Field(0.0, ge=0)
+    output_per_mtok: float = Field(0.0, ge=0)
+    cached_input_per_mtok: float | None = Field(None, ge=0)
+
+
+class ModelConfig(Strict):
+    """One model endpoint. `model` is a litellm model string (e.g. `openai/gpt-4.1`,
+    `hosted_vllm/Qwen/Qwen3-32B`, `anthropic/claude-sonnet-4`), or `sim/<role>` for the embedded
+    simulated model. Keys are read from the environment variable named by `api_key_env` at call
+    time and are never stored in logs or results."""
+
+    model: str
+    api_base: str | None = None
+    api_key_env: str | None = None
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, gt=0, le=1)
+    max_tokens: int | None = Field(None, gt=0)
+    context_window: int | None = Field(None, gt=0, description="tokens; default from litellm's model map")
+    timeout_sec: float = Field(600.0, gt=0)
+    max_retries: int = Field(6, ge=0)
+    retry_backoff_sec: float = Field(1.0, ge=0)
+    # Consecutive tries failing the same unfixable way (missing or rejected key, unknown model,
+    # refused connection) after which the model counts as unavailable and the run stops.
+    circuit_breaker_tries: int = Field(5, ge=1)
+    # "auto": one request with n=N where the provider supports it, else N concurrent requests.
+    sampling: Literal["auto", "n", "parallel"] = "auto"
+    prices: Prices | None = None
+    extra_params: dict[str, Any] = Field(default_factory=dict, description="passed to litellm as is")
+    # Parameters of the simulated model (only for sim/...): skill, accuracy, seed offsets.
+    sim: dict[str, float] = Field(default_factory=dict)
+
+    @property
+    def is_simulated(self) -> bool:
+        return self.model.startswith("sim/")
+
+    def api_key(self) -> str | None:
+        return os.environ.get(self.api_key_env) if self.api_key_env else None
+
+
+class TaskSource(Strict):
+    """Where tasks come from: directories of Harbor / Terminal-Bench tasks, or SWE-bench."""
+
+    path: str | None = Field(None, description="a task directory or a folder of them")
+    swebench: dict[str, Any] | None = Field(None, description="see docs/swebench.md")
+    include: list[str] | None = None
+    exclude: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "TaskSource":
+        if (self.path is None) == (self.swebench is None):
+            raise ValueError("give exactly one of `path` or `swebench`")
+        return self
+
+
+class Limits(Strict):
+    max_turns: int = Field(50, gt=0)
+    agent_timeout_sec: float | None = Field(None, gt=0, description="default: the task's own")
+    verifier_timeout_sec: float | None = Field(None, gt=0, description="default: the task's own")
+    command_timeout_sec: float = Field(180.0, gt=0)
+    max_format_errors: int = Field(5, ge=0)
+    observation_max_chars: int = Field(10_000, gt=100, description="what the model sees of one output")
+    # What the trajectory stores of one output: head and tail up to this many bytes, with the
+    # elided byte count; `keep_full_output` also writes every whole output to a side file.
+    stored_output_max_bytes: int = Field(1_000_000, ge=1000)
+    keep_full_output: bool = False
+
+
+class EnvironmentConfig(Strict):
+    """Where attempts run. `backend` names a registered environment (docker: the local engine, or
+    the one `docker_host` / DOCKER_HOST names; tasks with a compose file run under compose)."""
+
+    backend: str = "docker"
+    docker_host: str | None = Field(None, description="tcp://... or ssh://...; default: DOCKER_HOST or the local socket")
+    network: Literal["task", "none", "bridge"] = "task"
+    cpus: float | None = Field(None, gt=0, description="override the task's cpus")
+    memory_mb: int | None = Field(None, gt=0, description="override the task's memory")
+    pids_limit: int = Field(1024, ge=16, description="processes a container may hold at once")
+    build_timeout_sec: float | None = Field(None, gt=0)
+
+
+class ComponentSpec(Strict):
+    """A named, registered component with its own parameters (validated by the component)."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str
+
+    def params(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class Setting(Strict):
+    """One configuration to compare: an agent, its models, an action policy and a trajectory
+    strategy. Several settings in one experiment run over the same tasks and trials."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    agent: str = Field("bash", description="a registered agent: bash, oracle, nop")
+    generator: str | None = Field(None, description="key into `models`")
+    # How the model names its command: a fenced ```bash block (any chat model), or a call of the
+    # `bash` tool (models with function calling).
+    action_format: Literal["fenced", "tool"] = "fenced"
+    policy: ComponentSpec = Field(default_factory=lambda: ComponentSpec(name="baseline"))
+    trajectory: ComponentSpec = Field(default_factory=lambda: ComponentSpec(name="single"))
+
+
+class Experiment(Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    description: str = ""
+    tasks: TaskSource
+    trials: int = Field(1, gt=0)
+    seed: int = 0
+    concurrency: int = Field(4, gt=0)
+    output_dir: str = "results"
+    models: dict[str, ModelConfig] = Field(default_factory=dict)
+    settings: list[Setting] = Field(min_length=1)
+    limits: Limits = Field(default_factory=Limits)
+    environment: EnvironmentConfig = Field(default_factory=EnvironmentConfig)
+    prompts: dict[str, str] = Field(default_factory=dict, description="template name -> file path")
+    executor: ComponentSpec = Field(default_factory=lambda: ComponentSpec(name="local"))
+    # A sim/ model beside real ones would let an answer key choose a real model's actions.
+    allow_simulated_roles: bool = False
+
+    @field_validator("settings")
+    @classmethod
+    def _unique_names(cls, settings: list[Setting]) -> list[Setting]:
+        names = [s.name for s in settings]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"setting names must be unique, repeated: {', '.join(dupes)}")
+        return settings
+
+    def setting(self, name: str) -> Setting:
+        for s in self.settings:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def simulated_models(self) -> list[str]:
+        return sorted(k for k, m in self.models.items() if m.is_simulated)

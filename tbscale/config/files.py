@@ -1,0 +1,71 @@
+"""Reading YAML files into validated models; every problem is one line naming the file and key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from tbscale.config.experiment import Experiment
+from tbscale.errors import TbscaleError
+
+
+def format_validation_error(path: Path | str, err: ValidationError) -> str:
+    """`<file>: <key.path>: <problem>` for the first error, with a count of the others."""
+    first = err.errors()[0]
+    loc = ".".join(str(p) if not isinstance(p, int) else f"[{p}]" for p in first["loc"]).replace(".[", "[")
+    msg = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        msg = "unknown key"
+    where = f"{path}: {loc}: " if loc else f"{path}: "
+    more = f" (and {len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
+    return f"{where}{msg}{more}"
+
+
+def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
+    """A YAML file whose top level is a mapping; every problem is a one-line TbscaleError."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TbscaleError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise TbscaleError(f"{path}: is a folder, not a YAML file") from None
+    except UnicodeDecodeError as e:
+        raise TbscaleError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise TbscaleError(f"{path}:{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise TbscaleError(f"{path}: the top level must be a mapping of keys")
+    return raw
+
+
+def validate_file(model: type[BaseModel], raw: dict[str, Any], path: Path | str) -> Any:
+    try:
+        return model.model_validate(raw)
+    except ValidationError as e:
+        raise TbscaleError(format_validation_error(path, e)) from None
+
+
+def read_experiment(path: str | Path, overrides: dict[str, Any] | None = None) -> Experiment:
+    """Read and validate an experiment YAML against the schema (names are resolved later).
+
+    `tasks.path` and the files under `prompts:` are read relative to the config's folder when they
+    exist there, else relative to the working directory."""
+    path = Path(path)
+    raw = read_yaml_mapping(path)
+    raw.update(overrides or {})
+    exp: Experiment = validate_file(Experiment, raw, path)
+    base = path.parent
+    if exp.tasks.path and not Path(exp.tasks.path).exists() and (base / exp.tasks.path).exists():
+        exp.tasks.path = str(base / exp.tasks.path)
+    for name, file in exp.prompts.items():
+        if not Path(file).exists() and (base / file).exists():
+            exp.prompts[name] = str(base / file)
+    return exp

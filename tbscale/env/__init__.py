@@ -1,1 +1,0 @@
-"""Sandboxes: Docker containers through the docker SDK."""

@@ -1,0 +1,314 @@
+"""The Docker backend, through the docker SDK: cached image builds, one fresh container per
+attempt, exec with a timeout, copy in and out, and removal on every path.
+
+The engine is the local one, or any Docker host given by `docker_host` in the config or by
+DOCKER_HOST (tcp://, ssh://). The SDK is synchronous; the async runner calls these methods in
+worker threads. Containers carry labels naming the tbscale process that made them, so whatever an
+interrupted process leaves behind can be found and removed (`cleanup_session`, `tbscale clean`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import io
+import os
+import shlex
+import tarfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from tbscale.environments.base import BoundedOutput, EnvironmentSpec, ExecResult
+from tbscale.errors import ImageBuildError, SandboxError, TbscaleError
+from tbscale.seeds import hash_directory
+
+LABEL_APP = "org.tbscale"
+LABEL_SESSION = "org.tbscale.session"
+LABEL_HOST = "org.tbscale.host"
+SESSION_ID = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+# The docker SDK's socket timeout must outlive the longest command; commands carry their own
+# `timeout` inside the container, so this is only a backstop for a dead engine.
+CLIENT_TIMEOUT_SEC = 3600
+
+_HOST = os.uname().nodename
+_clients: dict[str | None, object] = {}
+_client_lock = threading.Lock()
+_build_locks: dict[str, threading.Lock] = {}
+
+
+def client(host: str | None = None):
+    """One shared SDK client per engine (connection pool sized for concurrent execs): `host` is a
+    docker base URL (tcp://, ssh://, unix://); None means DOCKER_HOST or the local socket."""
+    with _client_lock:
+        if host not in _clients:
+            import docker
+
+            try:
+                if host:
+                    c = docker.DockerClient(base_url=host, timeout=CLIENT_TIMEOUT_SEC, max_pool_size=64,
+                                            use_ssh_client=host.startswith("ssh://"))
+                else:
+                    c = docker.from_env(timeout=CLIENT_TIMEOUT_SEC, max_pool_size=64)
+                c.ping()
+            except Exception as e:  # docker.errors.DockerException, connection errors
+                where = host or os.environ.get("DOCKER_HOST") or "the local engine"
+                raise TbscaleError(f"Docker engine not reachable at {where} ({type(e).__name__}); "
+                                   "start one (scripts/ensure_docker.sh does so on Debian)") from None
+            _clients[host] = c
+        return _clients[host]
+
+
+def image_tag_for(task) -> str:
+    if task.image:
+        return task.image
+    return f"tbscale-task/{task.id.lower()}:{hash_directory(task.environment_dir)}"
+
+
+def ensure_image(task, build_timeout_sec: float | None = None, host: str | None = None) -> tuple[str, bool]:
+    """Return (tag, built): build the task's environment unless an image with its content hash
+    exists (or pull a prebuilt `docker_image`). Concurrent trials of one task wait for one build."""
+    import docker
+
+    tag = image_tag_for(task)
+    engine = client(host)
+    lock = _build_locks.setdefault(f"{host}|{tag}", threading.Lock())
+    with lock:
+        try:
+            engine.images.get(tag)
+            return tag, False
+        except docker.errors.ImageNotFound:
+            pass
+        if task.environment_dir is None:
+            try:
+                engine.images.pull(tag)
+                return tag, True
+            except docker.errors.APIError as e:
+                raise ImageBuildError(f"image {tag} is not present and cannot be pulled: {e.explanation}") from None
+        try:
+            engine.images.build(
+                path=str(task.environment_dir), dockerfile=task.dockerfile, tag=tag, rm=True,
+                forcerm=True, labels={LABEL_APP: "1", "org.tbscale.task": task.id},
+                timeout=int(build_timeout_sec or task.build_timeout_sec),
+            )
+        except docker.errors.BuildError as e:
+            tail = "".join(str(x.get("stream", x.get("error", ""))) for x in list(e.build_log)[-8:])
+            raise ImageBuildError(f"building {task.id} failed: {e.msg}\n{tail}") from None
+        except docker.errors.APIError as e:
+            raise ImageBuildError(f"building {task.id} failed: {e.explanation}") from None
+        return tag, True
+
+
+class Container:
+    """One running container: the Docker backend's Environment."""
+
+    _live: dict[str, "Container"] = {}
+    _live_lock = threading.Lock()
+
+    def __init__(self, container, workdir: str | None):
+        self.container = container
+        self.workdir = workdir
+        self.id = container.id[:12]
+
+    @classmethod
+    def start(cls, spec: EnvironmentSpec, host: str | None = None) -> "Container":
+        """Start a container that idles under an init (tini as PID 1 reaps background processes
+        and lets the container die at once when removed)."""
+        import docker
+
+        options = {}
+        if spec.storage_mb:
+            options["storage_opt"] = {"size": f"{spec.storage_mb}m"}
+        try:
+            container = client(host).containers.run(
+                spec.image, command=["sleep", "infinity"], detach=True, init=True,
+                network_mode=spec.network, nano_cpus=int(spec.cpus * 1e9),
+                mem_limit=f"{spec.memory_mb}m", memswap_limit=f"{spec.memory_mb}m", pids_limit=spec.pids_limit,
+                labels={LABEL_APP: "1", LABEL_SESSION: SESSION_ID, LABEL_HOST: _HOST, **spec.labels},
+                environment=spec.env or {}, working_dir=spec.workdir, extra_hosts=spec.extra_hosts or None,
+                **options,
+            )
+        except docker.errors.APIError as e:
+            raise SandboxError(f"could not start a container from {spec.image}: {e.explanation}") from None
+        box = cls(container, spec.workdir)
+        with cls._live_lock:
+            cls._live[box.id] = box
+        return box
+
+    def __enter__(self) -> "Container":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def exec(self, command: str, timeout_sec: float, *, workdir: str | None = None,
+             env: dict[str, str] | None = None, user: str = "", output_limit: int | None = None,
+             tee: Path | None = None) -> ExecResult:
+        """Run `command` with bash in the container; stdout and stderr interleaved as written.
+
+        The timeout is enforced inside the container by coreutils `timeout`, which kills the
+        command's whole process group, so a runaway command cannot outlive its turn. Output is
+        streamed into a bounded buffer, so a command that prints gigabytes costs no memory.
+        """
+        wrapped = ["timeout", "-k", "5", f"{max(timeout_sec, 0.1):.1f}", "bash", "-c", command]
+        start = time.monotonic()
+        api = self.container.client.api
+        sink = open(tee, "wb") if tee is not None else None
+        out = BoundedOutput(output_limit, sink)
+        try:
+            exec_id = api.exec_create(self.container.id, wrapped, workdir=workdir or self.workdir,
+                                      environment=env, user=user)["Id"]
+            for chunk in api.exec_start(exec_id, stream=True, demux=False):
+                out.add(chunk)
+            code = api.exec_inspect(exec_id).get("ExitCode")
+        except Exception as e:
+            raise SandboxError(f"exec failed in container {self.id}: {type(e).__name__}: {e}") from None
+        finally:
+            if sink is not None:
+                sink.close()
+        code = code if code is not None else -1
+        elapsed = time.monotonic() - start
+        return ExecResult(code, out.text(), code in (124, 137) and elapsed >= timeout_sec, elapsed,
+                          output_bytes=out.total, elided_bytes=out.elided)
+
+    def put_archive(self, files: dict[str, bytes | Path], dest: str = "/") -> None:
+        """Copy files in: keys are paths relative to dest; a Path value is a file or folder."""
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for rel, value in files.items():
+                if isinstance(value, Path):
+                    tar.add(str(value), arcname=rel)
+                else:
+                    info = tarfile.TarInfo(rel)
+                    info.size, info.mode, info.mtime = len(value), 0o755, int(time.time())
+                    tar.addfile(info, io.BytesIO(value))
+        if dest.rstrip("/"):
+            self.exec(f"mkdir -p {shlex.quote(dest)}", 30)
+        try:
+            ok = self.container.put_archive(dest, buf.getvalue())
+        except Exception as e:
+            raise SandboxError(f"copy into container {self.id} failed: {e}") from None
+        if not ok:
+            raise SandboxError(f"copy into container {self.id}:{dest} failed")
+
+    def put_dir(self, local: Path, dest: str) -> None:
+        """Copy a local folder's contents to `dest` in the container."""
+        parent, name = dest.rstrip("/").rsplit("/", 1)
+        self.put_archive({name: Path(local)}, parent or "/")
+
+    def _archive(self, path: str) -> bytes | None:
+        import docker
+
+        try:
+            stream, _ = self.container.get_archive(path)
+        except docker.errors.NotFound:
+            return None
+        except Exception as e:
+            raise SandboxError(f"copy out of container {self.id} failed: {e}") from None
+        return b"".join(stream)
+
+    def read_file(self, path: str) -> bytes | None:
+        data = self._archive(path)
+        if data is None:
+            return None
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            member = tar.next()
+            if member is None or not member.isfile():
+                return None
+            return tar.extractfile(member).read()
+
+    def get_dir(self, path: str, local: Path) -> bool:
+        """Copy a file or folder out of the container into the folder `local`."""
+        data = self._archive(path)
+        if data is None:
+            return False
+        local.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            tar.extractall(local, filter="data")
+        return True
+
+    def stop(self) -> None:
+        with self._live_lock:
+            self._live.pop(self.id, None)
+        try:
+            self.container.remove(force=True)
+        except Exception:  # already gone, or the engine died: nothing left to free here
+            pass
+
+    remove = stop
+
+
+class DockerBackend:
+    """Containers on one Docker engine: the local one, or `host` (tcp://, ssh://)."""
+
+    name = "docker"
+
+    def __init__(self, host: str | None = None, **_):
+        self.host = host
+
+    def check(self) -> None:
+        client(self.host)
+
+    def prepare(self, task, build_timeout_sec: float | None = None) -> tuple[str, bool]:
+        return ensure_image(task, build_timeout_sec, self.host)
+
+    def start(self, spec: EnvironmentSpec) -> Container:
+        return Container.start(spec, self.host)
+
+    def cleanup_orphans(self) -> int:
+        return cleanup_orphans(self.host)
+
+
+def cleanup_session() -> int:
+    """Remove every container this process started that is still alive."""
+    with Container._live_lock:
+        boxes = list(Container._live.values())
+    for box in boxes:
+        box.stop()
+    return len(boxes)
+
+
+def cleanup_labelled(session: str | None = None, host: str | None = None) -> int:
+    """Remove containers left by tbscale processes (all of them, or one session's)."""
+    label = f"{LABEL_SESSION}={session}" if session else LABEL_APP
+    return sum(_remove_by_id(c["Id"], host) for c in _list_containers([label], host))
+
+
+def _list_containers(labels: list[str], host: str | None = None) -> list[dict]:
+    # The low-level listing returns what it lists; the high-level one inspects each container
+    # afterwards and fails on one that another process removed in between.
+    return client(host).api.containers(all=True, filters={"label": labels})
+
+
+def _remove_by_id(container_id: str, host: str | None = None) -> int:
+    try:
+        client(host).api.remove_container(container_id, force=True)
+        return 1
+    except Exception:  # gone already: someone else removed it
+        return 0
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def cleanup_orphans(host: str | None = None) -> int:
+    """Remove containers whose tbscale process on this host is gone (killed with SIGKILL, say):
+    nothing else would ever free them. Containers of live processes and other hosts are kept."""
+    removed = 0
+    for c in _list_containers([LABEL_APP, f"{LABEL_HOST}={_HOST}"], host):
+        session = (c.get("Labels") or {}).get(LABEL_SESSION, "")
+        pid = session.split("-", 1)[0]
+        if session == SESSION_ID or not pid.isdigit() or _pid_alive(int(pid)):
+            continue
+        removed += _remove_by_id(c["Id"], host)
+    return removed
+
+
+atexit.register(cleanup_session)

@@ -1,0 +1,152 @@
+"""Writing imported trials as a tbscale run folder (docs/formats.md), and the import entry
+points: `tbscale import`, and `tbscale report --import` with its cache."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+from tbscale import SCHEMA_VERSION
+from tbscale.errors import TbscaleError
+from tbscale.ingest.harbor import harbor_trial_dirs, read_harbor
+from tbscale.ingest.mini_swe_agent import read_mini_swe_agent
+from tbscale.ingest.model import ImportedTrial, ImportedTurn, ImportResult, _safe
+from tbscale.seeds import stable_hash
+
+
+def detect_format(path: Path) -> str | None:
+    path = Path(path)
+    if path.is_file() and path.name.endswith(".traj.json"):
+        return "mini-swe-agent"
+    if path.is_dir():
+        if harbor_trial_dirs(path):
+            return "harbor"
+        if next(path.rglob("*.traj.json"), None) is not None:
+            return "mini-swe-agent"
+    return None
+
+
+def _candidate(t: ImportedTurn) -> dict[str, Any]:
+    return {"text": t.text, "reasoning": t.reasoning, "tool_calls": t.tool_calls, "finish_reason": t.finish_reason,
+            "output_tokens": (t.usage or {}).get("output", 0), "reasoning_tokens": (t.usage or {}).get("reasoning", 0),
+            "command": t.command if t.runnable else None, "runnable": t.runnable, "submission": t.submission,
+            "parse_error": t.parse_error}
+
+
+def write_run(trials: list[ImportedTrial], run_dir: Path, fmt: str, sources: Iterable[Path]) -> None:
+    from tbscale.logs import EventLog, TrialIndex
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    index = TrialIndex(run_dir / "trials.jsonl")
+    setting_keys: dict[str, str] = {}
+    settings: dict[str, dict[str, Any]] = {}
+    for t in trials:
+        skey = setting_keys.setdefault(t.setting, stable_hash(fmt, t.setting, t.agent, t.model, length=12))
+        settings.setdefault(t.setting, {"name": t.setting, "agent": t.agent, "generator": t.model,
+                                        "policy": {"name": "baseline"}, "trajectory": {"name": "single"}})
+        key = stable_hash(fmt, t.source, t.task_id, t.setting, t.trial)
+        rel = f"trajectories/{_safe(t.task_id)}/{t.setting}__t{t.trial}__{key}.jsonl"
+        log = EventLog(run_dir / rel, trial_key=key, task_id=t.task_id, setting=t.setting, setting_key=skey,
+                       trial=t.trial, seed=None, simulated=False, imported_from=fmt, source=t.source,
+                       instruction=t.instruction)
+        log.write("attempt_start", attempt=0, turn=None, stage="final", imported=True, context_attempts=[])
+        for n, turn in enumerate(t.turns, start=1):
+            if turn.usage:
+                log.write("model_call", attempt=0, turn=n, role="generator", model=t.model, n=1,
+                          usage={**turn.usage, "calls": 1}, latency_sec=None, retries=0, error=None)
+            log.write("candidates", attempt=0, turn=n, candidates=[_candidate(turn)])
+            if turn.runnable:
+                log.write("action", attempt=0, turn=n, command=turn.command, selected_index=0, n_candidates=1)
+                if turn.output is not None:
+                    log.write("observation", attempt=0, turn=n, exit_code=turn.exit_code, output=turn.output,
+                              timed_out=False, duration_sec=None)
+            else:
+                log.write("format_error", attempt=0, turn=n, error=turn.parse_error, count=None)
+        log.write("verifier", attempt=0, turn=len(t.turns) or None, reward=t.reward, passed=t.passed, error=None,
+                  output=t.verifier_output or "", details={"imported": True})
+        log.write("attempt_end", attempt=0, turn=len(t.turns) or None, stage="final", ending=t.ending,
+                  stop_reason=t.stop_reason, reward=t.reward, turns=len(t.turns), error=t.error, timing={},
+                  usage=t.tokens)
+        log.write("end", attempt=None, turn=None, reward=t.reward, passed=t.passed, ending=t.ending,
+                  final_attempt=0, record={})
+        log.close()
+        index.append({
+            "schema_version": SCHEMA_VERSION, "run": run_dir.name, "setting": t.setting, "setting_key": skey,
+            "trial_key": key, "task_id": t.task_id, "task_format": fmt, "trial": t.trial, "seed": None,
+            "agent": t.agent, "policy": "baseline", "policy_params": {}, "trajectory": "single",
+            "trajectory_params": {}, "n": 1, "generator_model": t.model, "selector_model": None, "simulated": False,
+            "reward": t.reward, "passed": bool(t.passed), "ending": t.ending, "stop_reason": t.stop_reason,
+            "turns": len(t.turns), "tokens": t.tokens,
+            "cost_usd": round(sum(u.get("cost_usd", 0) for u in t.tokens.values()), 6), "timing": {},
+            "n_attempts": 1, "final_attempt": 0, "attempts": None, "strategy_record": None,
+            "trajectory_path": rel, "error": {"type": t.error.split(":", 1)[0], "message": t.error} if t.error else None,
+            "started_at": t.started_at, "finished_at": t.finished_at, "imported_from": fmt, "source": t.source})
+    manifest = {"schema_version": SCHEMA_VERSION, "run_name": run_dir.name,
+                "imported_from": {"format": fmt, "paths": [str(p) for p in sources],
+                                  "at": datetime.now(timezone.utc).isoformat()},
+                "experiment": {"name": run_dir.name, "models": {}, "tasks": {"path": None},
+                               "settings": list(settings.values())},
+                "setting_keys": setting_keys, "created_at": datetime.now(timezone.utc).isoformat(),
+                "simulated_models": False, "invocations": []}
+    (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
+
+
+def import_runs(paths: list[Path], run_dir: Path, *, fmt: str = "auto", setting: str | None = None,
+                resolved: Path | None = None, missing_as_failed: bool = False, force: bool = False) -> ImportResult:
+    paths = [Path(p) for p in paths]
+    for p in paths:
+        if not p.exists():
+            raise TbscaleError(f"{p}: no such file or directory")
+    if fmt == "auto":
+        kinds = {detect_format(p) for p in paths}
+        if None in kinds or len(kinds) != 1:
+            raise TbscaleError(f"{', '.join(map(str, paths))}: cannot tell the format (found {sorted(map(str, kinds))}); "
+                               "give --format mini-swe-agent or --format harbor")
+        fmt = kinds.pop()
+    if fmt not in ("mini-swe-agent", "harbor"):
+        raise TbscaleError(f"--format: unknown format {fmt!r} (mini-swe-agent or harbor)")
+    if setting is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", setting):
+        raise TbscaleError(f"--setting: {setting!r} must be letters, digits, '_', '.', '-'")
+    warnings: list[str] = []
+    if fmt == "mini-swe-agent":
+        trials = read_mini_swe_agent(paths, setting, resolved, missing_as_failed, warnings)
+    else:
+        trials = read_harbor(paths, setting, warnings)
+    run_dir = Path(run_dir)
+    if run_dir.exists() and any(run_dir.iterdir()):
+        if not force:
+            raise TbscaleError(f"{run_dir}: already exists; pick another --name or pass --force to replace it")
+        shutil.rmtree(run_dir)
+    write_run(trials, run_dir, fmt, paths)
+    return ImportResult(run_dir, fmt, len(trials), len({t.task_id for t in trials}), warnings)
+
+
+def source_signature(path: Path) -> str:
+    """What identifies an imported source: its full resolved path and, for every file under it,
+    the relative name, size and modification time (a stat walk, no reading)."""
+    root = Path(path).resolve()
+    files = [root] if root.is_file() else sorted(f for f in root.rglob("*") if f.is_file())
+    entries = []
+    for f in files:
+        st = f.stat()
+        entries.append(f"{f.relative_to(root) if f != root else f.name}:{st.st_size}:{st.st_mtime_ns}")
+    return stable_hash(str(root), *entries)
+
+
+def auto_import(path: Path, cache_root: Path = Path("results") / "imported") -> Path | None:
+    """For `tbscale report --import PATH` on a folder that is not a run: import it into
+    cache_root/<name>-<signature> (once per path and content: another folder of the same name, or
+    the same folder after it changed, gets its own import) and return that run folder; None if
+    PATH is in neither format."""
+    fmt = detect_format(path)
+    if fmt is None:
+        return None
+    target = Path(cache_root) / f"{_safe(Path(path).resolve().name)}-{source_signature(Path(path))[:12]}"
+    if (target / "trials.jsonl").is_file():
+        return target
+    import_runs([Path(path)], target, fmt=fmt, missing_as_failed=True, force=True)
+    return target

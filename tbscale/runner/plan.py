@@ -1,0 +1,68 @@
+"""From an experiment and its tasks to the plan of trials: every (setting, task, trial index),
+with stable keys and paired seeds."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tbscale.config import Experiment, Setting
+from tbscale.runner.identity import setting_key, task_hash, trial_key, trial_seed
+from tbscale.tasks import Task, load_tasks
+
+
+@dataclass
+class TrialSpec:
+    setting: Setting
+    setting_key: str
+    task: Task
+    trial: int
+    seed: int
+    key: str
+    task_hash: str = ""
+
+    @property
+    def trajectory_relpath(self) -> str:
+        return f"trajectories/{self.task.id}/{self.setting.name}__t{self.trial}__{self.key}.jsonl"
+
+
+def plan_trials(exp: Experiment, tasks: list[Task]) -> list[TrialSpec]:
+    """Every (setting, task, trial). A trial's seed depends on the task and trial index only, so
+    two settings see the same seeds (a paired design); its key adds the setting's identity and the
+    task's content."""
+    hashes = {t.id: task_hash(t) for t in tasks}
+    specs = []
+    for setting in exp.settings:
+        skey = setting_key(exp, setting)
+        for task in tasks:
+            for i in range(exp.trials):
+                seed = trial_seed(exp.seed, task.id, i)
+                specs.append(TrialSpec(setting, skey, task, i, seed,
+                                       trial_key(task.id, hashes[task.id], skey, i, seed), hashes[task.id]))
+    return specs
+
+
+def swebench_tasks(source, include: list[str] | None = None, exclude: list[str] | None = None, *,
+                   build: bool = True, log=None) -> list[Task]:
+    """One Task per selected SWE-bench instance; with `build`, their images are built first when the
+    source says `build: docker` or `build: swebench`."""
+    from tbscale.tasks.swebench import load_swebench_tasks
+
+    src, rows, tasks = load_swebench_tasks(source, include=include, exclude=exclude)
+    if build:
+        from tbscale.environments.swebench_images import prepare_images
+
+        prepare_images(rows, {t.id: t.image for t in tasks}, src, log=log or (lambda m: print(m, file=sys.stderr)))
+    return tasks
+
+
+def experiment_tasks(exp: Experiment, only: list[str] | None = None, *, build_images: bool = True,
+                     log=None) -> list[Task]:
+    """The tasks an experiment names: task folders, or SWE-bench instances (whose images are built
+    first when the config says so). `only` narrows them to some task ids."""
+    include = only or exp.tasks.include
+    if exp.tasks.swebench is not None:
+        return swebench_tasks(exp.tasks.swebench, include, exp.tasks.exclude, build=build_images, log=log)
+    tasks, _ = load_tasks(Path(exp.tasks.path), include=include, exclude=exp.tasks.exclude)
+    return tasks

@@ -1,0 +1,123 @@
+"""A run's folder: the manifest that pins its configuration, the trial index, the spend ledger and
+the crash log. Everything a person looks for is a file here (docs/formats.md)."""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import threading
+import traceback
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from tbscale import SCHEMA_VERSION, __version__
+from tbscale.config import Experiment
+from tbscale.errors import TbscaleError
+from tbscale.logs import EventLog, TrialIndex, dumps
+from tbscale.runner.identity import identity_changes, key_of, setting_identity
+from tbscale.runner.plan import TrialSpec
+from tbscale.runner.resolve import simulated_roles
+from tbscale.secrets import redact
+
+
+def versions() -> dict[str, str]:
+    out = {"tbscale": __version__, "python": platform.python_version()}
+    for pkg in ("litellm", "docker", "swebench", "pydantic"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+def git_commit() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                              cwd=Path(__file__).parent).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+class RunFolder:
+    """results/<run>/ as one experiment sees it."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.index = TrialIndex(self.path / "trials.jsonl")
+        self._ledger_lock = threading.Lock()
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.path / "manifest.json"
+
+    def read_manifest(self) -> dict[str, Any] | None:
+        if not self.manifest_path.exists():
+            return None
+        try:
+            return json.loads(self.manifest_path.read_text())
+        except json.JSONDecodeError as e:
+            raise TbscaleError(f"{self.manifest_path}: not valid JSON ({e.msg}, line {e.lineno})") from None
+
+    def open_for(self, exp: Experiment, task_hashes: dict[str, str]) -> dict[str, Any]:
+        """The manifest for running `exp` here: created, or checked and extended. A setting whose
+        name is known but whose identity changed is refused, naming what changed."""
+        identities = {s.name: setting_identity(exp, s) for s in exp.settings}
+        keys = {name: key_of(ident) for name, ident in identities.items()}
+        sim_roles = {s.name: simulated_roles(exp, s) for s in exp.settings}
+        manifest = self.read_manifest()
+        if manifest is not None:
+            old_keys = manifest.get("setting_keys", {})
+            old_ids = manifest.get("setting_identities", {})
+            for name, key in keys.items():
+                if name in old_keys and old_keys[name] != key:
+                    what = identity_changes(old_ids[name], identities[name]) if name in old_ids else []
+                    raise TbscaleError(
+                        f"{self.manifest_path}: setting {name!r} changed since this run began"
+                        + (f" ({', '.join(what[:8])})" if what else "")
+                        + "; give the run a new name (--run-name) or the setting a new name")
+            manifest["setting_keys"] = {**old_keys, **keys}
+            manifest["setting_identities"] = {**old_ids, **identities}
+            manifest.setdefault("config_history", []).append(exp.model_dump(mode="json"))
+        else:
+            manifest = {"schema_version": SCHEMA_VERSION, "run_name": self.path.name,
+                        "experiment": exp.model_dump(mode="json"), "setting_keys": keys,
+                        "setting_identities": identities, "created_at": now(), "invocations": []}
+        simulated = any(m.is_simulated for m in exp.models.values())
+        manifest.update({
+            "current": {"settings": list(keys), "setting_keys": keys, "trials": exp.trials, "seed": exp.seed,
+                        "task_hashes": task_hashes},
+            "simulated_roles": {**manifest.get("simulated_roles", {}), **sim_roles},
+            "versions": versions(), "git_commit": git_commit(), "host": platform.node(),
+            "simulated_models": simulated,
+            "simulated_note": ("models named sim/... are tbscale's embedded simulation, not language models")
+            if simulated else None})
+        manifest.setdefault("invocations", [])
+        return manifest
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        tmp = self.manifest_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(manifest, indent=2))
+        tmp.replace(self.manifest_path)
+
+    def event_log(self, spec: TrialSpec, **base: Any) -> EventLog:
+        return EventLog(self.path / spec.trajectory_relpath, **base)
+
+    def log_crash(self, spec: TrialSpec, exc: BaseException) -> None:
+        with open(self.path / "crashes.log", "a", encoding="utf-8") as f:
+            f.write(f"--- {now()} trial {spec.key} ({spec.setting.name}, {spec.task.id}, trial {spec.trial})\n")
+            f.write(redact("".join(traceback.format_exception(exc))) + "\n")
+
+    def record_spend(self, record: dict[str, Any]) -> None:
+        """One line per model call ever made for this run (spend.jsonl): crashed, retried and
+        superseded trials included, so the report can say what was spent beside what it counts."""
+        line = redact(dumps(record))
+        with self._ledger_lock, open(self.path / "spend.jsonl", "a", encoding="utf-8") as f:
+            f.write(line + "\n")

@@ -1,0 +1,154 @@
+"""From an experiment to finished trials on disk.
+
+The Runner plans every trial, skips those already in trials.jsonl (resume), hands the rest to an
+executor (local asyncio pool, or a Ray cluster) and writes each finished trial's line. A trial
+that crashes is logged and not indexed, so the next run retries it; a trial that ended in an
+infrastructure error is indexed (flagged) and retried by the next run unless told otherwise. When
+a model is plainly unavailable (models/failures.py), the run stops at once, keeping every finished
+trial.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from tbscale.config import Experiment
+from tbscale.environments import get_backend
+from tbscale.errors import ModelUnavailable
+from tbscale.models import failures, providers
+from tbscale.runner.executors import executor_for
+from tbscale.runner.identity import task_hash
+from tbscale.runner.plan import TrialSpec, plan_trials
+from tbscale.runner.rundir import RunFolder, now
+from tbscale.runner.trial import TrialRunner
+from tbscale.secrets import redact
+from tbscale.tasks import Task
+from tbscale.types.results import TrialResult
+
+# `tbscale run` exit codes (docs/configuration.md): 0 all trials finished and none was an
+# infrastructure error; 1 some trials crashed (not recorded; rerun to retry them); 3 some trials
+# ended in an infrastructure error; 4 a model was unavailable and the run stopped.
+EXIT_CRASHED, EXIT_INFRA_ERRORS, EXIT_MODEL_UNAVAILABLE = 1, 3, 4
+
+
+@dataclass
+class Counters:
+    total: int = 0
+    skipped: int = 0
+    done: int = 0
+    running: int = 0
+    passed: int = 0
+    errors: int = 0  # trials that ended in an infrastructure error
+    crashed: int = 0
+    retries: Counter = field(default_factory=Counter)  # retry causes of model calls
+    started_at: float = field(default_factory=time.monotonic)
+
+
+class Runner:
+    def __init__(self, exp: Experiment, tasks: list[Task], run_dir: Path,
+                 on_update: Callable[[Counters, TrialResult | None], None] | None = None,
+                 retry_stop_reasons: set[str] | None = None, retry_infra_errors: bool = True):
+        self.exp, self.tasks, self.run_dir = exp, tasks, Path(run_dir)
+        self.folder = RunFolder(self.run_dir)
+        self.index = self.folder.index
+        # Finished trials that stopped for these reasons are run again (their new line wins).
+        self.retry_stop_reasons = retry_stop_reasons or set()
+        self.retry_infra_errors = retry_infra_errors
+        self.crashes: list[tuple[TrialSpec, str]] = []
+        self.infra_errors: list[TrialResult] = []
+        self.stopped: ModelUnavailable | None = None
+        self.counters = Counters()
+        self.on_update = on_update or (lambda c, row: None)
+        self.simulated = any(m.is_simulated for m in exp.models.values())
+        self.backend = get_backend(exp.environment.backend, host=exp.environment.docker_host)
+        self.trials = TrialRunner(exp, self.folder, self.backend, asyncio.Semaphore(exp.concurrency),
+                                  on_call=self._on_call)
+
+    def _on_call(self, spec: TrialSpec, record: dict[str, Any]) -> None:
+        self.folder.record_spend({"ts": round(time.time(), 3), "trial_key": spec.key, "setting": spec.setting.name,
+                                  "task_id": spec.task.id, "trial": spec.trial, **record})
+        for cause in record.get("retry_causes") or []:
+            self.counters.retries[cause] += 1
+
+    @property
+    def exit_code(self) -> int:
+        if self.stopped is not None:
+            return EXIT_MODEL_UNAVAILABLE
+        if self.crashes:
+            return EXIT_CRASHED
+        if self.infra_errors:
+            return EXIT_INFRA_ERRORS
+        return 0
+
+    async def run_trial(self, spec: TrialSpec) -> TrialResult:
+        """Run one trial and index its line."""
+        row = await self.trials.run_trial(spec)
+        self.index.append(row)
+        return row
+
+    async def run(self) -> Counters:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        failures.reset_breakers()
+        manifest = self.folder.open_for(self.exp, {t.id: task_hash(t) for t in self.tasks})
+        invocation: dict[str, Any] = {"started_at": now(), "argv": [redact(a) for a in sys.argv]}
+        manifest["invocations"].append(invocation)
+        self.folder.write_manifest(manifest)
+        providers.prepare([m.model for m in self.exp.models.values()], self.tasks)
+        orphans = await asyncio.to_thread(self.backend.cleanup_orphans)
+        if orphans:
+            invocation["orphan_containers_removed"] = orphans
+
+        specs = plan_trials(self.exp, self.tasks)
+        done = self.index.finished_keys(retry_stop_reasons=self.retry_stop_reasons,
+                                        retry_infra_errors=self.retry_infra_errors)
+        todo = [s for s in specs if s.key not in done]
+        self.counters.total, self.counters.skipped = len(specs), len(specs) - len(todo)
+        self.on_update(self.counters, None)
+        try:
+            await executor_for(self.exp).run(todo, self._run_one)
+        finally:
+            invocation.update(finished_at=now(), trials_run=self.counters.done, crashed=self.counters.crashed,
+                              infra_errors=len(self.infra_errors))
+            if self.stopped is not None:
+                invocation["stopped"] = str(self.stopped)
+            self.folder.write_manifest(manifest)
+        return self.counters
+
+    async def _run_one(self, spec: TrialSpec) -> None:
+        """One trial under the executor: counted, indexed, or logged as a crash. A ModelUnavailable
+        propagates: the executor cancels the rest and the run stops."""
+        self.counters.running += 1
+        self.on_update(self.counters, None)
+        try:
+            row = await self.run_trial(spec)
+        except ModelUnavailable as e:
+            self.stopped = self.stopped or e
+            raise
+        except Exception as e:  # a bug or a broken engine: keep the run going
+            # Not indexed, so the next `tbscale run` retries it; the cause is kept.
+            self.counters.crashed += 1
+            self.crashes.append((spec, f"{type(e).__name__}: {redact(str(e))[:300]}"))
+            self.folder.log_crash(spec, e)
+            self.on_update(self.counters, None)
+            return
+        finally:
+            self.counters.running -= 1
+        self.counters.done += 1
+        self.counters.passed += bool(row.passed)
+        if row.infra_error:
+            self.counters.errors += 1
+            self.infra_errors.append(row)
+        self.on_update(self.counters, row)
+
+
+def load_rows(run_dir: Path) -> list[dict[str, Any]]:
+    from tbscale.logs import read_jsonl
+
+    path = Path(run_dir) / "trials.jsonl"
+    return list(read_jsonl(path)) if path.exists() else []

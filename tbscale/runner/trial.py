@@ -1,0 +1,249 @@
+"""One trial: the setting's trajectory strategy, whose attempts each get a fresh environment, the
+setting's agent, and the task's verifier; then the trial's line for trials.jsonl.
+
+A failure of the harness (the model endpoint, the container engine, the image build, the
+verifier) is kept apart from a failure of the agent: the trial line says `infra_error`, and the
+report leaves such trials out of pass@1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Callable
+
+from tbscale import SCHEMA_VERSION
+from tbscale.agent.agents import AgentRun, create_agent, uses_model
+from tbscale.agent.loop import AttemptOutcome
+from tbscale.config import Experiment, Setting
+from tbscale.environments import Backend, Environment, EnvironmentSpec
+from tbscale.errors import AttemptStopped, SandboxError
+from tbscale.logs import AttemptRecorder, merge_usage
+from tbscale.models.llm import LLM
+from tbscale.runner.plan import TrialSpec
+from tbscale.runner.rundir import RunFolder, now
+from tbscale.runner.resolve import simulated_roles
+from tbscale.strategies import entry
+from tbscale.strategies.base import AttemptResult, Prefix, TrajectoryOutcome
+from tbscale.types import BASH_TOOL
+from tbscale.types.results import INFRA_STOP_REASONS, AttemptBrief, ErrorInfo, TrialResult
+from tbscale.verifiers import VerifierContext, VerifierResult, classify_ending, verify
+
+
+def _error(message: str | None, type_: str | None = None) -> ErrorInfo | None:
+    if not message:
+        return None
+    return ErrorInfo(type=type_ or message.split(":", 1)[0].strip() or "Error", message=message)
+
+
+class TrialRunner:
+    """Runs trials of one experiment into one run folder; `containers` bounds the environments
+    alive at once, `on_call` sees every model call (spend ledger, live progress)."""
+
+    def __init__(self, exp: Experiment, folder: RunFolder, backend: Backend, containers: asyncio.Semaphore,
+                 on_call: Callable[[TrialSpec, dict[str, Any]], None] | None = None):
+        self.exp, self.folder, self.backend, self.containers = exp, folder, backend, containers
+        self.on_call = on_call
+
+    def _recorder(self, log, spec: TrialSpec, attempt: int, label: str) -> AttemptRecorder:
+        hook = (lambda record: self.on_call(spec, record)) if self.on_call else None
+        return AttemptRecorder(log, attempt=attempt, label=label, on_call=hook)
+
+    def _models(self, setting: Setting) -> Callable[[str | None, str], LLM]:
+        def get(key: str | None, role: str) -> LLM:
+            key = key or setting.generator
+            return LLM(self.exp.models[key], role, key=key)
+        return get
+
+    # ---- one trial ---------------------------------------------------------------------------
+    async def run_trial(self, spec: TrialSpec) -> TrialResult:
+        t0, started = time.monotonic(), now()
+        sim_roles = simulated_roles(self.exp, spec.setting)
+        log = self.folder.event_log(spec, trial_key=spec.key, task_id=spec.task.id, setting=spec.setting.name,
+                                    setting_key=spec.setting_key, trial=spec.trial, seed=spec.seed,
+                                    simulated=bool(sim_roles), simulated_roles=sim_roles,
+                                    instruction=spec.task.instruction)
+        trial_rec = self._recorder(log, spec, -1, "trial")  # calls made by the strategy itself
+        tentry = entry("trajectory", spec.setting.trajectory.name)
+        tparams = tentry.params.model_validate(spec.setting.trajectory.params())
+        models = self._models(spec.setting) if uses_model(spec.setting.agent) else None
+        strategy = tentry.factory(tparams, models=models, seed=spec.seed, prompts=self.exp.prompts)
+        attempts: list[AttemptResult | None] = []
+        recorders: list[AttemptRecorder] = [trial_rec]
+
+        async def start_attempt(stage: str, context: str | None = None, context_indices: list[int] | None = None,
+                                *, prefix: Prefix | None = None, max_new_turns: int | None = None,
+                                verify: bool = True) -> AttemptResult:
+            index = len(attempts)
+            attempts.append(None)  # reserve the index before awaiting
+            rec = self._recorder(log, spec, index, stage)
+            recorders.append(rec)
+            result = await self.run_attempt(spec, rec, index, stage, context, context_indices or [],
+                                            prefix=prefix, max_new_turns=max_new_turns, verify=verify)
+            attempts[index] = result
+            return result
+
+        error = None
+        try:
+            outcome = await strategy.run(spec.task, start_attempt, trial_rec)
+        except AttemptStopped as e:  # the strategy's own model calls failed for good
+            error = _error(f"{type(e).__name__}: {e}", type(e).__name__)
+            done = [a for a in attempts if a is not None]
+            outcome = TrajectoryOutcome(final=done[-1], attempts=done, record={"error": error.message}) if done else None
+            stop = e.stop_reason
+        else:
+            stop = None
+        if outcome is None:
+            final = AttemptResult(0, "final", "final", None, False, "agent_error", stop or "agent_error", 0, [],
+                                  error=error.message if error else None)
+            outcome = TrajectoryOutcome(final, [final])
+        row = self._row(spec, outcome, trial_rec, started, time.monotonic() - t0, error, sim_roles)
+        row.selection_turns = sum(r.selections for r in recorders)
+        row.selector_fallbacks = sum(r.fallbacks for r in recorders)
+        log.write("end", attempt=None, turn=None, reward=row.reward, passed=row.passed, ending=row.ending,
+                  final_attempt=outcome.final.index, record=outcome.record)
+        log.close()
+        return row
+
+    def _row(self, spec: TrialSpec, outcome: TrajectoryOutcome, trial_rec: AttemptRecorder, started: str,
+             wall: float, error: ErrorInfo | None, sim_roles: list[str]) -> TrialResult:
+        final, s = outcome.final, spec.setting
+        gen_cfg = self.exp.models.get(s.generator) if s.generator and uses_model(s.agent) else None
+        pp = s.policy.params()
+        sel_key = pp.get("selector") or pp.get("verifier") or (s.generator if s.policy.name != "baseline" else None)
+        usage = merge_usage(*(a.usage for a in outcome.attempts), trial_rec.usage_dict())
+        costs = [u.get("cost_usd") for u in usage.values()]
+        error = error or _error(final.error, final.error_type)
+        return TrialResult(
+            schema_version=SCHEMA_VERSION, run=self.folder.path.name, setting=s.name, setting_key=spec.setting_key,
+            trial_key=spec.key, task_id=spec.task.id, task_format=spec.task.format, task_hash=spec.task_hash,
+            trial=spec.trial, seed=spec.seed, agent=s.agent, policy=s.policy.name, policy_params=pp,
+            trajectory=s.trajectory.name, trajectory_params=s.trajectory.params(), n=int(pp.get("n", 1)),
+            generator_model=gen_cfg.model if gen_cfg else None,
+            selector_model=self.exp.models[sel_key].model if sel_key in self.exp.models else None,
+            simulated=bool(sim_roles), simulated_roles=sim_roles,
+            oracle_selection=oracle_selects(s.trajectory.params()),
+            reward=final.reward, rewards=final.rewards, passed=bool(final.passed and final.ending == "pass"),
+            ending=final.ending, stop_reason=final.stop_reason,
+            infra_error=final.stop_reason in INFRA_STOP_REASONS, turns=final.turns,
+            tokens=usage, cost_usd=None if any(c is None for c in costs) else round(sum(costs), 6),
+            timing={**final.timing, "trial_wall": round(wall, 3)},
+            n_attempts=len(outcome.attempts), final_attempt=final.index,
+            attempts=[AttemptBrief.model_validate(a.brief()) for a in outcome.attempts]
+            if len(outcome.attempts) > 1 else None,
+            strategy_record=outcome.record or None, trajectory_path=spec.trajectory_relpath,
+            error=error, started_at=started, finished_at=now(),
+        )
+
+    # ---- one attempt -------------------------------------------------------------------------
+    def environment_spec(self, spec: TrialSpec, image: str) -> EnvironmentSpec:
+        task, env = spec.task, self.exp.environment
+        network = ("bridge" if task.allow_internet else "none") if env.network == "task" else env.network
+        return EnvironmentSpec(image=image, cpus=env.cpus or task.cpus, memory_mb=env.memory_mb or task.memory_mb,
+                               pids_limit=env.pids_limit, network=network, workdir=task.workdir,
+                               labels={"org.tbscale.trial": spec.key, "org.tbscale.task": task.id})
+
+    async def run_attempt(self, spec: TrialSpec, rec: AttemptRecorder, index: int, stage: str,
+                          context: str | None, context_indices: list[int], *, prefix: Prefix | None = None,
+                          max_new_turns: int | None = None, verify: bool = True) -> AttemptResult:
+        task, exp = spec.task, self.exp
+        timing: dict[str, float] = {}
+        outcome = AttemptOutcome("sandbox_error", 0, 0)
+        verdict: VerifierResult | None = None
+        box: Environment | None = None
+        async with self.containers:
+            t = time.monotonic()
+            try:
+                image, built = await asyncio.to_thread(self.backend.prepare, task, exp.environment.build_timeout_sec)
+                timing["image"] = time.monotonic() - t
+                t = time.monotonic()
+                env_spec = self.environment_spec(spec, image)
+                box = await asyncio.to_thread(self.backend.start, env_spec)
+                timing["create"] = time.monotonic() - t
+                rec.event("attempt_start", stage=stage, image=image, image_built=built, container=box.id,
+                          environment=self.backend.name, context_attempts=context_indices,
+                          prefix_of=prefix.parent if prefix else None, prefix_turns=len(prefix.actions) if prefix else 0)
+                if prefix is not None:
+                    t = time.monotonic()
+                    await self._replay(prefix, box, rec)
+                    timing["replay"] = time.monotonic() - t
+                t = time.monotonic()
+                outcome = await self._act(spec, rec, box, context, prefix, max_new_turns)
+                timing["agent"] = time.monotonic() - t
+                # Every ending but a dead sandbox or a paused prefix gets verified, so "would the
+                # verifier have passed it" stays answerable; the ending still follows Table 5.
+                if verify or outcome.stop_reason != "paused":
+                    t = time.monotonic()
+                    ctx = VerifierContext(task=task, env=box, spec=env_spec, start=self.backend.start,
+                                          timeout_sec=exp.limits.verifier_timeout_sec or task.verifier_timeout_sec)
+                    verdict = await asyncio.to_thread(verify_attempt, ctx)
+                    timing["verify"] = time.monotonic() - t
+                    rec.event("verifier", reward=verdict.reward, passed=verdict.passed, error=verdict.error,
+                              output=verdict.output[-20_000:], details=verdict.details,
+                              **({"rewards": verdict.rewards} if verdict.rewards else {}))
+            except SandboxError as e:
+                outcome.stop_reason, outcome.error, outcome.error_type = e.stop_reason, str(e), type(e).__name__
+            finally:
+                if box is not None:
+                    t = time.monotonic()
+                    await asyncio.to_thread(box.stop)
+                    timing["remove"] = time.monotonic() - t
+        ending = classify_ending(outcome.stop_reason, verdict)
+        actions = (prefix.actions if prefix else []) + outcome.actions
+        if verdict is not None and verdict.error and outcome.stop_reason == "submitted":
+            outcome.stop_reason = verdict.error
+            outcome.error = outcome.error or f"verifier: {verdict.error}"
+            outcome.error_type = outcome.error_type or "VerifierError"
+        rec.event("attempt_end", stage=stage, ending=ending, stop_reason=outcome.stop_reason,
+                  reward=verdict.reward if verdict else None, turns=outcome.turns, error=outcome.error,
+                  timing={k: round(v, 4) for k, v in timing.items()}, usage=rec.usage_dict())
+        return AttemptResult(index=index, label=rec.label, stage=stage,
+                             reward=verdict.reward if verdict else None,
+                             passed=ending == "pass", ending=ending, stop_reason=outcome.stop_reason,
+                             turns=outcome.turns, actions=actions, transcript=outcome.messages,
+                             usage=rec.usage_dict(), timing={k: round(v, 4) for k, v in timing.items()},
+                             error=outcome.error, error_type=outcome.error_type, context_indices=context_indices,
+                             rewards=verdict.rewards if verdict else None)
+
+    async def _replay(self, prefix: Prefix, box: Environment, rec: AttemptRecorder) -> None:
+        """Rebuild a prefix's environment state by running its commands again, in order."""
+        for i, command in enumerate(prefix.actions, 1):
+            res = await asyncio.to_thread(box.exec, command, self.exp.limits.command_timeout_sec,
+                                          output_limit=self.exp.limits.stored_output_max_bytes)
+            rec.event("replay", turn=i, command=command, exit_code=res.exit_code, timed_out=res.timed_out)
+
+    def agent_for(self, spec: TrialSpec, seed: int):
+        setting = spec.setting
+        if not uses_model(setting.agent):
+            return create_agent(setting.agent)
+        models = self._models(setting)
+        generator = models(setting.generator, "generator")
+        pentry = entry("policy", setting.policy.name)
+        tools = [BASH_TOOL] if setting.action_format == "tool" else None
+        policy = pentry.factory(pentry.params.model_validate(setting.policy.params()), generator=generator,
+                                models=models, seed=seed, tools=tools)
+        return create_agent(setting.agent, policy=policy, action_format=setting.action_format,
+                            context_window=generator.context_window())
+
+    async def _act(self, spec: TrialSpec, rec: AttemptRecorder, box: Environment, context: str | None,
+                   prefix: Prefix | None = None, max_new_turns: int | None = None) -> AttemptOutcome:
+        agent = self.agent_for(spec, spec.seed)
+        return await agent.run(AgentRun(task=spec.task, env=box, rec=rec, limits=self.exp.limits,
+                                        seed=spec.seed + 1000 * rec.attempt, prompts=self.exp.prompts,
+                                        context=context, history=prefix.messages if prefix else None,
+                                        max_new_turns=max_new_turns))
+
+
+def oracle_selects(trajectory_params: dict[str, Any]) -> bool:
+    """Whether the verifier's verdict picks attempts (best_of_n `selector`, pdr `select`/`final` set
+    to `oracle`): an upper bound for analysis, never a strategy's result."""
+    return "oracle" in {trajectory_params.get(k) for k in ("selector", "select", "final")}
+
+
+def verify_attempt(ctx: VerifierContext) -> VerifierResult:
+    """The task's verifier; a verifier that breaks (copying its tests in fails, its code raises)
+    is a verifier error, never a crashed trial or a wrong answer."""
+    try:
+        return verify(ctx)
+    except SandboxError as e:
+        return VerifierResult(None, False, str(e), "sandbox_error", {"exception": type(e).__name__})

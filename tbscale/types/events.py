@@ -1,0 +1,237 @@
+"""Trajectory events: one pydantic model per event type, used to write and to read.
+
+Every line of `trajectories/<task>/<...>.jsonl` is one event. Each has `type`, `ts` (unix
+seconds), `attempt` (index within the trial; -1 for calls the trajectory strategy makes itself;
+None for trial-level events) and `turn`. Writers set only the fields that apply (`exclude_unset`),
+so a Turn-BoN `selection` carries `tries` and a verifier's carries `scores`; readers get defaults
+for the rest. docs/formats.md is checked against these models by a test.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+
+class EventBase(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    ts: float = 0.0
+    attempt: int | None = None
+    turn: int | None = None
+
+
+class UsageRecord(BaseModel):
+    """Tokens of one call or a sum of calls; `cost_usd` None when a price was unknown."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input: int = 0
+    output: int = 0
+    reasoning: int = 0
+    cached: int = 0
+    cost_usd: float | None = 0.0
+    calls: int = 0
+
+
+class Start(EventBase):
+    type: Literal["start"] = "start"
+    schema_version: int
+    trial_key: str
+    task_id: str = ""
+    setting: str = ""
+    setting_key: str = ""
+    trial: int = 0
+    seed: int | None = None  # None for runs imported from other harnesses
+    simulated: bool = False
+    simulated_roles: list[str] = Field(default_factory=list)
+    instruction: str | None = ""
+    imported_from: str | None = None
+    source: str | None = None
+
+
+class AttemptStart(EventBase):
+    type: Literal["attempt_start"] = "attempt_start"
+    stage: str = "final"
+    image: str | None = None
+    image_built: bool = False
+    container: str | None = None
+    environment: str | None = None
+    context_attempts: list[int] = Field(default_factory=list)
+    prefix_of: int | None = None
+    prefix_turns: int = 0
+    step: str | None = None
+    imported: bool | None = None
+
+
+class ModelCall(EventBase):
+    type: Literal["model_call"] = "model_call"
+    role: str
+    model: str
+    n: int = 1
+    usage: UsageRecord = Field(default_factory=UsageRecord)
+    latency_sec: float | None = 0.0
+    retries: int = 0
+    retry_causes: list[str] = Field(default_factory=list)
+    error: str | None = None
+    stage: str | None = None
+
+
+class CandidateRecord(BaseModel):
+    """One sampled response, with everything the behaviour and cost analyses need."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = ""
+    reasoning: str | None = None
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    finish_reason: str | None = None
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    command: str | None = None
+    runnable: bool = False
+    submission: bool = False
+    parse_error: str | None = None
+
+
+class Candidates(EventBase):
+    type: Literal["candidates"] = "candidates"
+    candidates: list[CandidateRecord]
+    path: str | None = None  # adaptive Turn-BoN: which path the turn took
+
+
+class Selection(EventBase):
+    """Which candidate runs, and why. Turn-BoN adds `tries`; verifiers add scores and the rest."""
+
+    type: Literal["selection"] = "selection"
+    index: int
+    rationale: str = ""
+    selector_failed: bool = False
+    method: str = "listwise"
+    model: str | None = None
+    tries: int | None = None
+    scores: list[float | None] | None = None
+    tied: list[int] | None = None
+    judged: list[int] | None = None
+    same_as: dict[int, int] | None = None
+    comparisons: list[list[int | float]] | None = None
+    pairs_asked: int | None = None
+    samples: int | None = None
+    self_verification: bool | None = None
+    path: str | None = None
+    prompt_elided_chars: int | None = None
+
+
+class FormatError(EventBase):
+    type: Literal["format_error"] = "format_error"
+    error: str | None = None
+    count: int | None = 0
+
+
+class VerifierCall(EventBase):
+    """A verifier, judge or summarizer call (what `tbscale export verifier-data` reads)."""
+
+    type: Literal["verifier_call"] = "verifier_call"
+    role: str
+    method: str
+    model: str | None = None
+    messages: list[dict[str, Any]] | None = None
+    response: str | None = None
+    parsed: Any = None
+    error: str | None = None
+    calls: int | None = None
+    stage: str | None = None
+    self_verification: bool | None = None
+    candidate: int | None = None
+    sample: int | None = None
+    pair: list[int] | None = None
+    margin: float | None = None
+    shown: list[int] | None = None
+    round: int | None = None
+    group: int | None = None
+    vote: int | None = None
+    of_attempt: int | None = None
+    rubric_set: str | None = None
+    purpose: str | None = None
+    members: list[int] | None = None
+
+
+class Summary(EventBase):
+    type: Literal["summary"] = "summary"
+    of_attempt: int
+    source: str
+    fields: dict[str, Any] = Field(default_factory=dict)
+    text: str = ""
+    error: str | None = None
+    stage: str | None = None
+
+
+class ActionEvent(EventBase):
+    type: Literal["action"] = "action"
+    command: str
+    selected_index: int = 0
+    n_candidates: int = 1
+
+
+class Observation(EventBase):
+    """What a command printed. `output` holds at most the configured cap: head and tail with the
+    number of elided bytes; `full_output` names a side file when full outputs are kept."""
+
+    type: Literal["observation"] = "observation"
+    exit_code: int | None  # None when a run imported from elsewhere did not record it
+    output: str = ""
+    timed_out: bool = False
+    duration_sec: float | None = 0.0
+    output_bytes: int | None = None
+    elided_bytes: int | None = None
+    full_output: str | None = None
+
+
+class Replay(EventBase):
+    type: Literal["replay"] = "replay"
+    command: str
+    exit_code: int
+    timed_out: bool = False
+
+
+class VerifierEvent(EventBase):
+    type: Literal["verifier"] = "verifier"
+    reward: float | None = None
+    rewards: dict[str, float] | None = None
+    passed: bool = False
+    error: str | None = None
+    output: str = ""
+    details: dict[str, Any] = Field(default_factory=dict)
+    step: str | None = None
+
+
+class AttemptEnd(EventBase):
+    type: Literal["attempt_end"] = "attempt_end"
+    stage: str = "final"
+    ending: str
+    stop_reason: str | None = None
+    reward: float | None = None
+    turns: int = 0
+    error: str | None = None
+    timing: dict[str, float] = Field(default_factory=dict)
+    usage: dict[str, UsageRecord] = Field(default_factory=dict)
+
+
+class End(EventBase):
+    type: Literal["end"] = "end"
+    reward: float | None = None
+    passed: bool = False
+    ending: str
+    final_attempt: int = 0
+    record: dict[str, Any] | None = None
+
+
+Event = Annotated[Union[Start, AttemptStart, ModelCall, Candidates, Selection, FormatError, VerifierCall, Summary,
+                        ActionEvent, Observation, Replay, VerifierEvent, AttemptEnd, End],
+                  Field(discriminator="type")]
+EVENT_TYPES: dict[str, type[EventBase]] = {
+    m.model_fields["type"].default: m
+    for m in (Start, AttemptStart, ModelCall, Candidates, Selection, FormatError, VerifierCall, Summary, ActionEvent,
+              Observation, Replay, VerifierEvent, AttemptEnd, End)}
+event_adapter: TypeAdapter[Event] = TypeAdapter(Event)

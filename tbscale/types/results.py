@@ -1,0 +1,114 @@
+"""A finished trial: the line `trials.jsonl` holds for it, written and read through one model.
+
+How attempts end follows turn-bon Appendix D.2 (Table 5), with two additions that keep numbers
+honest: `verifier_error` (the verifier could not give a verdict: a timeout, no reward file, a test
+script that could not run, no tests parsed) and `unfinished` (a paused prefix; never a trial's
+final ending). Some stop reasons are failures of the infrastructure rather than of the agent; a
+trial that ended in one is flagged `infra_error` and left out of pass@1 by default.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tbscale.types.events import UsageRecord
+
+ENDINGS = ("pass", "wrong_submission", "out_of_context", "time_limit", "agent_error", "verifier_error")
+# Stop reasons that say the harness, not the agent, failed: the model endpoint, the container
+# engine, the image build, or the verifier. Such a trial measures nothing about the agent.
+INFRA_STOP_REASONS = frozenset({"model_error", "sandbox_error", "image_build_error", "verifier_error",
+                                "verifier_timeout", "reward_missing", "tests_not_run", "no_tests_parsed"})
+
+
+class ErrorInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: str
+    message: str
+
+
+class AttemptBrief(BaseModel):
+    """One attempt of a multi-attempt trial (best_of_n, pdr, cer), as the trial line lists it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int
+    label: str
+    stage: str
+    reward: float | None = None
+    passed: bool = False
+    ending: str
+    stop_reason: str | None = None
+    turns: int = 0
+    context: list[int] = Field(default_factory=list)
+    usage: dict[str, UsageRecord] = Field(default_factory=dict)
+
+
+class StepResult(BaseModel):
+    """One step of a multi-step task: its verifier's reward and how it ended."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    reward: float | None = None
+    rewards: dict[str, float] | None = None
+    passed: bool = False
+    ending: str | None = None
+    stop_reason: str | None = None
+    turns: int = 0
+    skipped: bool = False
+
+
+class TrialResult(BaseModel):
+    """One line of trials.jsonl. See docs/formats.md (checked against this model by a test)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int
+    run: str
+    setting: str
+    setting_key: str
+    trial_key: str
+    task_id: str
+    task_format: str = "unknown"
+    task_hash: str | None = None
+    trial: int
+    seed: int | None = None
+    agent: str = "bash"
+    policy: str = "baseline"
+    policy_params: dict[str, Any] = Field(default_factory=dict)
+    trajectory: str = "single"
+    trajectory_params: dict[str, Any] = Field(default_factory=dict)
+    n: int = 1
+    generator_model: str | None = None
+    selector_model: str | None = None
+    simulated: bool = False
+    simulated_roles: list[str] = Field(default_factory=list)
+    oracle_selection: bool = False
+    reward: float | None = None
+    rewards: dict[str, float] | None = None
+    reward_key: str | None = None
+    passed: bool = False
+    ending: str
+    stop_reason: str | None = None
+    infra_error: bool = False
+    turns: int = 0
+    selection_turns: int = 0  # turns where a selector or verifier chose among several candidates
+    selector_fallbacks: int = 0  # of those, turns where every selector call failed (a fallback pick)
+    steps: list[StepResult] | None = None
+    tokens: dict[str, UsageRecord] = Field(default_factory=dict)
+    cost_usd: float | None = 0.0
+    timing: dict[str, float] = Field(default_factory=dict)
+    n_attempts: int = 1
+    final_attempt: int = 0
+    attempts: list[AttemptBrief] | None = None
+    strategy_record: dict[str, Any] | None = None
+    trajectory_path: str | None = None
+    artifacts_path: str | None = None
+    error: ErrorInfo | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    imported_from: str | None = None
+    source: str | None = None
