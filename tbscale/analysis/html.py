@@ -71,6 +71,7 @@ def build_html(ctx: ReportContext) -> str:
         banner = ('<div class="banner">SIMULATED MODELS: these runs used tbscale\'s embedded simulated model '
                   "(sim/...), not a language model. The numbers exercise the harness and the strategies' "
                   "mechanics only.</div>")
+    banner += "".join(f'<div class="banner">{html.escape(note)}</div>' for note in ctx.banners)
     toc, body = [], []
     for sec in ctx.sections:
         a = "t-" + _anchor(sec.key)

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
+import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
@@ -19,6 +20,8 @@ from tbscale.analysis import behaviour_report, cer_report, html, judge_report, p
 from tbscale.analysis.context import ReportContext, Section, fmt
 from tbscale.errors import TbscaleError
 from tbscale.rundata import read_trial_table
+from tbscale.rundata.spend import spend_totals
+from tbscale.rundata.trials import ROLES
 
 SectionFn = Callable[[ReportContext], None]
 FALLBACK_WARNING = 0.05  # above this share of selector fallbacks, a setting's selection is flagged
@@ -42,22 +45,51 @@ def core_sections(ctx: ReportContext) -> None:
         "pass@1 is the mean over tasks of each task's pass rate over its trials; the interval is a "
         "percentile bootstrap over tasks (10,000 resamples). infra_errors: trials the harness failed, left out; "
         "fallback: share of selection turns where every selector call failed.", ("fallback",)))
-    ctx.sections.append(Section("pass_at_k", "pass@k, pass^k and consistency@k", tables.pass_k(df),
-                                "pass@k: unbiased estimator (Chen et al. 2021); pass^k: all k of k succeed "
-                                "(tau-bench); consistency@k: share of tasks solved in at least k trials (turn-bon).",
-                                ("pass_at_k", "pass_hat_k", "consistency_at_k")))
+    if not df.empty:
+        ctx.sections.append(Section("pass_at_k", "pass@k, pass^k and consistency@k", tables.pass_k(df),
+                                    "pass@k: unbiased estimator (Chen et al. 2021); pass^k: all k of k succeed "
+                                    "(tau-bench); consistency@k: share of tasks solved in at least k trials "
+                                    "(turn-bon).", ("pass_at_k", "pass_hat_k", "consistency_at_k")))
     ctx.sections.append(Section("costs", "Tokens per attempt (turn-bon Table 1)", tables.costs(every, ctx.baseline),
                                 f"Output tokens per trial, averaged over trials; total_vs_baseline = (all output) / "
                                 f"baseline generator output; baseline = {ctx.baseline or 'none found'}."))
     ctx.sections.append(Section("endings", "How attempts end (turn-bon Table 2)", tables.endings(every),
                                 "infra_error: the share whose cause was the harness (also counted under its ending).",
                                 (*tables.ENDINGS, "infra_error")))
-    if ctx.compare:
+    spend = spend_section(ctx)
+    if spend is not None:
+        ctx.sections.append(spend)
+    if ctx.compare and not df.empty:
         if len(ctx.compare) != 2:
             raise TbscaleError("--compare takes exactly two setting names")
         a, b = ctx.compare
         ctx.sections.append(Section("compare", f"{b} vs {a} (paired bootstrap over tasks)",
                                     tables.compare(df, a, b), "diff = B - A; p is two-sided."))
+
+
+def spend_section(ctx: ReportContext) -> Section | None:
+    """What each run spent (every model call in its ledger, crashed and retried trials included)
+    beside what the tables count (the trials of the current configuration)."""
+    every = ctx.all_trials if ctx.all_trials is not None else ctx.df
+    rows = []
+    for run in ctx.run_dirs:
+        spent = spend_totals(run)
+        if spent is None:
+            continue
+        mine = every[every["run_dir"] == str(run)]
+        counted = {k: float(mine[[f"{r}_{k}" for r in ROLES]].to_numpy().sum()) for k in ("input", "output", "calls")}
+        cost_cols = mine[[f"{r}_cost" for r in ROLES]].to_numpy()
+        rows.append({"run": Path(run).name, "spent_calls": float(spent["calls"]), "counted_calls": counted["calls"],
+                     "spent_tokens": float(spent["input_tokens"] + spent["output_tokens"]),
+                     "counted_tokens": counted["input"] + counted["output"],
+                     "spent_cost_usd": spent["cost_usd"], "counted_cost_usd": float(cost_cols.sum()),
+                     "trials_with_calls": spent["trials"], "trials_counted": len(mine)})
+    if not rows:
+        return None
+    return Section("spend", "Spent and counted", pd.DataFrame(rows),
+                   "spent: every model call the run ever made (spend.jsonl), crashed, retried and superseded "
+                   "trials included; counted: the calls of the trials the tables above count. A cost of - is "
+                   "unknown (a model without a known price).")
 
 
 REPORT_SECTIONS: list[SectionFn] = [core_sections, behaviour_report.behaviour_sections, stages.stage_sections,
@@ -108,7 +140,11 @@ def build_report(paths: list[Path], console: Console, *, compare: list[str] | No
     if table.set_aside:
         ctx.banners.append(f"{sum(table.set_aside.values())} trial lines set aside: they belong to an earlier "
                            "configuration of the run (a changed setting, task, or fewer trials)")
-    for fn in sections if sections is not None else REPORT_SECTIONS:
+    chosen = sections if sections is not None else REPORT_SECTIONS
+    if df.empty:  # every trial was an infrastructure error: nothing to measure beyond the counts
+        ctx.banners.append("No trial measured the agent: the tables below show only what failed.")
+        chosen = [core_sections]
+    for fn in chosen:
         fn(ctx)
     write(ctx, console)
     return ctx

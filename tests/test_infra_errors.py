@@ -1,0 +1,126 @@
+"""Failures of the harness are not failures of the agent: an endpoint that is down, a missing key,
+a broken image build or a verifier that cannot run are infrastructure errors, left out of pass@1,
+shown apart, retried on rerun, and they make `tbscale run` exit non-zero. A model that is plainly
+unavailable stops the run within seconds."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tbscale_testing import LoopbackModel, auth_error, server_error
+from tbscale_testing.tasks import write_harbor_task
+
+pytestmark = [pytest.mark.docker]
+
+
+def write_config(tmp_path: Path, model: dict, **extra) -> Path:
+    write_harbor_task(tmp_path / "tasks", "write-done")
+    doc = {"name": "infra", "tasks": {"path": str(tmp_path / "tasks")}, "trials": 2, "concurrency": 2,
+           "output_dir": str(tmp_path / "results"), "models": {"m": model},
+           "settings": [{"name": "base", "generator": "m"}], "limits": {"max_turns": 3}, **extra}
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def tbscale(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "tbscale.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=full_env)
+
+
+def rows(tmp_path: Path) -> list[dict]:
+    path = tmp_path / "results" / "infra" / "trials.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_server_errors_are_infrastructure_errors_with_exit_3(tmp_path: Path) -> None:
+    with LoopbackModel(lambda body: server_error()) as srv:
+        cfg = write_config(tmp_path, {"model": "openai/scripted", "api_base": srv.base_url, "max_retries": 1,
+                                      "retry_backoff_sec": 0.01})
+        res = tbscale("run", str(cfg), "--no-report")
+    assert res.returncode == 3, res.stderr
+    got = rows(tmp_path)
+    assert len(got) == 2 and all(r["infra_error"] and r["stop_reason"] == "model_error" for r in got)
+    assert all(r["error"]["type"] == "ModelCallError" for r in got)  # the exception class, not a role
+    assert "2 trials ended in an infrastructure error" in res.stderr
+    rep = tbscale("report", str(tmp_path / "results" / "infra"), "--no-plots")
+    assert rep.returncode == 0 and "INFRASTRUCTURE ERRORS: 2 of 2 trials" in rep.stdout
+
+
+def test_endpoint_down_is_caught_before_the_run(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, {"model": "openai/scripted", "api_base": "http://127.0.0.1:9/v1"})
+    t0 = time.monotonic()
+    res = tbscale("run", str(cfg), "--no-report")
+    assert res.returncode == 2 and time.monotonic() - t0 < 30
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "models.m: api_base http://127.0.0.1:9/v1 does not answer" in lines[0]
+    assert rows(tmp_path) == []
+
+
+def test_missing_key_variable_stops_before_any_trial(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, {"model": "openai/gpt-4o-mini", "api_key_env": "TBSCALE_TEST_MISSING_KEY"})
+    t0 = time.monotonic()
+    res = tbscale("run", str(cfg), "--no-report", env={"TBSCALE_TEST_MISSING_KEY": ""})
+    took = time.monotonic() - t0
+    assert res.returncode == 2 and took < 30, (res.returncode, took, res.stderr)
+    assert "TBSCALE_TEST_MISSING_KEY (api_key_env) is not set" in res.stderr
+
+
+def test_rejected_key_trips_the_breaker_within_seconds(tmp_path: Path) -> None:
+    """Past the preflight (the endpoint answers), every call is refused with 401: after a few tries
+    the run stops with one message, keeping nothing as an agent failure."""
+    with LoopbackModel(lambda body: auth_error()) as srv:
+        cfg = write_config(tmp_path, {"model": "openai/scripted", "api_base": srv.base_url, "max_retries": 6,
+                                      "circuit_breaker_tries": 3}, trials=6)
+        t0 = time.monotonic()
+        res = tbscale("run", str(cfg), "--no-report")
+        took = time.monotonic() - t0
+        calls = len(srv.requests)
+    assert res.returncode == 4, res.stderr
+    assert "model openai/scripted: the provider rejected the key" in res.stderr and "stopping the run" in res.stderr
+    assert took < 60 and calls <= 6  # no trial burns its retries on an auth error
+    # Trials that ended before the breaker tripped are infrastructure errors, never the agent's.
+    assert all(r["infra_error"] and r["stop_reason"] == "model_error" for r in rows(tmp_path))
+    assert len(rows(tmp_path)) < 6
+
+
+def test_missing_credentials_through_litellm_trip_the_breaker(tmp_path: Path) -> None:
+    """litellm reports a missing OpenAI key as an InternalServerError: it must not be retried."""
+    cfg = write_config(tmp_path, {"model": "openai/gpt-4o-mini", "max_retries": 6, "circuit_breaker_tries": 2})
+    env = {k: "" for k in ("OPENAI_API_KEY",)}
+    t0 = time.monotonic()
+    res = tbscale("run", str(cfg), "--no-report", "--no-preflight", env=env)
+    took = time.monotonic() - t0
+    assert res.returncode == 4 and took < 60, (res.returncode, took, res.stderr)
+    assert "missing credentials" in res.stderr
+
+
+def test_image_build_failure_is_an_infrastructure_error(tmp_path: Path) -> None:
+    write_harbor_task(tmp_path / "tasks", "write-done", dockerfile="FROM debian:bookworm-slim\nRUN exit 3\n")
+    doc = {"name": "infra", "tasks": {"path": str(tmp_path / "tasks")}, "trials": 1,
+           "output_dir": str(tmp_path / "results"), "settings": [{"name": "oracle", "agent": "oracle"}]}
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(doc))
+    res = tbscale("run", str(tmp_path / "exp.yaml"), "--no-report")
+    assert res.returncode == 3, res.stderr
+    (row,) = rows(tmp_path)
+    assert row["stop_reason"] == "image_build_error" and row["infra_error"] and row["error"]["type"] == "ImageBuildError"
+
+
+def test_a_verifier_that_cannot_run_is_a_verifier_error(tmp_path: Path) -> None:
+    write_harbor_task(tmp_path / "tasks", "write-done", test_sh="exit 127\n")  # writes no reward
+    doc = {"name": "infra", "tasks": {"path": str(tmp_path / "tasks")}, "trials": 1,
+           "output_dir": str(tmp_path / "results"), "settings": [{"name": "oracle", "agent": "oracle"}]}
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(doc))
+    res = tbscale("run", str(tmp_path / "exp.yaml"), "--no-report")
+    assert res.returncode == 3
+    (row,) = rows(tmp_path)
+    assert (row["ending"], row["stop_reason"], row["infra_error"]) == ("verifier_error", "reward_missing", True)
