@@ -292,7 +292,6 @@ def test_cer_end_to_end_with_simulated_models(tmp_path, monkeypatch):
 
     from rich.console import Console
 
-    import tbscale.strategies as strategies
     from tbscale.analysis import report
     from tbscale.config import Experiment
     from tbscale.runner import Runner

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from tbscale.ingest import harbor as IH, mini_swe_agent as IM, runs as I
+from tbscale.ingest import mini_swe_agent as IM, runs as I
 from tbscale.analysis import tables
 from tbscale.analysis.behaviour_report import iter_labelled
 from tbscale.analysis.report import build_report

@@ -17,7 +17,6 @@ from test_behaviour_report import SUBMIT, cand, make_run, turn
 
 from tbscale.analysis import html as H
 from tbscale.posthoc import judge as J
-from tbscale.analysis.judge_report import rubric_scores
 from tbscale.analysis import plots as P
 from tbscale.analysis import report as R
 from tbscale.analysis.report import build_report
