@@ -80,7 +80,7 @@ def _find_model(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def _where(loc: list[str | int], data: dict) -> str:
+def _where(loc: list[str | int], data: dict, key_is_table: bool = True) -> str:
     """A TOML-style name for a location: `[environment.healthcheck].retries`,
     `[steps.verifier].timeout_sec (step "implement")`, `artifacts[2].destination`."""
     notes, tables, key = [], [], None
@@ -90,7 +90,7 @@ def _where(loc: list[str | int], data: dict) -> str:
         if isinstance(part, int):
             if tables == ["steps"] and isinstance(node, list) and part < len(node) and isinstance(node[part], dict):
                 notes.append(f"step \"{node[part].get('name', part + 1)}\"")
-            elif tables and tables[-1] in ("artifacts", "collect", "mcp_servers", "authors") and not last:
+            elif tables and tables[-1] in ("artifacts", "collect", "mcp_servers", "authors"):
                 notes.append(f"entry {part + 1}")
             elif tables:
                 tables[-1] += f"[{part}]"
@@ -99,6 +99,9 @@ def _where(loc: list[str | int], data: dict) -> str:
         else:
             tables.append(part)
         node = node[part] if isinstance(node, (dict, list)) and _has(node, part) else None
+    if key_is_table and key is not None and isinstance(node, dict):  # an error about a whole table
+        tables.append(key)
+        key = None
     if tables and tables[-1] == "artifacts":
         text = ".".join(tables) + (f".{key}" if key else "")
     elif tables:
@@ -120,7 +123,7 @@ def _validation_message(err: ValidationError, data: dict) -> str:
     errors.sort(key=lambda e: (e["type"] != "extra_forbidden", -len(e["loc"])))
     e = errors[0]
     loc = [p for p in e["loc"] if not (isinstance(p, str) and _UNION_TAG.match(p))]
-    where = _where(loc, data)
+    where = _where(loc, data, key_is_table=e["type"] != "extra_forbidden")
     if e["type"] == "extra_forbidden":
         hint = ""
         model = _model_at(loc)
