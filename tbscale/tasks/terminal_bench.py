@@ -247,7 +247,8 @@ def load_terminal_bench_task(path: Path, task_id: str | None = None) -> Task:
         instruction=instruction,
         path=path,
         environment_dir=environment.context_dir,
-        dockerfile=environment.dockerfile.name if environment.dockerfile else "Dockerfile",
+        dockerfile=(environment.dockerfile.relative_to(environment.context_dir).as_posix()
+                    if environment.dockerfile else "Dockerfile"),
         image=environment.image,
         tests_dir=staged,
         test_command="bash /tests/run-tests.sh",
