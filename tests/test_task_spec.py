@@ -421,7 +421,7 @@ def test_multi_step_layout(tmp_path):
         "solution/solve.sh": "task-level\n",
     })
     t = load_task(d)
-    assert t.is_multi_step and t.instruction == "" and t.reward_strategy == "mean"
+    assert t.is_multi_step and t.instruction == "First." and t.reward_strategy == "mean"
     first, second = t.steps
     assert (first.name, first.instruction, first.dir) == ("first", "First.", d / "steps" / "first")
     assert first.workdir_dir == d / "steps/first/workdir" and first.setup_script == d / "steps/first/workdir/setup.sh"

@@ -361,8 +361,10 @@ def load_harbor_task(path: Path, task_id: str | None = None) -> Task:
             for d in sorted((path / "steps").iterdir()):
                 if d.is_dir() and not d.name.startswith(".") and d.name not in declared:
                     raise TbscaleError(f"{d}: not declared as a [[steps]] entry in {toml_path}")
-        instruction = ""  # each step has its own; a top-level instruction.md is not read
+        # Each step has its own instruction; a top-level instruction.md is not read. The flat
+        # `instruction` (for code that knows one instruction per task) is the first step's.
         steps = [_step_spec(cfg, s, path, environment, where) for s in cfg.steps or []]
+        instruction = steps[0].instruction
     else:
         instruction = read_instruction(path / "instruction.md")
         steps = []
