@@ -349,6 +349,10 @@ def test_env_templates_resolve_from_the_host_and_never_show_host_values(tmp_path
     for shown in (repr(resolved), repr(t), str(env), repr(t.extra)):
         assert "sk-very-secret" not in shown and "written-in-the-file" not in shown
     assert "'PLAIN': 'literal'" in repr(resolved) and "${TBSCALE_TEST_SECRET}" in repr(env)
+    assert t.missing_host_vars() == []
+    monkeypatch.delenv("TBSCALE_TEST_SECRET")
+    assert t.missing_host_vars() == ["TBSCALE_TEST_SECRET"]
+    monkeypatch.setenv("TBSCALE_TEST_SECRET", "sk-very-secret")
     # Copies and serialisations of the Task hold the templates, not host values.
     import copy
     import dataclasses

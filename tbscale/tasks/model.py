@@ -273,6 +273,20 @@ class Task:
         task says "final"."""
         return self.multi_step_reward_strategy or "mean"
 
+    def env_tables(self) -> list[EnvTable]:
+        """Every env table of the task (environment, verifier, solution, separate verifier
+        environments, steps' verifiers), e.g. to list or check the host variables a run needs."""
+        tables = [self.environment.env, self.verifier.env, self.solution.env]
+        for verifier in [self.verifier] + [s.verifier for s in self.steps]:
+            if verifier.environment is not None:
+                tables.append(verifier.environment.env)
+        tables += [s.verifier.env for s in self.steps]
+        return tables
+
+    def missing_host_vars(self) -> list[str]:
+        """Host variables named by `${VAR}` templates that are unset and have no default."""
+        return sorted({var for table in self.env_tables() for var in table.missing()})
+
     def solution_steps(self) -> list[str]:
         """The reference solution as a list of actions: blocks of the solution script separated
         by blank lines (the bundled tasks are written that way). Shebang-only and `set -e`-only
