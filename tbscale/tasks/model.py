@@ -1,4 +1,11 @@
-"""The Task every loader produces, whatever the on-disk format."""
+"""The Task every loader produces, whatever the on-disk format.
+
+A Task keeps the flat attributes the runner, the verifiers and the agent read (id, instruction,
+environment_dir, image, tests_dir, timeouts, cpus, ...) and, beside them, the whole task definition
+in structured form: `environment`, `agent`, `verifier`, `solution`, `artifacts`, `steps`,
+`multi_step_reward_strategy` and `reward`. The flat attributes are derived from the structured ones
+by the loaders; code that only runs single-container, single-step tasks can keep using them.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +14,203 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from tbscale.tasks.envvars import EnvTable
+from tbscale.tasks.schema import Artifact, CollectHook, Healthcheck, McpServer, PackageInfo
+
 TaskFormat = Literal["harbor", "terminal-bench", "swebench"]
+NetworkMode = Literal["public", "no-network", "allowlist"]
+
+# Harbor's [agent].timeout_sec defaults to None, meaning no limit. tbscale always bounds an
+# attempt: a task that sets no agent timeout gets this one (the structured `agent.timeout_sec`
+# stays None so the difference is visible).
+DEFAULT_AGENT_TIMEOUT_SEC = 600.0
+# Harbor leaves cpus / memory_mb to the provider when unset; tbscale's Docker sandbox needs numbers.
+DEFAULT_CPUS = 1.0
+DEFAULT_MEMORY_MB = 2048
+
+
+@dataclass(frozen=True)
+class NetworkPolicy:
+    """`public`: the default bridge network (internet and the task's own services);
+    `no-network`: nothing; `allowlist`: only `allowed_hosts` (hostnames, `*.` wildcards, IPs, CIDRs)."""
+
+    mode: NetworkMode = "public"
+    allowed_hosts: tuple[str, ...] = ()
+
+    @property
+    def internet(self) -> bool:
+        return self.mode == "public"
+
+
+@dataclass
+class EnvironmentSpec:
+    """How to make the container(s) a phase runs in.
+
+    Image: `image` (a prebuilt `docker_image`, which wins over a Dockerfile as in Harbor) or a build
+    of `dockerfile` in `context_dir`. With `compose_file`, the main container is the compose service
+    `main_service` (Harbor: `main`, Terminal-Bench: `client`) and `services` lists every service the
+    file declares; sidecars share the compose project's network. `upload_dir` is set when a prebuilt
+    image comes with an environment folder holding other files: they are copied into the workdir
+    after start.
+    """
+
+    context_dir: Path | None = None
+    dockerfile: Path | None = None
+    image: str | None = None
+    compose_file: Path | None = None
+    main_service: str = "main"
+    services: list[str] = field(default_factory=list)
+    upload_dir: Path | None = None
+    os: str = "linux"
+    build_timeout_sec: float = 600.0
+    cpus: int | float | None = None
+    memory_mb: int | None = None
+    storage_mb: int | None = None
+    gpus: int | None = None
+    gpu_types: list[str] | None = None
+    network: NetworkPolicy = field(default_factory=NetworkPolicy)
+    healthcheck: Healthcheck | None = None
+    env: EnvTable = field(default_factory=EnvTable)
+    skills_dir: str | None = None
+    mcp_servers: list[McpServer] = field(default_factory=list)
+    workdir: str | None = None  # None: the image's WORKDIR
+
+    @property
+    def sidecars(self) -> list[str]:
+        return [s for s in self.services if s != self.main_service]
+
+
+@dataclass
+class AgentSpec:
+    """The agent phase. `timeout_sec` None means the task sets no limit (tbscale then applies
+    DEFAULT_AGENT_TIMEOUT_SEC). `network` is the policy during the agent phase: the explicit
+    override (`network_override`) if the task gives one, else the environment baseline."""
+
+    timeout_sec: float | None = None
+    user: str | int | None = None  # None: the image's USER
+    network: NetworkPolicy = field(default_factory=NetworkPolicy)
+    network_override: NetworkPolicy | None = None
+
+    @property
+    def effective_timeout_sec(self) -> float:
+        return self.timeout_sec if self.timeout_sec is not None else DEFAULT_AGENT_TIMEOUT_SEC
+
+
+@dataclass
+class VerifierSpec:
+    """The verification phase.
+
+    shared mode: `tests_dirs` (tests/, then a step's own tests/ on top) are copied to `tests_mount`
+    after the agent phase and `command` runs in the agent's main container, as `user`, in `cwd`
+    (None: the environment workdir), with `env` added. separate mode: the agent environment is
+    stopped, `environment` is started (built from `environment.context_dir`, the tests folder), the
+    collected artifacts are put back at their source paths, and `command` runs there; tests are not
+    copied (the verifier image must contain them). `collect` hooks run after the agent phase,
+    before artifacts are collected.
+    """
+
+    timeout_sec: float = 600.0
+    env: EnvTable = field(default_factory=EnvTable)
+    user: str | int | None = None  # None: the container's default user
+    mode: Literal["shared", "separate"] = "shared"
+    environment: EnvironmentSpec | None = None  # separate mode only
+    network: NetworkPolicy = field(default_factory=NetworkPolicy)
+    network_override: NetworkPolicy | None = None
+    collect: list[CollectHook] = field(default_factory=list)
+    tests_dirs: list[Path] = field(default_factory=list)  # copied in order; later files win
+    tests_mount: str = "/tests"
+    test_script: Path | None = None  # on the host (informational in separate mode)
+    command: str = "/tests/test.sh"  # made executable and run directly, so its shebang counts
+    cwd: str | None = None  # None: the environment workdir
+    upload_tests: bool = True
+
+    @property
+    def tests_dir(self) -> Path | None:
+        return self.tests_dirs[0] if self.tests_dirs else None
+
+
+@dataclass
+class SolutionSpec:
+    """The reference solution, used only by the oracle: `dir` goes to /solution, `command` runs
+    with `env` added."""
+
+    dir: Path | None = None
+    script: str = "solve.sh"
+    command: str = "bash /solution/solve.sh"
+    env: EnvTable = field(default_factory=EnvTable)
+
+
+@dataclass
+class RewardSpec:
+    """Where the verdict comes from.
+
+    source "file": /logs/verifier/reward.json (a flat {key: number} object; wins when both exist)
+    else reward.txt (one number, stored under key "reward"). The scalar reward is key `primary_key`
+    ("reward"), or the only key when there is exactly one; other keys are kept as they are.
+    source "parser": the legacy harness's parser `parser_name` reads the test output; all tests
+    passing is reward 1, and nothing parsed is a verifier error, not a wrong answer.
+    """
+
+    source: Literal["file", "parser"] = "file"
+    files: tuple[str, ...] = ("reward.json", "reward.txt")
+    primary_key: str = "reward"
+    parser_name: str | None = None
+
+    def primary(self, rewards: dict[str, float]) -> float | None:
+        if self.primary_key in rewards:
+            return float(rewards[self.primary_key])
+        if len(rewards) == 1:
+            return float(next(iter(rewards.values())))
+        return None
+
+
+@dataclass
+class StepSpec:
+    """One step of a multi-step task, with every override already resolved against the task level
+    (agent/verifier timeout, user and network; verifier env merged over the task's; artifacts = the
+    task's then the step's)."""
+
+    name: str
+    dir: Path
+    instruction: str
+    agent: AgentSpec
+    verifier: VerifierSpec
+    tests_dir: Path | None = None  # steps/<name>/tests, copied over the task-level tests/
+    solution_dir: Path | None = None  # steps/<name>/solution, else the task's solution/
+    workdir_dir: Path | None = None  # steps/<name>/workdir, copied into the workdir before the agent
+    setup_script: Path | None = None  # steps/<name>/workdir/setup.sh, run after the copy
+    healthcheck: Healthcheck | None = None
+    min_reward: float | dict[str, float] | None = None
+    artifacts: list[Artifact] = field(default_factory=list)
+    trajectory: Path | None = None  # steps/<name>/trajectory.json (prior agent context, ATIF)
+
+    def thresholds(self) -> dict[str, float]:
+        """min_reward as {key: threshold}; a float gates on "reward"."""
+        if self.min_reward is None:
+            return {}
+        if isinstance(self.min_reward, dict):
+            return dict(self.min_reward)
+        return {"reward": float(self.min_reward)}
+
+
+@dataclass
+class LegacySpec:
+    """What the Terminal-Bench harness gave a task.yaml task at run time: run-tests.sh copied with
+    tests/ into /tests and run as root (`bash /tests/run-tests.sh`) in the image WORKDIR, with
+    TEST_DIR=/tests, on the default network (internet on), judged by `parser_name` on the test
+    output."""
+
+    parser_name: str = "pytest"
+    test_env: dict[str, str] = field(default_factory=lambda: {"TEST_DIR": "/tests"})
+    test_user: str | None = "root"  # None: the agent's user (run_tests_in_same_shell)
+    run_tests_in_same_shell: bool = False  # tests ran in the agent's shell, as its user, in its cwd
+    disable_asciinema: bool = False  # tbscale records no terminal video anyway
+    estimated_duration_sec: float | None = None
+    # Values the legacy harness gave `docker compose` for a task's compose file (per-trial names
+    # and host log paths, T_BENCH_TASK_*, are the run time's to set).
+    compose_env: dict[str, str] = field(default_factory=dict)
+    solution_yaml: Path | None = None  # the keystroke form of the reference solution
+    solution_commands: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -33,15 +236,56 @@ class Task:
     solution_command: str = "bash /solution/solve.sh"
     solution_script: str = "solve.sh"  # file in solution_dir whose blank-line blocks are the steps
     workdir: str | None = None  # None: the image's own WORKDIR
-    agent_timeout_sec: float = 600.0
+    agent_timeout_sec: float = DEFAULT_AGENT_TIMEOUT_SEC
     verifier_timeout_sec: float = 120.0
     build_timeout_sec: float = 600.0
-    cpus: float = 1.0
-    memory_mb: int = 2048
+    cpus: float = DEFAULT_CPUS
+    memory_mb: int = DEFAULT_MEMORY_MB
     allow_internet: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
     # Format-specific data (e.g. the SWE-bench instance) for the verifier of that format.
     extra: dict[str, Any] = field(default_factory=dict)
+
+    # ---- the structured definition (filled by the Harbor and Terminal-Bench loaders) ----------
+    config_path: Path | None = None  # task.toml / task.yaml
+    name: str | None = None  # [task].name ("org/name") when given, else the folder name
+    package: PackageInfo | None = None
+    schema_version: str | None = None
+    source: str | None = None
+    environment: EnvironmentSpec = field(default_factory=EnvironmentSpec)
+    agent: AgentSpec = field(default_factory=AgentSpec)
+    verifier: VerifierSpec = field(default_factory=VerifierSpec)
+    solution: SolutionSpec = field(default_factory=SolutionSpec)
+    artifacts: list[Artifact] = field(default_factory=list)
+    steps: list[StepSpec] = field(default_factory=list)
+    multi_step_reward_strategy: Literal["mean", "final"] | None = None
+    reward: RewardSpec = field(default_factory=RewardSpec)
+    trajectory: Path | None = None  # trajectory.json beside instruction.md (prior agent context, ATIF)
+    legacy: LegacySpec | None = None  # Terminal-Bench task.yaml tasks only
+
+    @property
+    def is_multi_step(self) -> bool:
+        return bool(self.steps)
+
+    @property
+    def reward_strategy(self) -> Literal["mean", "final"]:
+        """How step rewards combine into the trial reward (multi-step tasks): "mean" unless the
+        task says "final"."""
+        return self.multi_step_reward_strategy or "mean"
+
+    def env_tables(self) -> list[EnvTable]:
+        """Every env table of the task (environment, verifier, solution, separate verifier
+        environments, steps' verifiers), e.g. to list or check the host variables a run needs."""
+        tables = [self.environment.env, self.verifier.env, self.solution.env]
+        for verifier in [self.verifier] + [s.verifier for s in self.steps]:
+            if verifier.environment is not None:
+                tables.append(verifier.environment.env)
+        tables += [s.verifier.env for s in self.steps]
+        return tables
+
+    def missing_host_vars(self) -> list[str]:
+        """Host variables named by `${VAR}` templates that are unset and have no default."""
+        return sorted({var for table in self.env_tables() for var in table.missing()})
 
     def solution_steps(self) -> list[str]:
         """The reference solution as a list of actions: blocks of the solution script separated

@@ -1,0 +1,2 @@
+#!/bin/bash
+id -un > /app/report.txt

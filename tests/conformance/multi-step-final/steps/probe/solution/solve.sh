@@ -1,0 +1,2 @@
+#!/bin/bash
+touch /app/ready.flag

@@ -1,0 +1,3 @@
+#!/bin/bash
+# Nothing to do.
+true

@@ -1,0 +1,5 @@
+#!/bin/bash
+ok=1
+[ "$(cat /app/agent-probe.txt 2>/dev/null)" = unreachable ] || ok=0
+[ "$(probe-url http://echo:8000/)" = unreachable ] || ok=0
+echo "$ok" > /logs/verifier/reward.txt

@@ -1,0 +1,7 @@
+#!/bin/bash
+# Baseline public. Agent phase: no network at all. Verifier phase: only `echo`.
+ok=1
+[ "$(cat /app/agent-probe.txt 2>/dev/null)" = unreachable ] || ok=0
+[ "$(probe-url http://echo:8000/)" = "reachable echo-token-5521" ] || ok=0
+[ "$(probe-url http://other:8000/)" = unreachable ] || ok=0
+echo "$ok" > /logs/verifier/reward.txt

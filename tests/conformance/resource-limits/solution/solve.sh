@@ -1,0 +1,2 @@
+#!/bin/bash
+show-limits > /app/limits.txt

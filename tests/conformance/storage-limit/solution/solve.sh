@@ -1,0 +1,2 @@
+#!/bin/bash
+df -Pk / > /app/df.txt

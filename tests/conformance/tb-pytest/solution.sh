@@ -1,0 +1,9 @@
+#!/bin/bash
+cat > /app/calc.py <<'PY'
+def add(a, b):
+    return a + b
+
+
+def mul(a, b):
+    return a * b
+PY

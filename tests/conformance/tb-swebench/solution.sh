@@ -1,0 +1,2 @@
+#!/bin/bash
+sed -i 's/\.lstrip("-")/.strip("-")/' /app/textutil.py

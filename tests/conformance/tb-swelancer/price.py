@@ -1,0 +1,2 @@
+def format_price(amount):
+    return "$" + str(amount)

@@ -1,0 +1,2 @@
+#!/bin/bash
+python3 "$TEST_DIR/e2e.py"
