@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tbscale.config import Limits, ModelConfig
-from tbscale.environments import EnvironmentSpec
+from tbscale.environments import StartSpec
 from tbscale.logs import AttemptRecorder, EventLog, read_jsonl
 from tbscale.models.llm import LLM
 from tbscale.types import Completion
@@ -26,7 +26,7 @@ IMAGE = "debian:bookworm-slim"
 def test_pids_limit_holds() -> None:
     from tbscale.environments.docker import Container
 
-    with Container.start(EnvironmentSpec(IMAGE, cpus=1, memory_mb=256, pids_limit=64)) as box:
+    with Container.start(StartSpec(IMAGE, cpus=1, memory_mb=256, pids_limit=64)) as box:
         assert box.container.attrs["HostConfig"]["PidsLimit"] == 64
         # 400 background processes asked for; forks fail once the limit is reached.
         box.exec("for i in $(seq 400); do sleep 30 & done 2>/dev/null", 60)
@@ -44,7 +44,7 @@ def test_a_50mb_output_stores_at_most_the_cap(tmp_path: Path) -> None:
     rec = AttemptRecorder(log, attempt=0)
     rec.turn = 1
     limits = Limits(stored_output_max_bytes=1_000_000)
-    with Container.start(EnvironmentSpec(IMAGE, cpus=1, memory_mb=512)) as box:
+    with Container.start(StartSpec(IMAGE, cpus=1, memory_mb=512)) as box:
         res = asyncio.run(run_command(box, "yes | head -c 50000000", 120, limits, rec))
     log.close()
     assert res.output_bytes == 50_000_000 and res.elided_bytes >= 49_000_000
@@ -63,7 +63,7 @@ def test_full_output_goes_to_a_side_file_when_configured(tmp_path: Path) -> None
     rec = AttemptRecorder(log, attempt=0)
     rec.turn = 3
     limits = Limits(stored_output_max_bytes=10_000, keep_full_output=True)
-    with Container.start(EnvironmentSpec(IMAGE, cpus=1, memory_mb=256)) as box:
+    with Container.start(StartSpec(IMAGE, cpus=1, memory_mb=256)) as box:
         asyncio.run(run_command(box, "seq 1 100000", 60, limits, rec))
     log.close()
     (obs,) = [e for e in read_jsonl(tmp_path / "t.jsonl") if e["type"] == "observation"]

@@ -466,17 +466,17 @@ def test_exported_predictions_run_through_swebench_run_evaluation(demo, e2e, tmp
 
 
 def _box(task):
-    from tbscale.environments import EnvironmentSpec
+    from tbscale.environments import StartSpec
     from tbscale.environments.docker import Container
 
-    return Container.start(EnvironmentSpec(task.image, cpus=1, memory_mb=1024, workdir=task.workdir))
+    return Container.start(StartSpec(task.image, cpus=1, memory_mb=1024, workdir=task.workdir))
 
 
 def _grade_directly(task, setup: str, timeout: float = 300, **grading):
     """The swebench verifier on a fresh container after running `setup` in it (as an agent would)."""
     import copy
 
-    from tbscale.environments import EnvironmentSpec
+    from tbscale.environments import StartSpec
     from tbscale.environments.docker import Container
     from tbscale.verifiers import VerifierContext, verify
 
@@ -487,7 +487,7 @@ def _grade_directly(task, setup: str, timeout: float = 300, **grading):
         if setup:
             res = box.exec(setup, 60)
             assert res.exit_code == 0, res.output
-        spec = EnvironmentSpec(task.image, cpus=1, memory_mb=1024, workdir=task.workdir)
+        spec = StartSpec(task.image, cpus=1, memory_mb=1024, workdir=task.workdir)
         return verify(VerifierContext(task=task, env=box, timeout_sec=timeout, spec=spec, start=Container.start))
     finally:
         box.remove()

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tbscale.verifiers_parsers import PARSERS, parse_test_output
+from tbscale.tasks.test_output import PARSERS, parse_test_output
 
 PYTEST_OK = """\
 root@c0ffee:/app# bash /tests/run-tests.sh

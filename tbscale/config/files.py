@@ -56,16 +56,20 @@ def validate_file(model: type[BaseModel], raw: dict[str, Any], path: Path | str)
 def read_experiment(path: str | Path, overrides: dict[str, Any] | None = None) -> Experiment:
     """Read and validate an experiment YAML against the schema (names are resolved later).
 
-    `tasks.path` and the files under `prompts:` are read relative to the config's folder when they
-    exist there, else relative to the working directory."""
+    A relative `tasks.path` and the relative files under `prompts:` are read from the config's
+    folder when they exist there (a config names paths beside itself), else from the working
+    directory."""
     path = Path(path)
     raw = read_yaml_mapping(path)
     raw.update(overrides or {})
     exp: Experiment = validate_file(Experiment, raw, path)
-    base = path.parent
-    if exp.tasks.path and not Path(exp.tasks.path).exists() and (base / exp.tasks.path).exists():
-        exp.tasks.path = str(base / exp.tasks.path)
-    for name, file in exp.prompts.items():
-        if not Path(file).exists() and (base / file).exists():
-            exp.prompts[name] = str(base / file)
+    exp.tasks.path = _beside(path, exp.tasks.path)
+    exp.prompts = {name: _beside(path, file) for name, file in exp.prompts.items()}
     return exp
+
+
+def _beside(config: Path, name: str | None) -> str | None:
+    if name is None or Path(name).is_absolute():
+        return name
+    candidate = config.parent / name
+    return str(candidate) if candidate.exists() else name

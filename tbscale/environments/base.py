@@ -67,7 +67,7 @@ class BoundedOutput:
 
 
 @dataclass
-class EnvironmentSpec:
+class StartSpec:
     """What to start: an image and its limits. `network` is `none`, `bridge` (public), or the
     name of a network the backend made; `env` is set for every command."""
 
@@ -122,7 +122,7 @@ class Backend(Protocol):
         """The image a task's attempts start from, built or pulled when missing: (image, built)."""
         ...
 
-    def start(self, spec: EnvironmentSpec) -> Environment:
+    def start(self, spec: StartSpec) -> Environment:
         ...
 
     def cleanup_orphans(self) -> int:

@@ -19,7 +19,7 @@ import time
 import uuid
 from pathlib import Path
 
-from tbscale.environments.base import BoundedOutput, EnvironmentSpec, ExecResult
+from tbscale.environments.base import BoundedOutput, StartSpec, ExecResult
 from tbscale.errors import ImageBuildError, SandboxError, TbscaleError
 from tbscale.seeds import hash_directory
 
@@ -111,7 +111,7 @@ class Container:
         self.id = container.id[:12]
 
     @classmethod
-    def start(cls, spec: EnvironmentSpec, host: str | None = None) -> "Container":
+    def start(cls, spec: StartSpec, host: str | None = None) -> "Container":
         """Start a container that idles under an init (tini as PID 1 reaps background processes
         and lets the container die at once when removed)."""
         import docker
@@ -252,7 +252,7 @@ class DockerBackend:
     def prepare(self, task, build_timeout_sec: float | None = None) -> tuple[str, bool]:
         return ensure_image(task, build_timeout_sec, self.host)
 
-    def start(self, spec: EnvironmentSpec) -> Container:
+    def start(self, spec: StartSpec) -> Container:
         return Container.start(spec, self.host)
 
     def cleanup_orphans(self) -> int:

@@ -16,7 +16,7 @@ from tbscale import SCHEMA_VERSION
 from tbscale.agent.agents import AgentRun, create_agent, uses_model
 from tbscale.agent.loop import AttemptOutcome
 from tbscale.config import Experiment, Setting
-from tbscale.environments import Backend, Environment, EnvironmentSpec
+from tbscale.environments import Backend, Environment, StartSpec
 from tbscale.errors import AttemptStopped, SandboxError
 from tbscale.logs import AttemptRecorder, merge_usage
 from tbscale.models.llm import LLM
@@ -136,10 +136,10 @@ class TrialRunner:
         )
 
     # ---- one attempt -------------------------------------------------------------------------
-    def environment_spec(self, spec: TrialSpec, image: str) -> EnvironmentSpec:
+    def environment_spec(self, spec: TrialSpec, image: str) -> StartSpec:
         task, env = spec.task, self.exp.environment
         network = ("bridge" if task.allow_internet else "none") if env.network == "task" else env.network
-        return EnvironmentSpec(image=image, cpus=env.cpus or task.cpus, memory_mb=env.memory_mb or task.memory_mb,
+        return StartSpec(image=image, cpus=env.cpus or task.cpus, memory_mb=env.memory_mb or task.memory_mb,
                                pids_limit=env.pids_limit, network=network, workdir=task.workdir,
                                labels={"org.tbscale.trial": spec.key, "org.tbscale.task": task.id})
 

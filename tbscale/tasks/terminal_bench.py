@@ -7,7 +7,7 @@ from its Dockerfile as the legacy template compose file did), run-tests.sh, test
 Every task.yaml key is read or refused (docs/tasks.md). At run time the legacy harness copied
 run-tests.sh and tests/ into /tests after the agent, ran `bash /tests/run-tests.sh` as root in the
 image WORKDIR with TEST_DIR=/tests, with the internet on, and judged the test output with the
-task's parser (tbscale.verifiers_parsers); the Task carries exactly that (`legacy`, `verifier`,
+task's parser (tbscale.tasks.test_output); the Task carries exactly that (`legacy`, `verifier`,
 `reward`).
 """
 
@@ -35,7 +35,7 @@ from tbscale.tasks.model import (
     VerifierSpec,
 )
 from tbscale.tasks.schema import parse_size_mb
-from tbscale.verifiers_parsers import PARSERS
+from tbscale.tasks.test_output import PARSERS
 
 LEGACY_AGENT_TIMEOUT_SEC = 360.0
 LEGACY_TEST_TIMEOUT_SEC = 60.0

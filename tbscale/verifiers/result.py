@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from tbscale.environments import Environment, EnvironmentSpec
+from tbscale.environments import Environment, StartSpec
 from tbscale.tasks import Task
 
 # How each stop reason maps to an ending. Only an attempt the agent ended itself (by submitting)
@@ -51,8 +51,8 @@ class VerifierContext:
     task: Task
     env: Environment
     timeout_sec: float
-    spec: EnvironmentSpec
-    start: Callable[[EnvironmentSpec], Environment]
+    spec: StartSpec
+    start: Callable[[StartSpec], Environment]
 
 
 def classify_ending(stop_reason: str | None, verifier: VerifierResult | None) -> str:

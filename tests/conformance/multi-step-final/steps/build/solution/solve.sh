@@ -1,0 +1,2 @@
+#!/bin/bash
+echo built > /app/build.txt
