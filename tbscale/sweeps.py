@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tbscale.config import Experiment, read_yaml_mapping, validate_file
+from tbscale.config import Experiment, beside_config, read_yaml_mapping, validate_file
 from tbscale.errors import TbscaleError
 
 
@@ -105,8 +105,8 @@ def expand(sweep: Sweep) -> list[tuple[str, dict[str, Any], dict[str, Any], Path
 def experiment_of(doc: dict[str, Any], cfg_path: Path, point: dict[str, Any]) -> Experiment:
     """A grid point's config document as an Experiment; its task path is read relative to the
     config's folder, as `tbscale run` reads it."""
-    if isinstance(doc.get("tasks"), dict) and doc["tasks"].get("path") and not Path(doc["tasks"]["path"]).exists():
-        doc["tasks"]["path"] = str(Path(cfg_path).parent / doc["tasks"]["path"])
+    if isinstance(doc.get("tasks"), dict) and doc["tasks"].get("path"):
+        doc["tasks"]["path"] = beside_config(Path(cfg_path), doc["tasks"]["path"])
     return validate_file(Experiment, doc, f"{cfg_path} (grid point {point})")
 
 

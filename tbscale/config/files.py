@@ -63,12 +63,13 @@ def read_experiment(path: str | Path, overrides: dict[str, Any] | None = None) -
     raw = read_yaml_mapping(path)
     raw.update(overrides or {})
     exp: Experiment = validate_file(Experiment, raw, path)
-    exp.tasks.path = _beside(path, exp.tasks.path)
-    exp.prompts = {name: _beside(path, file) for name, file in exp.prompts.items()}
+    exp.tasks.path = beside_config(path, exp.tasks.path)
+    exp.prompts = {name: beside_config(path, file) for name, file in exp.prompts.items()}
     return exp
 
 
-def _beside(config: Path, name: str | None) -> str | None:
+def beside_config(config: Path, name: str | None) -> str | None:
+    """A relative path named in a config: beside the config when it exists there, else as given."""
     if name is None or Path(name).is_absolute():
         return name
     candidate = config.parent / name
