@@ -30,7 +30,7 @@ out = Console(width=None if sys.stdout.isatty() else 200)
 
 # Modules that add commands: each defines `register(app)` and imports heavy things lazily.
 COMMAND_MODULES = ["tbscale.analysis.commands", "tbscale.analysis.bsr_commands", "tbscale.swebench.commands",
-                   "tbscale.strategies.commands"]
+                   "tbscale.strategies.commands", "tbscale.viewer.commands"]
 
 
 def fail(message: str, code: int = 2) -> None:
