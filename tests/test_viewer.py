@@ -331,6 +331,16 @@ def test_rebuild_writes_only_what_changed(run: Path) -> None:
     assert build_viewer(run, force=True).written == 3
 
 
+def test_parallel_build_matches_serial(run: Path, tmp_path: Path) -> None:
+    serial = build_viewer(run, tmp_path / "serial", workers=1)
+    parallel = build_viewer(run, tmp_path / "parallel", workers=2)
+    assert parallel.written == serial.written == 4
+    assert sorted(parallel.warnings) == sorted(serial.warnings)
+    for p in (serial.out_dir / "trials").glob("*.js"):
+        assert (parallel.out_dir / "trials" / p.name).read_bytes() == p.read_bytes()
+    assert (parallel.out_dir / "index.js").read_bytes() == (serial.out_dir / "index.js").read_bytes()
+
+
 def test_links() -> None:
     assert trial_href("ab12") == "../view/index.html#/trial/ab12"
     assert trial_href("a/b c") == "../view/index.html#/trial/a%2Fb%20c"

@@ -35,6 +35,9 @@ OUTPUT_HEAD, OUTPUT_TAIL = 24_000, 24_000
 RESPONSE_LIMIT = 12_000
 PROMPT_TAIL = 4_000
 
+# Builds writing this many trial files or more use a process per CPU, CHUNK trials at a time.
+PARALLEL_FROM, CHUNK = 400, 200
+
 SIMULATED_BANNER = ("SIMULATED MODELS: these runs used tbscale's embedded simulated model (sim/...), not a "
                     "language model. The numbers exercise the harness and the strategies' mechanics only.")
 
@@ -68,6 +71,11 @@ class BuildResult:
 def read_lines(path: Path, warn: Callable[[str], None]) -> Iterator[dict[str, Any]]:
     """JSON objects of a JSONL file, line by line; a line that does not decode (a torn last line
     left by a crash, a corrupt one) is skipped with a warning."""
+    for obj, _ in _objects(path, warn):
+        yield obj
+
+
+def _objects(path: Path, warn: Callable[[str], None]) -> Iterator[tuple[dict[str, Any], str]]:
     with open(path, encoding="utf-8", errors="replace") as f:
         for no, line in enumerate(f, 1):
             line = line.strip()
@@ -79,21 +87,21 @@ def read_lines(path: Path, warn: Callable[[str], None]) -> Iterator[dict[str, An
                 warn(f"{path}:{no}: skipped a line that is not JSON ({e.msg})")
                 continue
             if isinstance(obj, dict):
-                yield obj
+                yield obj, line
             else:
                 warn(f"{path}:{no}: skipped a line that is not a JSON object")
 
 
-def load_rows(run_dir: Path, warn: Callable[[str], None]) -> list[dict[str, Any]]:
-    """trials.jsonl, the latest line of each trial_key (a rerun's line supersedes the old one),
-    in the order the trials first appear."""
-    latest: dict[str, dict[str, Any]] = {}
-    for row in read_lines(run_dir / "trials.jsonl", warn):
+def load_rows(run_dir: Path, warn: Callable[[str], None]) -> list[tuple[dict[str, Any], str]]:
+    """trials.jsonl as (row, digest of its line): the latest line of each trial_key (a rerun's
+    line supersedes the old one), in the order the trials first appear."""
+    latest: dict[str, tuple[dict[str, Any], str]] = {}
+    for row, line in _objects(run_dir / "trials.jsonl", warn):
         key = row.get("trial_key")
         if not isinstance(key, str) or not key:
             warn(f"{run_dir / 'trials.jsonl'}: skipped a line without a trial_key")
             continue
-        latest[key] = row
+        latest[key] = (row, hashlib.blake2b(line.encode("utf-8"), digest_size=8).hexdigest())
     return list(latest.values())
 
 
@@ -327,6 +335,14 @@ def _num(v: Any) -> float | None:
     return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
+def _compact(v: float | None, digits: int) -> float | int | None:
+    """Rounded, and written without a fraction when it has none (1 rather than 1.0)."""
+    if v is None or v != v or v in (float("inf"), float("-inf")):
+        return None
+    v = round(v, digits)
+    return int(v) if v == int(v) else v
+
+
 def total_tokens(row: dict[str, Any]) -> int:
     """Input plus output tokens of every role (as the report's total_tokens)."""
     total = 0
@@ -368,17 +384,14 @@ def build_index(rows: list[dict[str, Any]], manifest: dict[str, Any], run_dir: P
         cols["s"].append(settings(name))
         cols["t"].append(tasks(str(row.get("task_id"))))
         cols["i"].append(row.get("trial"))
-        r = _num(row.get("reward"))
-        cols["r"].append(round(r, 6) if r is not None else None)
+        cols["r"].append(_compact(_num(row.get("reward")), 4))
         cols["p"].append(1 if row.get("passed") else 0)
         cols["e"].append(endings(row.get("ending")))
         cols["sr"].append(stops(row.get("stop_reason")))
         cols["tu"].append(row.get("turns"))
         cols["tok"].append(total_tokens(row))
-        c = _num(row.get("cost_usd"))
-        cols["c"].append(round(c, 6) if c is not None else None)
-        w = _num(wall)
-        cols["w"].append(round(w, 2) if w is not None else None)
+        cols["c"].append(_compact(_num(row.get("cost_usd")), 6))
+        cols["w"].append(_compact(_num(wall), 1))
         cols["na"].append(row.get("n_attempts") or 1)
         cols["err"].append(errors(err.get("type") or "error") if isinstance(err, dict) else None)
     simulated = bool(manifest.get("simulated_models")) or any(bool(r.get("simulated")) for r in rows)
@@ -411,16 +424,47 @@ def _write_if_changed(path: Path, text: str) -> bool:
     return True
 
 
-def _row_digest(row: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(row, sort_keys=True, default=str).encode()).hexdigest()[:16]
+def write_trial(row: dict[str, Any], target: Path, traj: Path | None, warn: Callable[[str], None]) -> None:
+    events: Iterable[dict[str, Any]] = ()
+    if traj is not None and traj.is_file():
+        events = read_lines(traj, warn)
+    elif traj is not None:
+        warn(f"{traj}: trajectory file missing; the trial page shows its trials.jsonl line only")
+    data = extract_trial(row, events)
+    text = f"tbvTrial({json.dumps(row['trial_key'])},{js_literal(data)});\n"
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, target)
+
+
+def _write_chunk(items: list[tuple[dict[str, Any], str, str | None]]) -> list[str]:
+    """A worker process's share: write these trials, return the warnings."""
+    warnings: list[str] = []
+    for row, target, traj in items:
+        write_trial(row, Path(target), Path(traj) if traj else None, warnings.append)
+    return warnings
+
+
+def _workers(todo: int, workers: int | None) -> int:
+    if workers is not None:
+        return max(1, workers)
+    if todo < PARALLEL_FROM:
+        return 1
+    cpus = os.cpu_count() or 1
+    try:  # one process per CPU that is not already busy: on a loaded machine more would only queue
+        idle = cpus - int(os.getloadavg()[0] + 0.5)
+    except OSError:
+        idle = cpus
+    return max(1, min(8, idle))
 
 
 def build_viewer(run_dir: Path, out_dir: Path | None = None, *, force: bool = False,
                  warn: Callable[[str], None] | None = None,
-                 progress: Callable[[int], Any] | None = None) -> BuildResult:
+                 progress: Callable[[int], Any] | None = None, workers: int | None = None) -> BuildResult:
     """Write the viewer of `run_dir` into `out_dir` (default RUN/view). `progress(total)`, when
-    given, is called once with the number of trial files to write and returns a callable that is
-    called after each one (or None)."""
+    given, is called once with the number of trial files to write and returns a callable (or
+    None) that is called with the number written since its last call. Trial files are written by
+    `workers` processes (default, from PARALLEL_FROM files on: one per idle CPU, up to 8)."""
     run_dir = Path(run_dir)
     if not (run_dir / "trials.jsonl").is_file():
         raise NotARun(f"{run_dir}: not a run folder (no trials.jsonl)")
@@ -444,48 +488,57 @@ def build_viewer(run_dir: Path, out_dir: Path | None = None, *, force: bool = Fa
         state = {}
     seen = state.get("trials", {}) if state.get("format") == FORMAT_VERSION and not force else {}
 
-    todo: list[tuple[dict[str, Any], Path, Path | None, str]] = []
+    todo: list[tuple[dict[str, Any], Path, Path | None]] = []
     digests: dict[str, str] = {}
-    for row in rows:
+    for row, digest in rows:
         key = row["trial_key"]
         target = trials_dir / f"{trial_file_stem(key)}.js"
         rel = row.get("trajectory_path")
         traj = run_dir / rel if isinstance(rel, str) and rel else None
-        digest = _row_digest(row)
         digests[key] = digest
-        fresh = target.is_file() and seen.get(key) == digest
+        fresh = seen.get(key) == digest
+        if fresh:
+            try:
+                built_at = target.stat().st_mtime
+            except OSError:
+                fresh = False
         if fresh and traj is not None:
             try:
-                fresh = traj.stat().st_mtime <= target.stat().st_mtime
+                fresh = traj.stat().st_mtime <= built_at
             except OSError:
-                fresh = True  # the trajectory is gone; what was built from it stays
+                pass  # the trajectory is gone; what was built from it stays
         if not fresh:
-            todo.append((row, target, traj, digest))
+            todo.append((row, target, traj))
 
     step = progress(len(todo)) if progress is not None else None
-    for row, target, traj, _ in todo:
-        events: Iterable[dict[str, Any]] = ()
-        if traj is not None and traj.is_file():
-            events = read_lines(traj, _warn)
-        elif traj is not None:
-            _warn(f"{traj}: trajectory file missing; the trial page shows its trials.jsonl line only")
-        data = extract_trial(row, events)
-        key = row["trial_key"]
-        text = f"tbvTrial({json.dumps(key)},{js_literal(data)});\n"
-        tmp = target.with_name(target.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, target)
-        if step is not None:
-            step()
+    n_workers = _workers(len(todo), workers)
+    if n_workers == 1:
+        for row, target, traj in todo:
+            write_trial(row, target, traj, _warn)
+            if step is not None:
+                step(1)
+    else:
+        from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    keep = {f"{trial_file_stem(r['trial_key'])}.js" for r in rows}
+        size = max(1, min(CHUNK, len(todo) // (4 * n_workers) or 1))
+        chunks = [[(row, str(target), str(traj) if traj else None) for row, target, traj in todo[i:i + size]]
+                  for i in range(0, len(todo), size)]
+        with ProcessPoolExecutor(max_workers=n_workers) as pool:
+            futures = {pool.submit(_write_chunk, chunk): len(chunk) for chunk in chunks}
+            for fut in as_completed(futures):
+                for msg in fut.result():
+                    _warn(msg)
+                if step is not None:
+                    step(futures[fut])
+
+    keep = {f"{trial_file_stem(r['trial_key'])}.js" for r, _ in rows}
     removed = 0
     for p in trials_dir.glob("*.js"):
         if p.name not in keep:
             p.unlink()
             removed += 1
 
-    index = build_index(rows, manifest, run_dir)
+    index = build_index([r for r, _ in rows], manifest, run_dir)
     index_text = f"window.TBV_INDEX={js_literal(index)};\n"
     _write_if_changed(out / "index.js", index_text)
     for name in ASSET_FILES:

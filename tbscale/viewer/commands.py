@@ -80,7 +80,7 @@ def _build(run, out, force, err, build_viewer):
         p.start()
         bar.append(p)
         task = p.add_task("trials", total=total)
-        return lambda: p.advance(task)
+        return lambda n: p.advance(task, n)
 
     try:
         return build_viewer(run, out, force=force, warn=warn, progress=progress)
