@@ -513,3 +513,20 @@ def test_screenshots_are_not_blank(built: Path, tmp_path: Path) -> None:
             shutil.copyfile(out, SHOTS / name)
         except OSError:
             pass  # a machine without /work/notes keeps the copies in tmp_path only
+
+
+def test_report_links_each_setting_to_its_trials_in_the_viewer(run: Path) -> None:
+    import io
+
+    from rich.console import Console
+
+    from tbscale.analysis.report import build_report
+
+    ctx = build_report([run], Console(file=io.StringIO()), plots=True)
+    built = build_viewer(run)
+    page = (ctx.out_dir / "report.html").read_text()
+    hrefs = set(re.findall(r'href="(\.\./view/[^"]*)"', html.unescape(page)))
+    assert "../view/index.html" in hrefs
+    assert {index_href(setting=s) for s in ("baseline", "turn_bon_n4", "pdr_rtv")} <= hrefs
+    for href in hrefs:
+        assert (ctx.out_dir / href.split("#")[0]).resolve() == built.index_html.resolve()
