@@ -11,7 +11,11 @@ building stays fast and the package can move with the rest of the code.
 
 from __future__ import annotations
 
+import re
 from urllib.parse import quote
+
+_SAFE = re.compile(r"[A-Za-z0-9_-]+")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 __all__ = ["trial_href", "index_href", "trial_file_stem"]
 
@@ -19,7 +23,8 @@ __all__ = ["trial_href", "index_href", "trial_file_stem"]
 def trial_file_stem(trial_key: str) -> str:
     """The file name (without `.js`) of a trial's data under `view/trials/`. viewer.js computes
     the same name: every character outside [A-Za-z0-9_-] becomes `_`."""
-    return "".join(c if (c.isascii() and c.isalnum()) or c in "_-" else "_" for c in str(trial_key)) or "_"
+    key = str(trial_key)
+    return key if _SAFE.fullmatch(key) else (_UNSAFE.sub("_", key) or "_")
 
 
 def trial_href(trial_key: str, *, base: str = "../view/index.html") -> str:
