@@ -13,6 +13,8 @@
 
   var IDX = window.TBV_INDEX;
   var app = document.getElementById("app");
+  // when the page's scripts (index.js, this file) were loaded and began to run
+  app.setAttribute("data-start-ms", performance.now().toFixed(1));
   var PER_PAGE = 100;
 
   // ---- DOM -------------------------------------------------------------------------------------
