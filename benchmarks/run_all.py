@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).parent
-BENCHES = ["bench_sandbox.py", "bench_loop_overhead.py", "bench_turn_bon.py", "bench_cli_help.py"]
+BENCHES = ["bench_sandbox.py", "bench_loop_overhead.py", "bench_turn_bon.py", "bench_cli_help.py", "bench_viewer.py"]
 
 
 def main() -> int:

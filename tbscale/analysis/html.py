@@ -17,6 +17,7 @@ from typing import Any
 
 from tbscale.analysis.context import ReportContext, Section
 from tbscale.analysis.context import fmt as _fmt
+from tbscale.viewer import index_href
 
 CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0;color:#1d1d1f;background:#fafafa}
@@ -43,7 +44,7 @@ def _anchor(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
-def table_html(sec: Section) -> str:
+def table_html(sec: Section, setting_href=None) -> str:
     cols = list(sec.frame.columns)
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in cols)
     rows = []
@@ -51,6 +52,8 @@ def table_html(sec: Section) -> str:
         cells = []
         for c, v in row.items():
             text = html.escape(_fmt(v, c in sec.percent_cols))
+            if setting_href and c == "setting" and isinstance(v, str):  # to the setting's trials in the viewer
+                text = f'<a href="{html.escape(setting_href(v))}">{text}</a>'
             cls = "num" if _is_num(v) else ""
             if _is_num(v) and (str(c) == "p" or str(c).startswith("p ") or str(c) == "p_value") and v < 0.05:
                 cls += " sig"
@@ -73,11 +76,15 @@ def build_html(ctx: ReportContext) -> str:
                   "mechanics only.</div>")
     banner += "".join(f'<div class="banner">{html.escape(note)}</div>' for note in ctx.banners)
     toc, body = [], []
+    one_run = len(ctx.run_dirs) == 1 and Path(ctx.out_dir).resolve() == (Path(ctx.run_dirs[0]) / "report").resolve()
+    setting_href = (lambda name: index_href(setting=name)) if one_run else None
+    viewer = (' &middot; trajectories: <a href="../view/index.html">viewer</a> (<code>tbscale view</code>)'
+              if one_run else "")
     for sec in ctx.sections:
         a = "t-" + _anchor(sec.key)
         toc.append(f'<li><a href="#{a}">{html.escape(sec.title)}</a></li>')
         note = f'<p class="note">{html.escape(sec.note)}</p>' if sec.note else ""
-        body.append(f'<section id="{a}"><h2>{html.escape(sec.title)}</h2>{note}{table_html(sec)}</section>')
+        body.append(f'<section id="{a}"><h2>{html.escape(sec.title)}</h2>{note}{table_html(sec, setting_href)}</section>')
     for title, path in ctx.images:
         a = "f-" + _anchor(Path(path).stem)
         toc.append(f'<li><a href="#{a}">Figure: {html.escape(title)}</a></li>')
@@ -89,7 +96,7 @@ def build_html(ctx: ReportContext) -> str:
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>tbscale report</title>'
             f"<style>{CSS}</style></head><body><main><h1>tbscale report</h1>"
             f'<p class="meta">Runs: {runs}<br>Settings: {settings} &middot; {trials} trials &middot; '
-            f"baseline: {html.escape(str(ctx.baseline or 'none'))} &middot; generated {stamp}</p>{banner}"
+            f"baseline: {html.escape(str(ctx.baseline or 'none'))} &middot; generated {stamp}{viewer}</p>{banner}"
             f"<nav><ul>{''.join(toc)}</ul></nav>{''.join(body)}</main></body></html>")
 
 

@@ -11,7 +11,7 @@ from tbscale.tasks.harbor import is_harbor_task, load_harbor_task
 from tbscale.tasks.model import Task
 from tbscale.tasks.terminal_bench import is_terminal_bench_task, load_terminal_bench_task
 
-__all__ = ["Task", "load_task", "load_tasks", "discover_task_dirs", "discover", "Discovery", "FoundTask"]
+__all__ = ["Task", "load_task", "load_tasks", "discover_task_dirs", "discover", "Discovery", "FoundTask", "is_task_dir"]
 
 
 def load_task(path: Path, task_id: str | None = None) -> Task:
