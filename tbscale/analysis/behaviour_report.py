@@ -225,15 +225,15 @@ def collect(df: pd.DataFrame, counter: TokenCounter | None = None) -> Collected:
     excluded: dict[str, Counter] = {}
     sources: dict[str, Counter] = {}
     missing: dict[str, int] = {}
-    for r in df.itertuples(index=False):
-        label = r.label
+    # Only the columns this needs: iterating whole rows costs more than reading small trajectories.
+    cols = ("label", "run_dir", "trajectory_path", "generator_model", "task_id", "trial", "trial_key")
+    for label, run_dir, rel, model, task_id, trial, trial_key in zip(*(df[c].tolist() for c in cols)):
         excluded.setdefault(label, Counter())
         sources.setdefault(label, Counter())
-        path = Path(r.run_dir) / str(r.trajectory_path or "")
-        if not r.trajectory_path or not path.is_file():
+        path = Path(run_dir) / str(rel or "")
+        if not rel or not path.is_file():
             missing[label] = missing.get(label, 0) + 1
             continue
-        model = getattr(r, "generator_model", None)
         model = model if isinstance(model, str) else None
         for lt in label_trial(path):
             n = len(lt.labels)
@@ -248,7 +248,7 @@ def collect(df: pd.DataFrame, counter: TokenCounter | None = None) -> Collected:
             chars = [command_chars(c) for c in cands]
             known = lt.known_pick if n > 1 else pick
             rows.append({
-                "label": label, "task_id": r.task_id, "trial": r.trial, "trial_key": r.trial_key,
+                "label": label, "task_id": task_id, "trial": trial, "trial_key": trial_key,
                 "attempt": lt.attempt, "turn": lt.turn, "n": n, "pick": known,
                 "selector_failed": lt.selector_failed,
                 "labels": lt.labels,

@@ -33,7 +33,7 @@ Counts = Sequence[tuple[int, int]]
 
 # Upper bound on index-matrix elements materialised at once by the bootstrap, so that many tasks
 # times many resamples never needs more than a few tens of megabytes.
-_MAX_CHUNK_ELEMENTS = 4_000_000
+_MAX_CHUNK_ELEMENTS = 1_000_000
 
 
 def _check_counts(n: int, c: int, k: int) -> None:
