@@ -153,6 +153,23 @@ def check_schema_version(version: Any, where: str) -> None:
             else f"is not one this tbscale reads ({', '.join(map(str, READABLE_SCHEMA_VERSIONS))})"))
 
 
+def read_events(path: Path, problems: ReadProblems | None = None) -> Iterator[Any]:
+    """A trajectory's events as their models (tbscale.types.events), the schema version of its
+    `start` event checked. Every event was validated when it was written, so the analyses read the
+    plain dicts (read_jsonl, ~15x faster); this is the typed reader for tools that want models."""
+    from tbscale.types.events import event_adapter
+
+    for n, obj in numbered_jsonl(path, problems):
+        if obj.get("type") == "start":
+            check_schema_version(obj.get("schema_version"), f"{path} line {n}")
+        try:
+            yield event_adapter.validate_python(obj)
+        except ValidationError as e:
+            first = e.errors()[0]
+            raise TbscaleError(f"{path} line {n}: not a {obj.get('type')!r} event "
+                               f"({'.'.join(map(str, first['loc']))}: {first['msg']})") from None
+
+
 def parse_trial(obj: dict[str, Any], where: str) -> TrialResult:
     check_schema_version(obj.get("schema_version"), where)
     return TrialResult.model_validate(obj)

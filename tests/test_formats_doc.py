@@ -39,3 +39,21 @@ def test_event_fields_match_the_models() -> None:
     assert list(documented) == list(EVENT_TYPES)
     for type_, model in EVENT_TYPES.items():
         assert documented[type_] == [f for f in model.model_fields if f not in base], type_
+
+
+def test_a_real_runs_events_read_back_through_their_models(tmp_path: Path) -> None:
+    """Events written by the writers validate against the models when read back (typed reader)."""
+    from tbscale.logs import AttemptRecorder, EventLog, read_events
+    from tbscale.types import Usage
+    from tbscale.types.events import ModelCall, Observation, Start
+
+    log = EventLog(tmp_path / "t.jsonl", trial_key="k", task_id="t", setting="s", setting_key="sk", trial=0, seed=1)
+    rec = AttemptRecorder(log, attempt=0)
+    rec.turn = 1
+    rec.record_call("generator", "openai/m", Usage(input_tokens=3, output_tokens=2, calls=1), 0.5, n=1, retries=1,
+                    retry_causes=["rate_limit"])
+    rec.event("observation", exit_code=0, output="hi\n", timed_out=False, duration_sec=0.1)
+    log.close()
+    events = list(read_events(tmp_path / "t.jsonl"))
+    assert [type(e) for e in events] == [Start, ModelCall, Observation]
+    assert events[1].retry_causes == ["rate_limit"] and events[1].usage.output == 2

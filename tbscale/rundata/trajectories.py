@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tbscale.logs import read_jsonl
+from tbscale.logs import check_schema_version, read_jsonl
 
 
 
@@ -81,6 +81,7 @@ def read_trial(path: Path) -> TrialTrace:
     for ev in read_jsonl(Path(path)):
         kind = ev.get("type")
         if kind == "start":
+            check_schema_version(ev.get("schema_version"), str(path))
             start = ev
             continue
         if kind == "end":
