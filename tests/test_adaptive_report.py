@@ -118,7 +118,8 @@ def test_sections_against_hand_arithmetic(tmp_path: Path) -> None:
     assert paths.loc["turn_bon_n4_adaptive", "agreed_share"] == pytest.approx(12 / 18)
     assert paths.loc["turn_bon_n4_adaptive", "samples_per_turn"] == pytest.approx(48 / 18)
     assert paths.loc["turn_bon_n4", "agreed_share"] == 0 and paths.loc["turn_bon_n4", "samples_per_turn"] == 4
-    assert paths.loc["turn_bon_n4", "selector_calls_per_trial"] == 3
+    assert paths.loc["turn_bon_n4", "selector_calls"] == 3 and paths.loc["turn_bon_n4_adaptive", "selector_tokens"] == 110
+    assert paths.loc["turn_bon_n4_adaptive", "generator_calls"] == 4
     assert paths.loc["turn_bon_n4_adaptive", "role"] == "adaptive"
     # pass@1: plain 1, 0.5, 0 -> 0.5; adaptive 1, 0, 0.5 -> 0.5
     assert paths.loc["turn_bon_n4", "pass@1 (95% CI)"].startswith("50.0% [")
@@ -131,7 +132,9 @@ def test_sections_against_hand_arithmetic(tmp_path: Path) -> None:
     assert cmp.loc["selector calls / trial", "ci_lo"] == cmp.loc["selector calls / trial", "ci_hi"] == pytest.approx(-2)
     assert cmp.loc["selector tokens / trial", "diff"] == pytest.approx(110 - 330)
     assert cmp.loc["selector tokens / trial", "saved_share"] == pytest.approx(220 / 330)
-    assert cmp.loc["generator tokens / trial", "diff"] == pytest.approx(950 - 1200)
+    assert cmp.loc["generator input / trial", "diff"] == pytest.approx(800 - 1000)
+    assert cmp.loc["generator output / trial", "diff"] == pytest.approx(150 - 200)
+    assert cmp.loc["generator calls / trial", "diff"] == pytest.approx(4 - 3)
     assert cmp.loc["all tokens / trial", "diff"] == pytest.approx((950 + 110) - (1200 + 330))
     assert cmp.loc["turns / trial", "diff"] == 0
     assert set(cmp["tasks"]) == {3}

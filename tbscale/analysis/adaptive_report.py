@@ -17,7 +17,8 @@ Report sections
 ---------------
 * ``adaptive_paths``: per setting of each pair, the choice turns and how each was decided, the
   share of turns decided by agreement (each skipped at least one selector call), candidates sampled
-  per choice turn, selector calls and tokens per trial, and pass@1 with its bootstrap interval.
+  per choice turn, selector and generator calls and tokens per trial, and pass@1 with its
+  bootstrap interval.
 * ``adaptive_vs_plain``: adaptive minus plain, per metric, as the mean over tasks of the per-task
   difference (each task's value is the mean over its trials), with a percentile interval and a
   two-sided p from a paired bootstrap over tasks (10,000 resamples, seed 0). A negative difference
@@ -112,7 +113,8 @@ def path_table(df: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
         counts = trial_paths(Path(r.run_dir) / str(r.trajectory_path)) if r.trajectory_path else None
         row = {"label": r.label, "task_id": r.task_id, "passed": float(r.passed), "turns": float(r.turns),
                "selector_calls": r.selector_calls, "selector_tokens": r.selector_input + r.selector_output,
-               "generator_tokens": r.generator_input + r.generator_output,
+               "generator_calls": r.generator_calls, "generator_input": r.generator_input,
+               "generator_output": r.generator_output,
                "total_tokens": sum(getattr(r, f"{role}_input") + getattr(r, f"{role}_output") for role in ROLES)
                + r.other_input + r.other_output}
         row.update({k: (np.nan if counts is None else float(counts[k])) for k in COUNT_COLUMNS})
@@ -139,15 +141,15 @@ def paths_section(trials: pd.DataFrame, pairs: list[tuple[str, str]]) -> pd.Data
                 "agreed_all": t["agreed_all"].sum(min_count=1), "selected": t["selected"].sum(min_count=1),
                 "agreed_share": agreed / choice if choice else np.nan,
                 "samples_per_turn": t["samples"].sum(min_count=1) / choice if choice else np.nan,
-                "selector_calls_per_trial": t["selector_calls"].mean(),
-                "selector_tokens_per_trial": t["selector_tokens"].mean(),
-                "generator_tokens_per_trial": t["generator_tokens"].mean(),
-                "pair": f"{adaptive} vs {plain}"})
+                "selector_calls": t["selector_calls"].mean(), "selector_tokens": t["selector_tokens"].mean(),
+                "generator_calls": t["generator_calls"].mean(), "generator_input": t["generator_input"].mean(),
+                "generator_output": t["generator_output"].mean(), "pair": f"{adaptive} vs {plain}"})
     return pd.DataFrame(rows)
 
 
 METRICS = (("pass@1", "passed"), ("selector calls / trial", "selector_calls"),
-           ("selector tokens / trial", "selector_tokens"), ("generator tokens / trial", "generator_tokens"),
+           ("selector tokens / trial", "selector_tokens"), ("generator calls / trial", "generator_calls"),
+           ("generator input / trial", "generator_input"), ("generator output / trial", "generator_output"),
            ("all tokens / trial", "total_tokens"), ("turns / trial", "turns"))
 
 
@@ -181,8 +183,9 @@ def adaptive_sections(ctx: ReportContext) -> None:
         "choice_turns: turns that sampled more than one candidate; agreed_first: the first candidates agreed, "
         "so no more were sampled and no selector was called; agreed_all: all N agreed, no selector call; "
         "selected: the selector picked (every plain Turn-BoN choice turn). agreed_share: agreed turns / choice "
-        "turns; samples_per_turn: candidates sampled per choice turn. Calls and tokens are per trial, "
-        "from the trial lines (retries included); tokens are input + output.",
+        "turns; samples_per_turn: candidates sampled per choice turn. Calls and tokens are means per trial, "
+        "from the trial lines (retries included); selector_tokens: input + output. A generator call is one "
+        "request: a turn that samples the rest after a disagreement makes two, and sends the prompt twice.",
         ("agreed_share",)))
     comparison = comparison_section(trials, pairs)
     if not comparison.empty:
