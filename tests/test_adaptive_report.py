@@ -16,11 +16,14 @@ from tbscale.errors import TbscaleError
 TASKS = ("a", "b", "c")
 # setting -> task -> passes out of 2 trials
 PASSES = {"baseline": {"a": 1, "b": 0, "c": 0}, "turn_bon_n4": {"a": 2, "b": 1, "c": 0},
-          "turn_bon_n4_random": {"a": 1, "b": 1, "c": 0}, "turn_bon_n4_adaptive": {"a": 2, "b": 0, "c": 1}}
+          "turn_bon_n4_random": {"a": 1, "b": 1, "c": 0}, "turn_bon_n4_adaptive": {"a": 2, "b": 0, "c": 1},
+          "turn_bon_n4_all_agree": {"a": 2, "b": 1, "c": 1}}
+SETTINGS = ("baseline", "turn_bon_n4", "turn_bon_n4_random", "turn_bon_n4_adaptive")
 POLICY = {"baseline": ("baseline", 1, {}),
           "turn_bon_n4": ("turn_bon", 4, {"n": 4, "selector": "sel"}),
           "turn_bon_n4_random": ("turn_bon", 4, {"n": 4, "selector": "rand"}),
-          "turn_bon_n4_adaptive": ("turn_bon", 4, {"n": 4, "selector": "sel", "adaptive": {"first": 2}})}
+          "turn_bon_n4_adaptive": ("turn_bon", 4, {"n": 4, "selector": "sel", "adaptive": {"first": 2}}),
+          "turn_bon_n4_all_agree": ("turn_bon", 4, {"n": 4, "selector": "sel", "adaptive": {"mode": "all_agree"}})}
 SELECTOR_MODEL = {"turn_bon_n4_random": "sim/random-selector"}
 
 
@@ -39,6 +42,9 @@ def turns_of(setting: str) -> list[dict]:
     if setting == "turn_bon_n4_adaptive":
         return [candidates_event(1, 2, "agreed_first"), candidates_event(2, 4, "selected"),
                 candidates_event(3, 2, "agreed_first")]
+    if setting == "turn_bon_n4_all_agree":
+        return [candidates_event(1, 4, "agreed_all"), candidates_event(2, 4, "selected"),
+                candidates_event(3, 4, "selected")]
     return [candidates_event(t, 4, None) for t in (1, 2, 3)]
 
 
@@ -52,7 +58,7 @@ def usage(setting: str) -> dict:
     return {"generator": gen, "selector": {"input": 300, "output": 30, "reasoning": 0, "cached": 0, "calls": 3}}
 
 
-def write_run(root: Path, name: str = "r1", settings=tuple(PASSES)) -> Path:
+def write_run(root: Path, name: str = "r1", settings=SETTINGS) -> Path:
     run = root / name
     rows = []
     for setting in settings:
@@ -120,7 +126,8 @@ def test_sections_against_hand_arithmetic(tmp_path: Path) -> None:
     assert paths.loc["turn_bon_n4", "agreed_share"] == 0 and paths.loc["turn_bon_n4", "samples_per_turn"] == 4
     assert paths.loc["turn_bon_n4", "selector_calls"] == 3 and paths.loc["turn_bon_n4_adaptive", "selector_tokens"] == 110
     assert paths.loc["turn_bon_n4_adaptive", "generator_calls"] == 4
-    assert paths.loc["turn_bon_n4_adaptive", "role"] == "adaptive"
+    assert paths.loc["turn_bon_n4_adaptive", "role"] == "adaptive vs turn_bon_n4"
+    assert paths.loc["turn_bon_n4", "role"] == "plain" and len(paths) == 2
     # pass@1: plain 1, 0.5, 0 -> 0.5; adaptive 1, 0, 0.5 -> 0.5
     assert paths.loc["turn_bon_n4", "pass@1 (95% CI)"].startswith("50.0% [")
 
@@ -137,7 +144,8 @@ def test_sections_against_hand_arithmetic(tmp_path: Path) -> None:
     assert cmp.loc["generator calls / trial", "diff"] == pytest.approx(4 - 3)
     assert cmp.loc["all tokens / trial", "diff"] == pytest.approx((950 + 110) - (1200 + 330))
     assert cmp.loc["turns / trial", "diff"] == 0
-    assert set(cmp["tasks"]) == {3}
+    assert set(cmp["tasks"]) == {3} and set(cmp["vs"]) == {"turn_bon_n4"}
+    assert set(cmp["setting"]) == {"turn_bon_n4_adaptive"}
     # The files carry the sections too.
     assert (run / "report" / "adaptive_vs_plain.csv").is_file()
     assert "adaptive_paths" in json.loads((run / "report" / "summary.json").read_text())["tables"]
@@ -147,3 +155,17 @@ def test_no_adaptive_setting_no_section(tmp_path: Path) -> None:
     run = write_run(tmp_path, settings=("baseline", "turn_bon_n4"))
     ctx = build_report([run], Console(file=open(tmp_path / "out.txt", "w"), width=120), plots=False)
     assert not {"adaptive_paths", "adaptive_vs_plain"} & {s.key for s in ctx.sections}
+
+
+def test_two_adaptive_settings_share_their_plain_pair(tmp_path: Path) -> None:
+    run = write_run(tmp_path, settings=("turn_bon_n4", "turn_bon_n4_adaptive", "turn_bon_n4_all_agree"))
+    df = tables.load_trials([run])
+    assert adaptive_report.find_pairs(df) == [("turn_bon_n4", "turn_bon_n4_adaptive"),
+                                              ("turn_bon_n4", "turn_bon_n4_all_agree")]
+    ctx = build_report([run], Console(file=open(tmp_path / "out.txt", "w"), width=120), plots=False)
+    by_key = {s.key: s.frame for s in ctx.sections}
+    paths = by_key["adaptive_paths"].set_index("setting")
+    assert list(paths.index) == ["turn_bon_n4", "turn_bon_n4_adaptive", "turn_bon_n4_all_agree"]  # plain once
+    assert paths.loc["turn_bon_n4_all_agree", ["agreed_all", "selected", "samples_per_turn"]].tolist() == [6, 12, 4]
+    cmp = by_key["adaptive_vs_plain"]
+    assert cmp.groupby("setting").size().to_dict() == {"turn_bon_n4_adaptive": 8, "turn_bon_n4_all_agree": 8}

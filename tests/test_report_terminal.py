@@ -146,6 +146,6 @@ def test_adaptive_pair_option(tmp_path: Path) -> None:
     res = cli(str(run), "--format", "json", "--adaptive-pair", "turn_bon_n4_random", "turn_bon_n4_adaptive")
     assert res.returncode == 0, res.stderr
     rows = json.loads(res.stdout)["tables"]["adaptive_vs_plain"]
-    assert {r["pair"] for r in rows} == {"turn_bon_n4_adaptive vs turn_bon_n4_random"}
+    assert {(r["setting"], r["vs"]) for r in rows} == {("turn_bon_n4_adaptive", "turn_bon_n4_random")}
     bad = cli(str(run), "--adaptive-pair", "turn_bon_n4_adaptive", "turn_bon_n4")
     assert bad.returncode == 2 and "is not an adaptive Turn-BoN setting" in bad.stderr

@@ -128,22 +128,26 @@ def _pass_ci(trials: pd.DataFrame) -> tuple[float, float, float]:
 
 
 def paths_section(trials: pd.DataFrame, pairs: list[tuple[str, str]]) -> pd.DataFrame:
-    rows = []
+    """One row per setting of the pairs (a plain setting paired twice is listed once)."""
+    roles: dict[str, str] = {}
     for plain, adaptive in pairs:
-        for role, lab in (("plain", plain), ("adaptive", adaptive)):
-            t = trials[trials["label"] == lab]
-            choice = t["choice_turns"].sum(min_count=1)
-            agreed = t["agreed_first"].sum(min_count=1) + t["agreed_all"].sum(min_count=1)
-            mean, lo, hi = _pass_ci(t)
-            rows.append({
-                "setting": lab, "role": role, "pass@1 (95% CI)": f"{100 * mean:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}]",
-                "trials": len(t), "choice_turns": choice, "agreed_first": t["agreed_first"].sum(min_count=1),
-                "agreed_all": t["agreed_all"].sum(min_count=1), "selected": t["selected"].sum(min_count=1),
-                "agreed_share": agreed / choice if choice else np.nan,
-                "samples_per_turn": t["samples"].sum(min_count=1) / choice if choice else np.nan,
-                "selector_calls": t["selector_calls"].mean(), "selector_tokens": t["selector_tokens"].mean(),
-                "generator_calls": t["generator_calls"].mean(), "generator_input": t["generator_input"].mean(),
-                "generator_output": t["generator_output"].mean(), "pair": f"{adaptive} vs {plain}"})
+        roles.setdefault(plain, "plain")
+        roles[adaptive] = f"adaptive vs {plain}"
+    rows = []
+    for lab, role in roles.items():
+        t = trials[trials["label"] == lab]
+        choice = t["choice_turns"].sum(min_count=1)
+        agreed = t["agreed_first"].sum(min_count=1) + t["agreed_all"].sum(min_count=1)
+        mean, lo, hi = _pass_ci(t)
+        rows.append({
+            "setting": lab, "role": role, "pass@1 (95% CI)": f"{100 * mean:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}]",
+            "trials": len(t), "choice_turns": choice, "agreed_first": t["agreed_first"].sum(min_count=1),
+            "agreed_all": t["agreed_all"].sum(min_count=1), "selected": t["selected"].sum(min_count=1),
+            "agreed_share": agreed / choice if choice else np.nan,
+            "samples_per_turn": t["samples"].sum(min_count=1) / choice if choice else np.nan,
+            "selector_calls": t["selector_calls"].mean(), "selector_tokens": t["selector_tokens"].mean(),
+            "generator_calls": t["generator_calls"].mean(), "generator_input": t["generator_input"].mean(),
+            "generator_output": t["generator_output"].mean()})
     return pd.DataFrame(rows)
 
 
@@ -166,10 +170,11 @@ def comparison_section(trials: pd.DataFrame, pairs: list[tuple[str, str]], n_res
             va = a[col].mean().loc[shared].to_numpy(float)
             vb = b[col].mean().loc[shared].to_numpy(float)
             res = metrics.paired_bootstrap(va, vb, n_resamples=n_resamples, seed=seed)
-            rows.append({"metric": name, "plain": float(va.mean()), "adaptive": float(vb.mean()), "diff": res.diff,
-                         "ci_lo": res.lo, "ci_hi": res.hi, "p_value": res.p_value,
-                         "saved_share": (-res.diff / va.mean()) if col != "passed" and va.mean() else np.nan,
-                         "tasks": len(shared), "pair": f"{adaptive} vs {plain}"})
+            rows.append({"setting": adaptive, "vs": plain, "metric": name, "plain": float(va.mean()),
+                         "adaptive": float(vb.mean()), "diff": res.diff, "ci_lo": res.lo, "ci_hi": res.hi,
+                         "p_value": res.p_value,
+                         "saved_share": (0.0 - res.diff / va.mean()) + 0.0 if col != "passed" and va.mean() else np.nan,
+                         "tasks": len(shared)})
     return pd.DataFrame(rows)
 
 
@@ -191,6 +196,7 @@ def adaptive_sections(ctx: ReportContext) -> None:
     if not comparison.empty:
         ctx.sections.append(Section(
             "adaptive_vs_plain", "Adaptive vs plain Turn-BoN (paired bootstrap over tasks)", comparison,
+            f"setting: the adaptive setting; vs: its plain Turn-BoN pair; plain, adaptive: their means. "
             f"diff = adaptive - plain, the mean over tasks of each task's difference (a task's value is the mean "
             f"over its trials; settings share seeds). ci_lo/ci_hi: 95% percentile interval and p_value two-sided, "
             f"from a paired bootstrap over tasks ({N_RESAMPLES:,} resamples, seed {SEED}). A negative diff in "

@@ -134,7 +134,7 @@ TERMINAL_COLUMNS: dict[str, tuple[str, ...]] = {
     "spend": ("run", "spent_tokens", "counted_tokens", "spent_cost_usd", "counted_cost_usd"),
     "adaptive_paths": ("setting", "pass@1 (95% CI)", "agreed_share", "selector_calls", "selector_tokens",
                        "samples_per_turn", "generator_input", "generator_output", "choice_turns"),
-    "adaptive_vs_plain": ("metric", "diff [95% CI]", "p_value", "saved_share", "plain", "adaptive"),
+    "adaptive_vs_plain": ("setting", "metric", "diff [95% CI]", "p_value", "saved_share", "plain", "adaptive", "vs"),
     "behaviour_preference": ("setting", "behaviour", "selected", "uniform", "difference [95% CI]", "p_value"),
 }
 
