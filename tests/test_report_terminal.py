@@ -81,7 +81,18 @@ def test_fold_keeps_percentages_and_gaps() -> None:
 
 # ---- the command line ---------------------------------------------------------------------------
 
-def cli(*args: str, columns: str | None = None) -> subprocess.CompletedProcess:
+def cli(*args: str):
+    """`tbscale report ... --no-plots` in this process (stdout and stderr apart, neither a terminal)."""
+    from typer.testing import CliRunner
+
+    from tbscale.cli import app
+
+    res = CliRunner().invoke(app, ["report", *args, "--no-plots"], env={"COLUMNS": None})
+    res.returncode = res.exit_code
+    return res
+
+
+def cli_process(*args: str, columns: str | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     if columns is not None:
         env["COLUMNS"] = columns
@@ -91,7 +102,7 @@ def cli(*args: str, columns: str | None = None) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("columns, width", [("80", 80), (None, 120)])
 def test_cli_width_from_columns_or_120(tmp_path: Path, columns: str | None, width: int) -> None:
-    res = cli(str(write_run(tmp_path)), columns=columns)
+    res = cli_process(str(write_run(tmp_path)), columns=columns)
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     assert max(len(line) for line in lines) <= width
