@@ -27,6 +27,7 @@ Report sections
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,7 @@ def _settings(df: pd.DataFrame) -> dict[str, dict[str, Any]]:
     out = {}
     for lab in settings_order(df):
         first = df[df["label"] == lab].iloc[0]
-        out[lab] = {"policy": first["policy"], "n": int(first["n"]), "adaptive": adaptive_params(first["policy_params"]),
+        out[lab] = {"policy": first["policy"], "n": int(first["n"]), "adaptive": adaptive_params(policy_params(first)),
                     "models": (first["generator_model"], first["selector_model"], first["trajectory"])}
     return out
 
@@ -201,3 +202,11 @@ def adaptive_sections(ctx: ReportContext) -> None:
             f"over its trials; settings share seeds). ci_lo/ci_hi: 95% percentile interval and p_value two-sided, "
             f"from a paired bootstrap over tasks ({N_RESAMPLES:,} resamples, seed {SEED}). A negative diff in "
             "calls or tokens is a saving; saved_share = -diff / plain."))
+
+
+def policy_params(row) -> dict:
+    """A trial's policy parameters (the trial table keeps them as JSON text)."""
+    value = row.get("policy_params") if hasattr(row, "get") else None
+    if isinstance(value, str):
+        return json.loads(value)
+    return value or {}

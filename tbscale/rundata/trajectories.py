@@ -81,7 +81,8 @@ def read_trial(path: Path) -> TrialTrace:
     for ev in read_jsonl(Path(path)):
         kind = ev.get("type")
         if kind == "start":
-            check_schema_version(ev.get("schema_version"), str(path))
+            if ev.get("schema_version") is not None:  # hand-made event files may leave it out
+                check_schema_version(ev["schema_version"], str(path))
             start = ev
             continue
         if kind == "end":

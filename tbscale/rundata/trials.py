@@ -82,7 +82,7 @@ _SCALARS = ("run", "setting", "setting_key", "trial_key", "task_id", "task_forma
             "passed", "ending", "stop_reason", "infra_error", "turns", "selection_turns", "selector_fallbacks",
             "n_attempts", "final_attempt", "trajectory_path", "imported_from", "source", "rewards")
 _DERIVED = ("run_dir", "simulated_roles", "reward", "cost_usd", "trial_wall", "error_type", "strategy_kind",
-            "attempts", "strategy_record", "steps")
+            "policy_params", "attempts", "strategy_record", "steps")
 _TOKENS = tuple(f"{role}_{k}" for role in ROLES for k in (*TOKEN_KINDS, "cost"))
 COLUMNS = (*_SCALARS, *_DERIVED, *_TOKENS, "other_input", "other_output")
 
@@ -104,6 +104,7 @@ def _row(r: TrialResult, run_dir: str) -> tuple:
             run_dir, tuple(r.simulated_roles), math.nan if r.reward is None else r.reward,
             math.nan if r.cost_usd is None else r.cost_usd, r.timing.get("trial_wall", math.nan),
             r.error.type if r.error else None, (r.strategy_record or {}).get("kind"),
+            json.dumps(r.policy_params, sort_keys=True) if r.policy_params else None,
             # Kept as JSON text: nested records of 100k trials as Python objects would take gigabytes;
             # the sections that read them decode only the trials they need (analysis/records.py).
             json.dumps([a.model_dump() for a in r.attempts or []]) if multi else None,
