@@ -21,6 +21,7 @@ class TurnTrace:
     action: dict[str, Any] | None = None
     observation: dict[str, Any] | None = None
     format_error: dict[str, Any] | None = None
+    path: str | None = None  # adaptive Turn-BoN: agreed_first, agreed_all or selected
 
     @property
     def executed_index(self) -> int | None:
@@ -107,6 +108,7 @@ def read_trial(path: Path) -> TrialTrace:
             t = att.turns[-1]
             if kind == "candidates":
                 t.candidates = list(ev.get("candidates") or [])
+                t.path = ev.get("path")
             else:
                 setattr(t, kind, ev)
     return TrialTrace(start, attempts, end)
