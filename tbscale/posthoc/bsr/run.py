@@ -143,11 +143,11 @@ async def _judge_bucket(group: str, bucket: int, members: list[Trajectory], judg
         if parsed is None:
             errors += 1
         else:
-            w, l = (a, b) if parsed["winner"] == "A" else (b, a)
-            results.append((w, l, float(parsed["strength"])))
+            winner, loser = (a, b) if parsed["winner"] == "A" else (b, a)
+            results.append((winner, loser, float(parsed["strength"])))
             members[a].comparisons += 1
             members[b].comparisons += 1
-            rec["winner"] = members[w].row["trial_key"]
+            rec["winner"] = members[winner].row["trial_key"]
         records.append(rec)
 
     if n < 2:
@@ -158,9 +158,9 @@ async def _judge_bucket(group: str, bucket: int, members: list[Trajectory], judg
     played: set[frozenset[int]] = set()
     for rnd in range(swiss_rounds(n)):
         net = [0.0] * n
-        for w, l, s in results:
-            net[w] += s
-            net[l] -= s
+        for winner, loser, strength in results:
+            net[winner] += strength
+            net[loser] -= strength
         pairs = swiss_round_pairs(net, played, rng)
         if not pairs:
             break
