@@ -149,7 +149,7 @@ def main() -> int:
         a, b = results[0], results[-1]
         print(f"growth: {b['lines'] / a['lines']:.0f}x lines -> {b['report_sec'] / a['report_sec']:.1f}x time")
     OUT.mkdir(exist_ok=True)
-    (OUT / "bench_report_scale.json").write_text(json.dumps(results, indent=2))
+    (OUT / "report_scale.json").write_text(json.dumps(results, indent=2))
     return 0
 
 
