@@ -458,6 +458,12 @@ class RayExecutor:
         partial = final.with_name(final.name + ".partial")
         cpus, mem = self._resources(spec)
         attempt, avoid = 0, set()
+        retry: dict[str, Any] = {}
+
+        def started(node: str) -> None:
+            avoid.add(node)
+            if retry:
+                retry["retry_started_at"] = round(time.time(), 3)
         try:
             while True:
                 payload = {"exp": self.exp, "spec": spec, "run_name": trials.folder.path.name,
@@ -468,14 +474,14 @@ class RayExecutor:
                 task = self._stream_task if self.stream else self._collect_task
                 ref = task.options(**options).remote(payload, self._task_refs[spec.task.id], self._keys, attempt)
                 try:
-                    return await self._consume(ref, spec, trials, partial, final, avoid.add)
+                    return await self._consume(ref, spec, trials, partial, final, started)
                 except ray.exceptions.RayError as e:
                     name = type(e).__name__
                     if not any(isinstance(e, getattr(ray.exceptions, n, ())) for n in INFRA_ERRORS):
                         raise
                     partial.unlink(missing_ok=True)  # the lost attempt's lines never reach the run folder
-                    self.infra_retries.append({"trial_key": spec.key, "attempt": attempt, "error": name,
-                                               "at": round(time.time(), 3)})
+                    retry = {"trial_key": spec.key, "attempt": attempt, "error": name, "at": round(time.time(), 3)}
+                    self.infra_retries.append(retry)
                     if attempt >= self.retries:
                         raise InfraRetriesExhausted(f"{name} on each of {attempt + 1} attempts; the next run "
                                                     "retries this trial") from None
