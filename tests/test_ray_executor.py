@@ -2,7 +2,9 @@
 sharing this machine's Docker engine: the same trials and outcomes as the local executor; a node
 killed mid-run costs only the attempts it held, and every trial is indexed exactly once; keys reach
 the workers and appear in no file of the run folder or of Ray's session; a model that is unavailable
-in a worker stops the run; SIGINT leaves no container; `--help` and local runs never import Ray."""
+in a worker stops the run; SIGINT leaves no container; `--help` and local runs never import Ray.
+Per node: two processes never build one image twice; the image disk budget evicts least recently
+used tbscale images that no pending trial needs."""
 
 from __future__ import annotations
 
@@ -25,19 +27,21 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 try:
     import ray  # noqa: F401
+    HAVE_RAY = True
 except ImportError:  # pragma: no cover - CI installs the extra (make test)
-    pytest.skip("needs Ray: pip install -e '.[ray]' (make test installs it)", allow_module_level=True)
+    HAVE_RAY = False
+requires_ray = pytest.mark.skipif(not HAVE_RAY, reason="needs Ray: pip install -e '.[ray]' (make test installs it)")
 
 from tbscale.config import Experiment  # noqa: E402
 from tbscale.logs import read_jsonl  # noqa: E402
 from tbscale.runner import EXIT_MODEL_UNAVAILABLE, Runner, load_experiment  # noqa: E402
-from tbscale.runner.executors.ray import FAST_HEALTH_CHECK, Keys  # noqa: E402
+from tbscale.runner.executors.ray import FAST_HEALTH_CHECK, Keys  # noqa: E402  (imports no ray)
 from tbscale.tasks import load_task, load_tasks  # noqa: E402
 from tbscale.types.actions import FINISH_MARKER  # noqa: E402
 from tbscale_testing import LoopbackModel, auth_error  # noqa: E402
 from tbscale_testing.tasks import write_harbor_task  # noqa: E402
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = [pytest.mark.docker]
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = ["extract-emails", "batch-rename-files"]
@@ -89,6 +93,8 @@ def run(exp: Experiment, run_dir: Path, **kw) -> Runner:
     return runner
 
 
+@requires_ray
+@pytest.mark.slow
 def test_two_node_cluster_matches_the_local_executor(tmp_path, cluster):
     local = run(experiment({"name": "local"}), tmp_path / "local")
     t0 = time.monotonic()
@@ -114,6 +120,8 @@ def test_two_node_cluster_matches_the_local_executor(tmp_path, cluster):
     print(f"ray run of 12 trials: {took:.1f} s")
 
 
+@requires_ray
+@pytest.mark.slow
 def test_killing_a_node_mid_run_finishes_every_trial_once(tmp_path, cluster):
     for i in range(3):
         write_harbor_task(tmp_path / "tasks", f"slow{i}", solve="#!/bin/bash\nsleep 4\necho done > /app/out.txt\n")
@@ -168,6 +176,8 @@ def test_killing_a_node_mid_run_finishes_every_trial_once(tmp_path, cluster):
 KEY_ENV = "TBSCALE_RAY_TEST_KEY"
 
 
+@requires_ray
+@pytest.mark.slow
 def test_keys_reach_workers_and_no_file_holds_them(tmp_path, cluster, monkeypatch):
     key = "sk-raytest-" + uuid.uuid4().hex
     monkeypatch.setenv(KEY_ENV, key)
@@ -201,6 +211,8 @@ def test_keys_reach_workers_and_no_file_holds_them(tmp_path, cluster, monkeypatc
     assert "***" in trajectory.read_text()  # it was there, redacted
 
 
+@requires_ray
+@pytest.mark.slow
 def test_model_unavailable_in_a_worker_stops_the_run(tmp_path, cluster):
     with LoopbackModel(lambda body: "never", max_lifetime_sec=600) as srv:
         srv.fail_next(*[auth_error()] * 50)
@@ -223,6 +235,8 @@ def test_model_unavailable_in_a_worker_stops_the_run(tmp_path, cluster):
     assert manifest["invocations"][-1]["stopped"]
 
 
+@requires_ray
+@pytest.mark.slow
 def test_sigint_stops_a_ray_run_and_leaves_no_container(tmp_path, cluster):
     write_harbor_task(tmp_path / "tasks", "rayslow", solve="#!/bin/bash\nsleep 120\necho done > /app/out.txt\n",
                       task_toml="[agent]\ntimeout_sec = 300\n[verifier]\ntimeout_sec = 30\n")
@@ -310,3 +324,77 @@ def test_task_files_are_rebuilt_on_a_machine_without_them(tmp_path):
     there = materialize_task(task, packed, root=tmp_path / "cache")
     assert there.tests_dir != task.tests_dir and (there.tests_dir / "test.sh").stat().st_mode & 0o777 == 0o755
     assert image_tag_for(there) == image_tag_for(load_task(moved / "shipped"))
+
+
+# ---- per node: image builds locked across processes, the image disk budget -----------------------
+
+def test_two_processes_build_one_image_once(tmp_path):
+    d = write_harbor_task(tmp_path, f"lock{uuid.uuid4().hex[:8]}",
+                          dockerfile=f"FROM debian:bookworm-slim\nRUN sleep 2 && echo {uuid.uuid4().hex} > /id\n")
+    code = ("import sys\nfrom tbscale.tasks import load_task\nfrom tbscale.environments.docker import ensure_image\n"
+            f"print(ensure_image(load_task({str(d)!r}))[1])")
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    built = [p.communicate(timeout=300)[0].strip() for p in procs]
+    try:
+        assert sorted(built) == ["False", "True"], built
+    finally:
+        from tbscale.environments.docker import image_tag_for
+
+        subprocess.run(["docker", "rmi", "-f", image_tag_for(load_task(d))], capture_output=True)
+
+
+def test_image_disk_budget_evicts_least_recently_used_images_no_pending_trial_needs(tmp_path, monkeypatch):
+    from tbscale.environments import docker as dk
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    label = f"org.tbscale.budgettest={uuid.uuid4().hex[:8]}"  # only this test's images are candidates
+    tags = [f"tbscale-budgettest/{n}:{label[-8:]}" for n in ("a", "b", "c")]
+    (tmp_path / "ctx").mkdir()
+    (tmp_path / "ctx" / "Dockerfile").write_text("FROM debian:bookworm-slim\nARG N\nRUN head -c 3000000 /dev/urandom"
+                                                 " > /blob && echo $N > /n\n")
+    box = None
+    try:
+        for i, tag in enumerate(tags):
+            dk.client().images.build(path=str(tmp_path / "ctx"), tag=tag, buildargs={"N": f"{tag}"}, rm=True,
+                                     labels={dk.LABEL_APP: "1", label.split("=")[0]: label.split("=")[1]})
+            dk.note_image_use(tag)
+            t = time.time() - 300 + 100 * i  # a used longest ago, c last
+            os.utime(dk._use_record(tag), (t, t))
+        images = dk.tbscale_images(label=label)
+        assert sorted(t for i in images for t in i.tags) == sorted(tags)
+        size = max(i.size for i in images)
+        # Over budget by one image: a is the least recently used but a pending trial needs it, so b goes.
+        removed = dk.evict_images(2.5 * size / 1e9, keep={tags[0]}, label=label)
+        assert removed == [tags[1]]
+        assert sorted(t for i in dk.tbscale_images(label=label) for t in i.tags) == [tags[0], tags[2]]
+        # Within budget: nothing goes.
+        assert dk.evict_images(10.0, keep=set(), label=label) == []
+        # An image a container uses is never removed, whatever the budget.
+        box = dk.client().containers.run(tags[2], ["sleep", "60"], detach=True)
+        removed = dk.evict_images(0.001, keep=set(), label=label)
+        assert removed == [tags[0]]
+        assert [t for i in dk.tbscale_images(label=label) for t in i.tags] == [tags[2]]
+    finally:
+        if box is not None:
+            box.remove(force=True)
+        for tag in tags:
+            subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
+
+
+def test_backend_evicts_before_a_build_and_keeps_pending_images(tmp_path, monkeypatch):
+    from tbscale.environments import docker as dk
+
+    task = load_task(write_harbor_task(tmp_path, "budgeted"))
+    other = load_task(write_harbor_task(tmp_path, "pending", solve="#!/bin/bash\necho other\n",
+                                        dockerfile="FROM debian:bookworm-slim\nWORKDIR /srv\n"))
+    calls = []
+    monkeypatch.setattr(dk, "_image_present", lambda tag, host: False)
+    monkeypatch.setattr(dk, "evict_images", lambda budget, keep, host=None: calls.append((budget, keep)))
+    monkeypatch.setattr(dk, "ensure_image", lambda task, timeout=None, host=None: (dk.image_tag_for(task), True))
+    backend = dk.DockerBackend(image_disk_budget_gb=50)
+    backend.plan([other])
+    assert backend.prepare(task) == (dk.image_tag_for(task), True)
+    assert calls == [(50, {dk.image_tag_for(other), dk.image_tag_for(task)})]
+    calls.clear()
+    dk.DockerBackend().prepare(task)  # no budget: nothing evicted
+    assert calls == []
