@@ -122,6 +122,21 @@ def test_two_node_cluster_matches_the_local_executor(tmp_path, cluster):
 
 @requires_ray
 @pytest.mark.slow
+def test_placement_by_task_keeps_each_tasks_trials_on_one_node(tmp_path, cluster):
+    for i in range(4):
+        write_harbor_task(tmp_path / "tasks", f"placed{i}")
+    exp = experiment({"name": "ray", "address": cluster.address, "placement": "task"}, tasks_path=tmp_path / "tasks",
+                     include=None, trials=3, settings=[{"name": "oracle", "agent": "oracle"}])
+    runner = run(exp, tmp_path / "run")
+    assert runner.counters.done == 12 and runner.crashes == []
+    by_task: dict[str, set[str]] = {}
+    for row in rows_of(tmp_path / "run"):
+        by_task.setdefault(row["task_id"], set()).add(runner.executor.trial_nodes[row["trial_key"]])
+    assert all(len(nodes) == 1 for nodes in by_task.values()), by_task
+
+
+@requires_ray
+@pytest.mark.slow
 def test_killing_a_node_mid_run_finishes_every_trial_once(tmp_path, cluster):
     for i in range(3):
         write_harbor_task(tmp_path / "tasks", f"slow{i}", solve="#!/bin/bash\nsleep 4\necho done > /app/out.txt\n")

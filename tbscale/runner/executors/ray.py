@@ -291,17 +291,20 @@ class InfraRetriesExhausted(Exception):
 class RayExecutor:
     def __init__(self, exp, address: str = "local", num_cpus: int | None = None, retries: int = 2,
                  stream: str | bool = "auto", runtime_env: dict[str, Any] | None = None,
-                 request_memory: bool = True, fast_health_check: bool = True, **unknown: Any):
+                 request_memory: bool = True, fast_health_check: bool = True, placement: str = "spread",
+                 **unknown: Any):
         if unknown:
             raise TbscaleError(f"executor: unknown option(s) for ray: {', '.join(sorted(unknown))} (known: address, "
-                               "num_cpus, retries, stream, runtime_env, request_memory, fast_health_check)")
+                               "num_cpus, retries, stream, runtime_env, request_memory, fast_health_check, placement)")
+        if placement not in ("spread", "task"):
+            raise TbscaleError(f"executor.placement: {placement!r} is not one of spread, task")
         if runtime_env and "env_vars" in runtime_env:
             raise TbscaleError("executor.runtime_env.env_vars: not allowed (Ray shows them in its dashboard and "
                                "logs); keys reach workers through the models' api_key_env")
         self.exp, self.address, self.num_cpus, self.retries = exp, str(address), num_cpus, int(retries)
         self.stream = (not self.address.startswith("ray://")) if stream == "auto" else bool(stream)
         self.runtime_env = runtime_env or None
-        self.request_memory, self.fast_health_check = request_memory, fast_health_check
+        self.request_memory, self.fast_health_check, self.placement = request_memory, fast_health_check, placement
         self.ray = None
         self._owns_ray = False
         self._task_refs: dict[str, Any] = {}
@@ -310,6 +313,7 @@ class RayExecutor:
         self._cancelled: list = []
         self.infra_retries: list[dict[str, Any]] = []
         self.nodes_used: set[str] = set()
+        self.trial_nodes: dict[str, str] = {}  # trial key -> node of its last attempt
 
     # ---- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -397,6 +401,9 @@ class RayExecutor:
             self._check_feasible(specs)
             await self._cleanup_nodes()
             self._pending = Counter(s.task.id for s in specs)
+            # Task by task (plan order within a task): a task's image is needed for a stretch of the
+            # run and then by no pending trial, so an image disk budget can evict it.
+            specs = sorted(specs, key=lambda s: s.task.id)
             gate = asyncio.Semaphore(self.exp.concurrency)
 
             async def guarded(spec) -> None:
@@ -436,9 +443,18 @@ class RayExecutor:
             return []
         return sorted(self._tags[t] for t, n in self._pending.items() if n > 0 and t in self._tags)
 
-    def _strategy(self, avoid: set[str]):
+    def _strategy(self, avoid: set[str], task_id: str):
+        """First attempts: SPREAD over the nodes, or (placement: task) every trial of a task on one
+        node chosen by hashing the task id, so each node builds and stores only its share of the
+        images (soft: a node that is gone passes its share on). Retries: away from failed nodes."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+        if not avoid and self.placement == "task":
+            from tbscale.seeds import derive_seed
+
+            nodes = sorted(n["NodeID"] for n in self._alive_nodes())
+            if nodes:
+                return NodeAffinitySchedulingStrategy(nodes[derive_seed(task_id) % len(nodes)], soft=True)
         if not avoid:
             return "SPREAD"
         alive = [n["NodeID"] for n in self._alive_nodes() if n["NodeID"] not in avoid]
@@ -462,13 +478,14 @@ class RayExecutor:
 
         def started(node: str) -> None:
             avoid.add(node)
+            self.trial_nodes[spec.key] = node
             if retry:
                 retry["retry_started_at"] = round(time.time(), 3)
         try:
             while True:
                 payload = {"exp": self.exp, "spec": spec, "run_name": trials.folder.path.name,
                            "keep_images": self._keep_images()}
-                options = {"num_cpus": cpus, "scheduling_strategy": self._strategy(avoid)}
+                options = {"num_cpus": cpus, "scheduling_strategy": self._strategy(avoid, spec.task.id)}
                 if mem:
                     options["memory"] = mem
                 task = self._stream_task if self.stream else self._collect_task
