@@ -292,10 +292,10 @@ class RayExecutor:
     def __init__(self, exp, address: str = "local", num_cpus: int | None = None, retries: int = 2,
                  stream: str | bool = "auto", runtime_env: dict[str, Any] | None = None,
                  request_memory: bool = True, fast_health_check: bool = True, placement: str = "spread",
-                 **unknown: Any):
+                 width: int = 1, **unknown: Any):
         if unknown:
             raise TbscaleError(f"executor: unknown option(s) for ray: {', '.join(sorted(unknown))} (known: address, "
-                               "num_cpus, retries, stream, runtime_env, request_memory, fast_health_check, placement)")
+                               "num_cpus, retries, stream, runtime_env, request_memory, fast_health_check, placement, width)")
         if placement not in ("spread", "task"):
             raise TbscaleError(f"executor.placement: {placement!r} is not one of spread, task")
         if runtime_env and "env_vars" in runtime_env:
@@ -305,6 +305,8 @@ class RayExecutor:
         self.stream = (not self.address.startswith("ray://")) if stream == "auto" else bool(stream)
         self.runtime_env = runtime_env or None
         self.request_memory, self.fast_health_check, self.placement = request_memory, fast_health_check, placement
+        # Containers one trial runs side by side (best_of_n, pdr): its request is that many times the task's.
+        self.width = max(1, int(width))
         self.ray = None
         self._owns_ray = False
         self._task_refs: dict[str, Any] = {}
@@ -379,8 +381,8 @@ class RayExecutor:
 
     def _resources(self, spec) -> tuple[float, int]:
         env = self.exp.environment
-        cpus = env.cpus or spec.task.cpus
-        mem = (env.memory_mb or spec.task.memory_mb) * MB if self.request_memory else 0
+        cpus = (env.cpus or spec.task.cpus) * self.width
+        mem = (env.memory_mb or spec.task.memory_mb) * MB * self.width if self.request_memory else 0
         return cpus, mem
 
     async def _cleanup_nodes(self) -> int:
