@@ -388,7 +388,8 @@ def tbscale_images(host: str | None = None, label: str = LABEL_APP) -> list[Imag
     for img in client(host).api.images(filters={"label": label}):
         tags = [t for t in (img.get("RepoTags") or []) if t != "<none>:<none>"]
         used = [_use_record(t).stat().st_mtime for t in tags if _use_record(t).exists()]
-        out.append(ImageUse(img["Id"], tags, int(img.get("Size") or 0), max(used, default=float(img.get("Created") or 0))))
+        last = max(used, default=float(img.get("Created") or 0))
+        out.append(ImageUse(img["Id"], tags, int(img.get("Size") or 0), last))
     return out
 
 
