@@ -137,6 +137,21 @@ def test_placement_by_task_keeps_each_tasks_trials_on_one_node(tmp_path, cluster
 
 @requires_ray
 @pytest.mark.slow
+def test_without_streaming_the_events_come_with_the_result(tmp_path, cluster):
+    # What Ray Client (ray://) gets: the same trajectory, delivered when the trial ends.
+    exp = experiment({"name": "ray", "address": cluster.address, "stream": False}, include=["extract-emails"],
+                     settings=[{"name": "sim", "generator": "p"}])
+    runner = run(exp, tmp_path / "run")
+    assert runner.counters.done == 2 and runner.crashes == [] and runner.executor.stream is False
+    for row in rows_of(tmp_path / "run"):
+        types = [e["type"] for e in read_jsonl(tmp_path / "run" / row["trajectory_path"])]
+        assert types[0] == "start" and types[-1] == "end" and "model_call" in types
+    assert len(list(read_jsonl(tmp_path / "run" / "spend.jsonl"))) == sum(
+        r["tokens"]["generator"]["calls"] for r in rows_of(tmp_path / "run"))
+
+
+@requires_ray
+@pytest.mark.slow
 def test_killing_a_node_mid_run_finishes_every_trial_once(tmp_path, cluster):
     for i in range(3):
         write_harbor_task(tmp_path / "tasks", f"slow{i}", solve="#!/bin/bash\nsleep 4\necho done > /app/out.txt\n")

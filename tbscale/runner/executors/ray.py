@@ -451,16 +451,22 @@ class RayExecutor:
         images (soft: a node that is gone passes its share on). Retries: away from failed nodes."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        if not avoid and self.placement == "task":
-            from tbscale.seeds import derive_seed
+        from tbscale.seeds import derive_seed
 
+        if not avoid and self.placement == "task":
             nodes = sorted(n["NodeID"] for n in self._alive_nodes())
             if nodes:
                 return NodeAffinitySchedulingStrategy(nodes[derive_seed(task_id) % len(nodes)], soft=True)
-        if not avoid:
+        alive = [n["NodeID"] for n in self._alive_nodes()]
+        if not avoid or not avoid.intersection(alive):  # the failed node is gone: Ray will not pick it
             return "SPREAD"
-        alive = [n["NodeID"] for n in self._alive_nodes() if n["NodeID"] not in avoid]
-        return NodeAffinitySchedulingStrategy(alive[0], soft=True) if alive else "DEFAULT"
+        others = [n for n in alive if n not in avoid]  # a worker crashed on a node that lives on
+        if not others:
+            return "DEFAULT"
+        # Soft, and spilling to any node with room when this one is busy: away from the failed node
+        # without waiting for one particular node.
+        return NodeAffinitySchedulingStrategy(others[derive_seed(task_id, len(avoid)) % len(others)], soft=True,
+                                              _spill_on_unavailable=True)
 
     async def run_trial(self, spec, trials) -> TrialResult:
         """Run one trial on the cluster; its lines land in the run folder through this process."""
