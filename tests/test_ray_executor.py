@@ -4,7 +4,8 @@ killed mid-run costs only the attempts it held, and every trial is indexed exact
 the workers and appear in no file of the run folder or of Ray's session; a model that is unavailable
 in a worker stops the run; SIGINT leaves no container; `--help` and local runs never import Ray.
 Per node: two processes never build one image twice; the image disk budget evicts least recently
-used tbscale images that no pending trial needs."""
+used tbscale images that no pending trial needs. Remote engines: a trial runs against the engine
+reached as a `tcp://` Docker host."""
 
 from __future__ import annotations
 
@@ -428,3 +429,69 @@ def test_backend_evicts_before_a_build_and_keeps_pending_images(tmp_path, monkey
     calls.clear()
     dk.DockerBackend().prepare(task)  # no budget: nothing evicted
     assert calls == []
+
+
+# ---- a Docker host reached over tcp:// ------------------------------------------------------------
+
+class TcpToDockerSocket:
+    """A TCP port on 127.0.0.1 that forwards every connection to the local engine's unix socket:
+    the engine seen as a remote `tcp://` Docker host, without starting a second one."""
+
+    def __init__(self, socket_path: str = "/var/run/docker.sock"):
+        import socket
+        import threading
+
+        self.socket_path, self.connections = socket_path, 0
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            self.connections += 1
+            upstream = socket.socket(socket.AF_UNIX)
+            upstream.connect(self.socket_path)
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src, dst) -> None:
+        import socket
+
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.server.close()
+
+
+def test_a_trial_runs_against_a_docker_host_over_tcp(tmp_path):
+    write_harbor_task(tmp_path / "tasks", "overtcp")
+    proxy = TcpToDockerSocket()
+    try:
+        exp = Experiment.model_validate({
+            "name": "tcp", "tasks": {"path": str(tmp_path / "tasks")}, "trials": 2,
+            "settings": [{"name": "oracle", "agent": "oracle"}],
+            "environment": {"docker_host": f"tcp://127.0.0.1:{proxy.port}"}})
+        runner = run(exp, tmp_path / "run")
+        assert runner.backend.host == f"tcp://127.0.0.1:{proxy.port}"
+        assert runner.counters.done == 2 and all(r["passed"] for r in rows_of(tmp_path / "run"))
+        assert proxy.connections > 0  # every engine call of the run went through tcp://
+    finally:
+        proxy.close()
