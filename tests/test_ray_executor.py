@@ -355,6 +355,19 @@ def test_task_files_are_rebuilt_on_a_machine_without_them(tmp_path):
     there = materialize_task(task, packed, root=tmp_path / "cache")
     assert there.tests_dir != task.tests_dir and (there.tests_dir / "test.sh").stat().st_mode & 0o777 == 0o755
     assert image_tag_for(there) == image_tag_for(load_task(moved / "shipped"))
+    assert there.path.parent == tmp_path / "cache" and there.tests_dir.parent == there.path
+    # A folder the task names outside its own (Terminal-Bench stages its tests elsewhere) travels too.
+    from dataclasses import replace
+
+    staged = tmp_path / "staged" / "tests"
+    shutil.copytree(moved / "shipped" / "tests", staged)
+    (staged / "extra.txt").write_text("x")
+    outside = replace(load_task(moved / "shipped"), tests_dir=staged)
+    packed = pack_task(outside)
+    assert len(packed) == 2
+    shutil.rmtree(tmp_path / "staged")
+    there = materialize_task(outside, packed, root=tmp_path / "cache2")
+    assert (there.tests_dir / "extra.txt").read_text() == "x" and there.path == outside.path
 
 
 # ---- per node: image builds locked across processes, the image disk budget -----------------------
