@@ -9,7 +9,7 @@ CONFIG ?= configs/demo.yaml
 $(BIN)/tbscale: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev,ray]'
 	touch $(BIN)/tbscale
 
 setup: $(BIN)/tbscale docker

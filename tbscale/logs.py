@@ -57,12 +57,15 @@ def event_line(type: str, fields: dict[str, Any]) -> str:
 
 
 class EventLog:
-    """Append-only JSONL writer shared by the attempts of one trial."""
+    """Append-only JSONL writer shared by the attempts of one trial. With `sink`, every line goes
+    to `sink(line)` instead of the file (a Ray worker streams its lines to the driver, which alone
+    writes the run folder); side files still go beside `path`."""
 
-    def __init__(self, path: Path, **base: Any):
+    def __init__(self, path: Path, sink: Callable[[str], None] | None = None, **base: Any):
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self._f = open(path, "w", encoding="utf-8")  # a rerun of an unfinished trial starts afresh
+        self.path, self.sink, self._closed = path, sink, False
+        # A rerun of an unfinished trial starts afresh.
+        self._f = open(path, "w", encoding="utf-8") if sink is None else None
         self._lock = threading.Lock()
         self.base = base
         self.write("start", attempt=None, turn=None, schema_version=SCHEMA_VERSION, **base)
@@ -70,17 +73,21 @@ class EventLog:
     def write(self, type: str, **fields: Any) -> None:
         line = event_line(type, fields)
         with self._lock:
-            if self._f.closed:
+            if self._closed:
+                return
+            if self._f is None:
+                self.sink(line)
                 return
             self._f.write(line + "\n")
             self._f.flush()
 
     def close(self) -> None:
         with self._lock:
-            if not self._f.closed:
+            if not self._closed and self._f is not None:
                 self._f.flush()
                 os.fsync(self._f.fileno())
                 self._f.close()
+            self._closed = True
 
 
 class AttemptRecorder:

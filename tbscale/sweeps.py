@@ -5,7 +5,10 @@ list indices as numbers: `settings.1.policy.n`). Every config x grid point is on
 `<output_dir>/<date>/<run name>`; runs resume like any other, so an interrupted nightly sweep
 picks up where it stopped. After each run, one line per setting is appended to the history
 file (date, commit, grid point, pass@1 with its interval, tokens, endings), which
-`tbscale history` shows as a table across nights.
+`tbscale history` shows as a table across nights. Each line also keeps the setting's pass rate per
+task, so two nights of one setting can be compared task by task: `tbscale history --check` (the
+nightly gate) flags a setting whose newest pass@1 fell below its previous one by more than the
+paired bootstrap interval (see `regressions`).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import copy
 import itertools
 import json
 import re
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -129,5 +133,80 @@ def history_lines(run_dir: Path, sweep: Sweep, point: dict[str, Any], date: str)
             "cost_usd": costs.loc[setting, "cost_usd"],
             "endings": {k: endings.loc[setting, k] for k in tables.ENDINGS},
             "simulated": bool(manifest.get("simulated_models")),
+            # The same trials as pass_at_1 (their mean): what the paired regression check compares.
+            "task_pass_rates": {str(t): round(float(r), 6) for t, r in
+                                tables.per_task(df, setting).set_index("task_id")["pass_rate"].items()},
         })
     return lines
+
+
+# ---- the nightly regression gate ---------------------------------------------------------------
+
+def series_key(line: dict[str, Any]) -> tuple[str, str, str]:
+    """What makes two history lines the same tracked setting on different dates: the sweep, the
+    run name (config name and grid point, without the date) and the setting."""
+    return (str(line.get("sweep")), str(line.get("run")), str(line.get("setting")))
+
+
+@dataclass
+class Comparison:
+    """The newest line of one tracked setting against the one before it."""
+
+    sweep: str
+    run: str
+    setting: str
+    previous_date: str
+    date: str
+    previous: float  # pass@1 over the shared tasks
+    current: float
+    diff: float  # current - previous, paired over the shared tasks
+    lo: float
+    hi: float
+    tasks: int  # shared tasks
+    regression: bool
+    note: str = ""
+
+
+def compare_lines(prev: dict[str, Any], new: dict[str, Any], alpha: float = 0.05, n_resamples: int = 10_000,
+                  seed: int = 0, min_tasks: int = 2) -> Comparison:
+    """Paired bootstrap over the tasks both lines scored of (new - previous) per-task pass rate.
+    A regression is a drop whose whole (1 - alpha) interval lies below zero: `hi < 0`. A drop
+    within the interval is noise and passes; so does a comparison that cannot be made (lines
+    without per-task rates, fewer than `min_tasks` shared tasks), with a note saying why."""
+    from tbscale.analysis.metrics import paired_bootstrap
+
+    sweep, run, setting = series_key(new)
+    base = dict(sweep=sweep, run=run, setting=setting, previous_date=str(prev.get("date")), date=str(new.get("date")))
+    a, b = prev.get("task_pass_rates"), new.get("task_pass_rates")
+    if not a or not b:
+        nan = float("nan")
+        return Comparison(**base, previous=prev.get("pass_at_1", nan), current=new.get("pass_at_1", nan), diff=nan,
+                          lo=nan, hi=nan, tasks=0, regression=False, note="no per-task pass rates: not compared")
+    shared = sorted(set(a) & set(b))
+    pa, pb = [float(a[t]) for t in shared], [float(b[t]) for t in shared]
+    if len(shared) < min_tasks:
+        mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")  # noqa: E731
+        return Comparison(**base, previous=mean(pa), current=mean(pb), diff=mean(pb) - mean(pa), lo=float("nan"),
+                          hi=float("nan"), tasks=len(shared), regression=False,
+                          note=f"{len(shared)} shared task(s), fewer than {min_tasks}: not compared")
+    res = paired_bootstrap(pa, pb, n_resamples=n_resamples, seed=seed, alpha=alpha)
+    return Comparison(**base, previous=sum(pa) / len(pa), current=sum(pb) / len(pb), diff=res.diff, lo=res.lo,
+                      hi=res.hi, tasks=len(shared), regression=bool(res.hi < 0))
+
+
+def regressions(lines: list[dict[str, Any]], sweep: str | None = None, alpha: float = 0.05,
+                n_resamples: int = 10_000, seed: int = 0, min_tasks: int = 2) -> list[Comparison]:
+    """For every tracked setting with lines on two or more dates, its newest line against the line
+    of the latest earlier date (a rerun on one date supersedes that date's earlier line)."""
+    by_series: dict[tuple, dict[str, dict[str, Any]]] = {}
+    for line in lines:
+        if sweep is not None and line.get("sweep") != sweep:
+            continue
+        by_series.setdefault(series_key(line), {})[str(line.get("date"))] = line  # later lines win
+    out = []
+    for _, dated in sorted(by_series.items()):
+        if len(dated) < 2:
+            continue
+        prev_date, new_date = sorted(dated)[-2:]
+        out.append(compare_lines(dated[prev_date], dated[new_date], alpha, n_resamples, seed, min_tasks))
+    return out

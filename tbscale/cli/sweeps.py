@@ -56,11 +56,50 @@ def sweep(sweep_file: Path = typer.Argument(..., help="sweep YAML: configs and a
 
 @app.command("history")
 def history_cmd(path: Path = typer.Argument(Path("results/history.jsonl")),
-                sweep_name: Optional[str] = typer.Option(None, "--sweep", help="only this sweep")):
-    """Pass@1 per setting across sweep dates (the history `tbscale sweep` keeps)."""
+                sweep_name: Optional[str] = typer.Option(None, "--sweep", help="only this sweep"),
+                check: bool = typer.Option(False, "--check", help="compare each tracked setting's newest pass@1 with "
+                                           "its previous date's; exit 1 when one dropped by more than the paired "
+                                           "bootstrap interval (the nightly gate)"),
+                alpha: float = typer.Option(0.05, min=0.0001, max=0.5, help="with --check: 1 - the interval's level"),
+                min_tasks: int = typer.Option(2, min=1, help="with --check: fewest shared tasks to compare")):
+    """Pass@1 per setting across sweep dates (the history `tbscale sweep` keeps); with --check, the
+    regression gate."""
     if not path.exists():
         fail(f"{path}: no such history file (written by `tbscale sweep`)")
     show_history(path, sweep_name)
+    if check:
+        raise typer.Exit(check_history(path, sweep_name, alpha, min_tasks))
+
+
+def check_history(path: Path, sweep_name: str | None, alpha: float = 0.05, min_tasks: int = 2) -> int:
+    """Print every comparison and the regressions; 1 when there is a regression, else 0."""
+    from rich.table import Table
+
+    from tbscale.logs import read_jsonl
+    from tbscale.sweeps import regressions
+
+    comps = regressions(list(read_jsonl(path)), sweep_name, alpha=alpha, min_tasks=min_tasks)
+    level = f"{100 * (1 - alpha):g}%"
+    table = Table(title=f"newest vs previous date, paired bootstrap over shared tasks ({level} interval)")
+    for col in ("sweep", "run", "setting", "dates", "pass@1", "diff [interval]", "tasks", "verdict"):
+        table.add_column(col)
+    for c in comps:
+        pct = lambda x: f"{100 * x:.1f}"  # noqa: E731
+        verdict = "[red]REGRESSION[/]" if c.regression else (c.note or "ok")
+        table.add_row(c.sweep, c.run, c.setting, f"{c.previous_date} -> {c.date}",
+                      f"{pct(c.previous)}% -> {pct(c.current)}%",
+                      f"{pct(c.diff)} [{pct(c.lo)}, {pct(c.hi)}]" if c.note == "" else "-", str(c.tasks), verdict)
+    out.print(table)
+    bad = [c for c in comps if c.regression]
+    for c in bad:
+        out.print(f"regression: {c.sweep} {c.run} {c.setting}: pass@1 {100 * c.previous:.1f}% ({c.previous_date}) -> "
+                  f"{100 * c.current:.1f}% ({c.date}), paired diff {100 * c.diff:.1f} points, {level} interval "
+                  f"[{100 * c.lo:.1f}, {100 * c.hi:.1f}] over {c.tasks} tasks", highlight=False)
+    if not comps:
+        out.print("nothing to compare yet: no tracked setting has two dates")
+    elif not bad:
+        out.print(f"no regression ({len(comps)} setting(s) compared)")
+    return 1 if bad else 0
 
 
 def show_history(path: Path, sweep_name: str | None) -> None:

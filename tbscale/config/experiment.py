@@ -99,6 +99,9 @@ class EnvironmentConfig(Strict):
     memory_mb: int | None = Field(None, gt=0, description="override the task's memory")
     pids_limit: int = Field(1024, ge=16, description="processes a container may hold at once")
     build_timeout_sec: float | None = Field(None, gt=0)
+    image_disk_budget_gb: float | None = Field(
+        None, gt=0, description="per Docker engine: evict tbscale-built images no pending trial needs, least "
+                                "recently used first, to stay within this (docs/scale.md)")
 
 
 class ComponentSpec(Strict):

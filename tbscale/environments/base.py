@@ -129,6 +129,9 @@ class Backend(Protocol):
         """Remove what killed tbscale processes left behind; the number removed."""
         ...
 
+    # Optional: `plan(tasks)` tells a backend which tasks pending trials still need (a backend with
+    # a disk budget keeps their images); callers use it when present.
+
 
 # Backends by name: "module:factory", imported when first asked for. Another backend is one more
 # line here (or `register_backend` from a plugin).

@@ -10,13 +10,18 @@ interrupted process leaves behind can be found and removed (`cleanup_session`, `
 from __future__ import annotations
 
 import atexit
+import contextlib
+import fcntl
+import hashlib
 import io
 import os
+import re
 import shlex
 import tarfile
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 from tbscale.environments.base import BoundedOutput, StartSpec, ExecResult
@@ -35,6 +40,40 @@ _HOST = os.uname().nodename
 _clients: dict[str | None, object] = {}
 _client_lock = threading.Lock()
 _build_locks: dict[str, threading.Lock] = {}
+
+
+def cache_dir() -> Path:
+    """tbscale's own folder on this machine (build locks, image use times): $XDG_CACHE_HOME/tbscale."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tbscale"
+
+
+@contextlib.contextmanager
+def build_lock(host: str | None, tag: str):
+    """Held while one image is checked for and built: across the threads of this process and, by
+    an fcntl lock on a file under cache_dir(), across every process on this machine (Ray runs
+    trials in several worker processes per node), so one tag is never built twice at once."""
+    key = f"{host}|{tag}"
+    folder = cache_dir() / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / (hashlib.sha256(key.encode()).hexdigest()[:24] + ".lock")
+    with _build_locks.setdefault(key, threading.Lock()), open(path, "a") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def _use_record(tag: str) -> Path:
+    return cache_dir() / "images" / re.sub(r"[^A-Za-z0-9_.-]", "_", tag)
+
+
+def note_image_use(tag: str) -> None:
+    """Remember when an image was last used on this machine (the image disk budget evicts the
+    least recently used first)."""
+    path = _use_record(tag)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
 
 
 def client(host: str | None = None):
@@ -72,8 +111,8 @@ def ensure_image(task, build_timeout_sec: float | None = None, host: str | None 
 
     tag = image_tag_for(task)
     engine = client(host)
-    lock = _build_locks.setdefault(f"{host}|{tag}", threading.Lock())
-    with lock:
+    with build_lock(host, tag):
+        note_image_use(tag)
         try:
             engine.images.get(tag)
             return tag, False
@@ -239,17 +278,31 @@ class Container:
 
 
 class DockerBackend:
-    """Containers on one Docker engine: the local one, or `host` (tcp://, ssh://)."""
+    """Containers on one Docker engine: the local one, or `host` (tcp://, ssh://). With an
+    `image_disk_budget_gb`, tbscale-built images that no pending trial needs are evicted, least
+    recently used first, before a new image is built or pulled (`evict_images`)."""
 
     name = "docker"
 
-    def __init__(self, host: str | None = None, **_):
+    def __init__(self, host: str | None = None, image_disk_budget_gb: float | None = None, **_):
         self.host = host
+        self.image_disk_budget_gb = image_disk_budget_gb
+        self.keep_images: set[str] = set()  # tags the pending trials need (never evicted)
 
     def check(self) -> None:
         client(self.host)
 
+    def image_tag(self, task) -> str:
+        return image_tag_for(task)
+
+    def plan(self, tasks: list) -> None:
+        """The tasks whose trials are still to run: their images are kept whatever the budget."""
+        if self.image_disk_budget_gb is not None:
+            self.keep_images = {image_tag_for(t) for t in tasks}
+
     def prepare(self, task, build_timeout_sec: float | None = None) -> tuple[str, bool]:
+        if self.image_disk_budget_gb is not None and not _image_present(image_tag_for(task), self.host):
+            evict_images(self.image_disk_budget_gb, self.keep_images | {image_tag_for(task)}, self.host)
         return ensure_image(task, build_timeout_sec, self.host)
 
     def start(self, spec: StartSpec) -> Container:
@@ -308,6 +361,66 @@ def cleanup_orphans(host: str | None = None) -> int:
         if session == SESSION_ID or not pid.isdigit() or _pid_alive(int(pid)):
             continue
         removed += _remove_by_id(c["Id"], host)
+    return removed
+
+
+def _image_present(tag: str, host: str | None) -> bool:
+    import docker
+
+    try:
+        client(host).images.get(tag)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+
+
+@dataclass
+class ImageUse:
+    id: str
+    tags: list[str]
+    size: int
+    last_used: float  # unix seconds: the last ensure_image on this machine, else when it was built
+
+
+def tbscale_images(host: str | None = None, label: str = LABEL_APP) -> list[ImageUse]:
+    """Images tbscale built (labelled `org.tbscale`, or `label`) with their size and last use."""
+    out = []
+    for img in client(host).api.images(filters={"label": label}):
+        tags = [t for t in (img.get("RepoTags") or []) if t != "<none>:<none>"]
+        used = [_use_record(t).stat().st_mtime for t in tags if _use_record(t).exists()]
+        last = max(used, default=float(img.get("Created") or 0))
+        out.append(ImageUse(img["Id"], tags, int(img.get("Size") or 0), last))
+    return out
+
+
+def evict_images(budget_gb: float, keep: set[str], host: str | None = None, label: str = LABEL_APP,
+                 log=None) -> list[str]:
+    """Remove tbscale-built images, least recently used first, until their total size is within
+    `budget_gb`; never one whose tag is in `keep` (what pending trials need) nor one a container
+    still uses. The total counts each image's whole size (layers shared between images are
+    counted once per image), so it overstates the disk used and the budget errs on the safe side.
+    Returns the tags (or ids) removed."""
+    import docker
+
+    images = tbscale_images(host, label)
+    total = sum(i.size for i in images)
+    budget = budget_gb * 1e9
+    removed: list[str] = []
+    for img in sorted(images, key=lambda i: i.last_used):
+        if total <= budget:
+            break
+        if keep.intersection(img.tags):
+            continue
+        try:
+            client(host).api.remove_image(img.id, force=False)
+        except docker.errors.APIError:  # a container (another trial's, or a user's) still uses it
+            continue
+        total -= img.size
+        removed.append(img.tags[0] if img.tags else img.id)
+        for t in img.tags:
+            _use_record(t).unlink(missing_ok=True)
+        if log:
+            log(f"evicted image {removed[-1]} ({img.size / 1e9:.2f} GB) to stay within {budget_gb} GB")
     return removed
 
 

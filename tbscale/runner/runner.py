@@ -66,9 +66,13 @@ class Runner:
         self.counters = Counters()
         self.on_update = on_update or (lambda c, row: None)
         self.simulated = any(m.is_simulated for m in exp.models.values())
-        self.backend = get_backend(exp.environment.backend, host=exp.environment.docker_host)
+        self.backend = get_backend(exp.environment.backend, host=exp.environment.docker_host,
+                                   image_disk_budget_gb=exp.environment.image_disk_budget_gb)
         self.trials = TrialRunner(exp, self.folder, self.backend, asyncio.Semaphore(exp.concurrency),
                                   on_call=self._on_call)
+        # Where trials run: in this process, or (ray) on a cluster whose workers stream each
+        # trial's lines back here, the only process that writes the run folder.
+        self.executor = executor_for(exp)
 
     def _on_call(self, spec: TrialSpec, record: dict[str, Any]) -> None:
         self.folder.record_spend({"ts": round(time.time(), 3), "trial_key": spec.key, "setting": spec.setting.name,
@@ -88,7 +92,7 @@ class Runner:
 
     async def run_trial(self, spec: TrialSpec) -> TrialResult:
         """Run one trial and index its line."""
-        row = await self.trials.run_trial(spec)
+        row = await self.executor.run_trial(spec, self.trials)
         self.index.append(row)
         return row
 
@@ -109,12 +113,14 @@ class Runner:
                                         retry_infra_errors=self.retry_infra_errors)
         todo = [s for s in specs if s.key not in done]
         self.counters.total, self.counters.skipped = len(specs), len(specs) - len(todo)
+        if hasattr(self.backend, "plan"):  # an image disk budget keeps what pending trials need
+            self.backend.plan(list({s.task.id: s.task for s in todo}.values()))
         self.on_update(self.counters, None)
         try:
-            await executor_for(self.exp).run(todo, self._run_one)
+            await self.executor.run(todo, self._run_one)
         finally:
             invocation.update(finished_at=now(), trials_run=self.counters.done, crashed=self.counters.crashed,
-                              infra_errors=len(self.infra_errors))
+                              infra_errors=len(self.infra_errors), **self.executor.summary())
             if self.stopped is not None:
                 invocation["stopped"] = str(self.stopped)
             self.folder.write_manifest(manifest)

@@ -11,6 +11,13 @@ class LocalExecutor:
     def __init__(self, concurrency: int):
         self.concurrency = concurrency
 
+    def summary(self) -> dict:
+        return {}
+
+    async def run_trial(self, spec, trials):
+        """One trial, here: `trials` is the run's TrialRunner."""
+        return await trials.run_trial(spec)
+
     async def run(self, specs: list, run_one: Callable[[object], Awaitable[None]]) -> None:
         """Run `run_one` for every spec. The first exception `run_one` lets through (a model that is
         unavailable) cancels the trials still running and is raised; `run_one` handles the rest."""
