@@ -117,10 +117,13 @@ def experiment_of(doc: dict[str, Any], cfg_path: Path, point: dict[str, Any]) ->
 def history_lines(run_dir: Path, sweep: Sweep, point: dict[str, Any], date: str) -> list[dict[str, Any]]:
     from tbscale.analysis import tables
 
-    df = tables.load_trials([run_dir])
-    summary = tables.summary(df).set_index("setting")
+    every = tables.load_trials([run_dir])
+    # Scored as the report scores them: a trial the harness failed is not an agent failure, so
+    # pass rates (and the regression gate built on them) leave infrastructure errors out.
+    df = tables.scored(every)
+    summary = tables.summary(df, all_trials=every).set_index("setting")
     costs = tables.costs(df, tables.baseline_label(df)).set_index("setting")
-    endings = tables.endings(df).set_index("setting")
+    endings = tables.endings(every).set_index("setting")
     manifest = json.loads((run_dir / "manifest.json").read_text())
     lines = []
     for setting, row in summary.iterrows():
@@ -128,6 +131,7 @@ def history_lines(run_dir: Path, sweep: Sweep, point: dict[str, Any], date: str)
             "sweep": sweep.name, "date": date, "recorded_at": datetime.now(timezone.utc).isoformat(),
             "git_commit": manifest.get("git_commit"), "run": run_dir.name, "run_dir": str(run_dir),
             "grid_point": point, "setting": setting, "tasks": int(row["tasks"]), "trials": int(row["trials"]),
+            "infra_errors": int(row["infra_errors"]),
             "pass_at_1": row["pass@1"], "ci_lo": row["ci_lo"], "ci_hi": row["ci_hi"],
             "turns_mean": row["turns_mean"], "total_out_tokens": costs.loc[setting, "total_out"],
             "cost_usd": costs.loc[setting, "cost_usd"],

@@ -124,3 +124,19 @@ def test_a_verifier_that_cannot_run_is_a_verifier_error(tmp_path: Path) -> None:
     assert res.returncode == 3
     (row,) = rows(tmp_path)
     assert (row["ending"], row["stop_reason"], row["infra_error"]) == ("verifier_error", "reward_missing", True)
+
+
+def test_nightly_history_scores_what_the_report_scores(tmp_path: Path) -> None:
+    from tbscale.sweeps import Sweep, history_lines
+
+    write_harbor_task(tmp_path / "tasks", "builds")
+    write_harbor_task(tmp_path / "tasks", "broken", dockerfile="FROM debian:bookworm-slim\nRUN exit 3\n")
+    doc = {"name": "infra", "tasks": {"path": str(tmp_path / "tasks")}, "trials": 1,
+           "output_dir": str(tmp_path / "results"), "settings": [{"name": "oracle", "agent": "oracle"}]}
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(doc))
+    assert tbscale("run", str(tmp_path / "exp.yaml"), "--no-report").returncode == 3
+    sweep = Sweep(name="nightly", configs=[str(tmp_path / "exp.yaml")])
+    (line,) = history_lines(tmp_path / "results" / "infra", sweep, {}, "2026-11-30")
+    # the image that did not build is the harness's failure: not a 0 in pass@1 nor in the gate's rates
+    assert line["pass_at_1"] == 1.0 and line["trials"] == 1 and line["infra_errors"] == 1
+    assert line["task_pass_rates"] == {"builds": 1.0}
