@@ -53,6 +53,7 @@ NEEDS_INTERNET = re.compile("|".join([
     r"error sending request for url", r"Failed to download", r"dns error", r"Connection timed out",
     r"fatal: unable to access 'https?://", r"npm ERR! (?:code )?E(?:AI_AGAIN|NOTFOUND)",
     r"astral\.sh/uv/.*(?:not found|No such file)", r"uv(?:x)?: (?:command )?not found",
+    r"dial tcp: lookup \S+", r"is not present and cannot be pulled", r"pull access denied",
 ]), re.IGNORECASE)
 INFRA_ENVIRONMENT = {"sandbox_error", "image_build_error", "healthcheck_failed"}
 
@@ -87,13 +88,14 @@ def check_reasons(rows: list[dict], tasks: list, run_dir: Path) -> dict[str, tup
             out[task_id] = ("ok", "")
             continue
         r = bad[0] if bad else (oracle or nop)
-        text = _trial_text(run_dir, r) if r["setting"] == "oracle" else ""
+        text = _trial_text(run_dir, r) if r["setting"] == "oracle" or r.get("infra_error") else ""
         m = NEEDS_INTERNET.search(text)
         message = ((r.get("error") or {}).get("message") or "")
-        if r["setting"] == "oracle" and m:
+        if m and (r["setting"] == "oracle" or r.get("infra_error")):
             task = policies.get(task_id)
             offline = task is not None and not (task.verifier.network.internet and task.agent.network.internet)
-            where = "the image build" if r.get("stop_reason") == "image_build_error" else "its test or solution"
+            where = ("the image build (a base image or a download)" if r.get("stop_reason") == "image_build_error"
+                     else "its test or solution")
             note = " (its policy gives it no internet)" if offline else ""
             out[task_id] = ("needs internet", f"{where} needs the internet{note}: {m.group(0)[:80]}")
         elif r.get("stop_reason") in INFRA_ENVIRONMENT:
@@ -114,6 +116,8 @@ def tasks_check(path: Path = typer.Argument(Path("tasks")),
                 exclude: Optional[str] = typer.Option(None, help="comma-separated task ids to skip"),
                 network: str = typer.Option("task", help="every task's network policy, in every phase: task "
                                                          "(as each task says), public or no-network"),
+                storage_limit: str = typer.Option("enforce", help="storage_mb on an engine that cannot enforce it: "
+                                                                  "enforce (refuse the task) or ignore (run without it)"),
                 keep: Optional[Path] = typer.Option(None, help="keep the check's run folder here")):
     """Run the oracle and the nop agent on every task: every oracle must pass and every nop fail.
     The table gives each other task's reason: refused, needs internet, oracle failed, nop passed,
@@ -130,6 +134,8 @@ def tasks_check(path: Path = typer.Argument(Path("tasks")),
     networks = {"task": "task", "public": "bridge", "no-network": "none"}
     if network not in networks:
         fail(f"--network: one of task, public, no-network, got {network!r}")
+    if storage_limit not in ("enforce", "ignore"):
+        fail(f"--storage-limit: enforce or ignore, got {storage_limit!r}")
     try:
         tasks, problems = load_tasks(path, include=split_list(include), exclude=split_list(exclude),
                                      on_error="collect")
@@ -140,7 +146,7 @@ def tasks_check(path: Path = typer.Argument(Path("tasks")),
         console.print(f"[red]broken:[/] {escape(msg)}", highlight=False, soft_wrap=True)
     exp = Experiment.model_validate({
         "name": "tasks-check", "tasks": {"path": str(path)}, "trials": 1, "concurrency": concurrency,
-        "environment": {"network": networks[network]},
+        "environment": {"network": networks[network], "storage_limit": storage_limit},
         "settings": [{"name": "oracle", "agent": "oracle"}, {"name": "nop", "agent": "nop"}]})
     run_dir = keep or Path(tempfile.mkdtemp(prefix="tbscale-check-")) / "tasks-check"
     runner = Runner(exp, tasks, run_dir)

@@ -99,6 +99,9 @@ class EnvironmentConfig(Strict):
     memory_mb: int | None = Field(None, gt=0, description="override the task's memory")
     pids_limit: int = Field(1024, ge=16, description="processes a container may hold at once")
     build_timeout_sec: float | None = Field(None, gt=0)
+    storage_limit: Literal["enforce", "ignore"] = Field(
+        "enforce", description="a task's storage_mb on an engine that cannot enforce a quota: enforce (refuse the "
+                               "task) or ignore (run it without the limit, as Harbor's Docker environment does)")
 
 
 class ComponentSpec(Strict):

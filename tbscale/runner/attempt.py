@@ -104,7 +104,7 @@ class TaskRuntime:
             if env.gpus and not caps["gpus"]:
                 return (f"{table}.gpus = {env.gpus}: this Docker engine has no GPUs (no nvidia runtime); "
                         "a GPU task is refused, not run without one")
-            if env.storage_mb and not caps["storage_quota"]:
+            if env.storage_mb and not caps["storage_quota"] and self.exp.environment.storage_limit == "enforce":
                 return (f"{table}.storage_mb = {env.storage_mb}: this Docker engine cannot enforce a storage quota "
                         "(it needs overlay2 on xfs with pquota, btrfs or zfs); the task is refused, not run without it")
         sidecars = [s for s in self.env.services if s != self.env.main_service] if uses_compose(self.task, self.env) else []
@@ -141,9 +141,13 @@ class TaskRuntime:
             from tbscale.environments.compose import compose_spec
 
             compose = compose_spec(task, image)
+        storage = env.storage_mb
+        if storage and cfg.storage_limit == "ignore":
+            caps = getattr(self.backend, "capabilities", None)
+            storage = storage if callable(caps) and caps()["storage_quota"] else None
         return StartSpec(image=image, cpus=cfg.cpus or env.cpus or task.cpus or DEFAULT_CPUS,
                          memory_mb=cfg.memory_mb or env.memory_mb or task.memory_mb or DEFAULT_MEMORY_MB,
-                         pids_limit=cfg.pids_limit, storage_mb=env.storage_mb, gpus=env.gpus or None,
+                         pids_limit=cfg.pids_limit, storage_mb=storage, gpus=env.gpus or None,
                          network="bridge", workdir=env.workdir, env=env.env.resolve(),
                          labels=dict(self.labels), compose=compose)
 
