@@ -97,7 +97,8 @@ def check_reasons(rows: list[dict], tasks: list, run_dir: Path) -> dict[str, tup
             where = ("the image build (a base image or a download)" if r.get("stop_reason") == "image_build_error"
                      else "its test or solution")
             note = " (its policy gives it no internet)" if offline else ""
-            out[task_id] = ("needs internet", f"{where} needs the internet{note}: {m.group(0)[:80]}")
+            line = re.split(r'\\n|\n|"', text[m.start():m.start() + 300])[0]
+            out[task_id] = ("needs internet", f"{where} needs the internet{note}: {line[:120]}")
         elif r.get("stop_reason") in INFRA_ENVIRONMENT:
             out[task_id] = ("environment error", f"{r['stop_reason']}: {message[:160]}")
         elif r.get("ending") == "verifier_error":
