@@ -90,15 +90,15 @@ def test_the_keys_are_acted_on_removing_one_breaks_its_task(tmp_path: Path) -> N
     root.mkdir()
     _copy("workdir", root, lambda t: t.replace('workdir = "/srv/work"', ""))
     _copy("agent-user", root, lambda t: t.replace('user = "agent"', ""))
-    _copy("healthcheck", root, lambda t: t[:t.index("[environment.healthcheck]")])
+    _copy("healthcheck", root, lambda t: t[:t.index("\n[environment.healthcheck]")])
     _copy("network-phase-overrides", root, lambda t: t.replace('network_mode = "no-network"', "", 1))
-    _copy("separate-verifier", root, lambda t: t[:t.index("[verifier.environment]")] + t[t.index("[verifier.env]"):])
+    _copy("separate-verifier", root, lambda t: t[:t.index("\n[verifier.environment]")] + t[t.index("\n[verifier.env]"):])
     _copy("env-tables", root, lambda t: t.replace('CONF_ENV_MAIN = "from-environment"', ""))
     _copy("multi-step-final", root, lambda t: t.replace("min_reward = { ready = 1.0 }", "")
           .replace("min_reward = 1.0", ""))
     code, data = check(root, tmp_path / "run")
     reasons = {t: r["category"] for t, r in data["reasons"].items()}
-    assert code == 1
+    assert code == 1 and data["broken"] == []
     expected = {"workdir": "oracle failed", "agent-user": "oracle failed", "healthcheck": "oracle failed",
                 "network-phase-overrides": "oracle failed", "separate-verifier": "oracle failed",
                 "env-tables": "oracle failed", "multi-step-final": "nop passed"}
