@@ -281,7 +281,11 @@ class DockerBackend:
         return Container.start(spec, self.host)
 
     def cleanup_orphans(self) -> int:
-        return cleanup_orphans(self.host)
+        # Compose projects (and the networks tbscale made) of dead processes first: their
+        # containers carry tbscale's labels too, but only a project sweep frees their networks.
+        from tbscale.environments.compose import cleanup_orphans as compose_orphans
+
+        return compose_orphans(self.host) + cleanup_orphans(self.host)
 
     def capabilities(self) -> dict[str, bool]:
         return engine_capabilities(self.host)
