@@ -69,7 +69,8 @@ def _trial_text(run_dir: Path, row: dict) -> str:
 
 def check_reasons(rows: list[dict], tasks: list, run_dir: Path) -> dict[str, tuple[str, str]]:
     """task id -> (category, detail) for `tbscale tasks check`: "ok", "refused", "needs internet",
-    "oracle failed", "nop passed", "verifier error" or "environment error". A failure whose output
+    "needs BuildKit", "no solution", "oracle failed", "nop passed", "verifier error" or
+    "environment error". A failure whose output
     shows a failed download or name lookup is "needs internet", told apart from a real failure."""
     by_task: dict[str, dict[str, dict]] = {}
     for r in rows:
@@ -99,6 +100,11 @@ def check_reasons(rows: list[dict], tasks: list, run_dir: Path) -> dict[str, tup
             note = " (its policy gives it no internet)" if offline else ""
             line = re.split(r'\\n|\n|"', text[m.start():m.start() + 300])[0]
             out[task_id] = ("needs internet", f"{where} needs the internet{note}: {line[:120]}")
+        elif "requires BuildKit" in message:
+            out[task_id] = ("needs BuildKit", "its Dockerfile uses a BuildKit-only feature (e.g. COPY --chmod) and this "
+                                              "engine's CLI has no buildx: " + message[:100])
+        elif r["setting"] == "oracle" and "has no reference solution" in message:
+            out[task_id] = ("no solution", message[:160])
         elif r.get("stop_reason") in INFRA_ENVIRONMENT:
             out[task_id] = ("environment error", f"{r['stop_reason']}: {message[:160]}")
         elif r.get("ending") == "verifier_error":

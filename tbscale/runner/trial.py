@@ -203,7 +203,8 @@ class TrialRunner:
         actions = (prefix.actions if prefix else []) + outcome.actions
         if verdict is not None and verdict.error and outcome.stop_reason == "submitted":
             outcome.stop_reason = verdict.error
-            outcome.error = outcome.error or f"verifier: {verdict.error}"
+            why = verdict.output.strip().splitlines()[0][:300] if verdict.details.get("exception") and verdict.output else ""
+            outcome.error = outcome.error or f"verifier: {verdict.error}" + (f": {why}" if why else "")
             outcome.error_type = outcome.error_type or "VerifierError"
         rec.event("attempt_end", stage=stage, ending=ending, stop_reason=outcome.stop_reason,
                   reward=verdict.reward if verdict else None, turns=outcome.turns, error=outcome.error,
@@ -352,7 +353,7 @@ def verify_attempt(call: VerifyCall) -> VerifierResult:
     except TaskRefused as e:
         return VerifierResult(None, False, str(e), "task_refused", {"exception": type(e).__name__})
     except SandboxError as e:
-        return VerifierResult(None, False, str(e), "sandbox_error", {"exception": type(e).__name__})
+        return VerifierResult(None, False, str(e), e.stop_reason, {"exception": type(e).__name__})
 
 
 def _setup_step(runtime: TaskRuntime, box, step, user: str) -> None:
