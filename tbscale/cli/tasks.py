@@ -67,7 +67,7 @@ def _trial_text(run_dir: Path, row: dict) -> str:
     return "\n".join(parts)
 
 
-def check_reasons(rows: list[dict], tasks: list, run_dir: Path) -> dict[str, tuple[str, str]]:
+def check_reasons(rows: list[dict], tasks: list, run_dir: Path, network: str = "task") -> dict[str, tuple[str, str]]:
     """task id -> (category, detail) for `tbscale tasks check`: "ok", "refused", "needs internet",
     "needs BuildKit", "no solution", "oracle failed", "nop passed", "verifier error" or
     "environment error". A failure whose output
@@ -94,10 +94,17 @@ def check_reasons(rows: list[dict], tasks: list, run_dir: Path) -> dict[str, tup
         message = ((r.get("error") or {}).get("message") or "")
         if m and (r["setting"] == "oracle" or r.get("infra_error")):
             task = policies.get(task_id)
-            offline = task is not None and not (task.verifier.network.internet and task.agent.network.internet)
-            where = ("the image build (a base image or a download)" if r.get("stop_reason") == "image_build_error"
-                     else "its test or solution")
-            note = " (its policy gives it no internet)" if offline else ""
+            offline = network == "no-network" or (network == "task" and task is not None and not (
+                task.verifier.network.internet and task.agent.network.internet))
+            pull = re.search(r"registry|pull|ghcr\.io|docker\.io", m.group(0) + text[m.start():m.start() + 200])
+            if pull:
+                where = "a base image that is not on this engine and cannot be pulled"
+            elif r.get("stop_reason") == "image_build_error":
+                where = "the image build (a download)"
+            else:
+                where = "its test or solution"
+            note = " (it runs with no internet: --network no-network)" if network == "no-network" else \
+                " (its own policy gives it no internet)" if offline and not pull else ""
             line = re.split(r'\\n|\n|"', text[m.start():m.start() + 300])[0]
             out[task_id] = ("needs internet", f"{where} needs the internet{note}: {line[:120]}")
         elif "requires BuildKit" in message:
@@ -165,7 +172,7 @@ def tasks_check(path: Path = typer.Argument(Path("tasks")),
         raise typer.Exit(130)
     wall = time.monotonic() - t0
     rows = load_rows(run_dir)
-    reasons = check_reasons(rows, tasks, run_dir)
+    reasons = check_reasons(rows, tasks, run_dir, network)
     offenders = {t: r for t, r in reasons.items() if r[0] != "ok"}
     (run_dir / "check.json").write_text(json.dumps(
         {"path": str(path), "network": network, "wall_sec": round(wall, 1), "tasks": len(tasks),
