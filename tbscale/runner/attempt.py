@@ -67,6 +67,7 @@ class TaskRuntime:
         self.artifacts_dir = artifacts_dir
         self.env = environment_of(task)
         self.started: list[Any] = []
+        self.specs: dict[int, StartSpec] = {}  # id(environment) -> what started it
         self._compose: Backend | None = None
         self.agent_env: dict[str, str] = {}
 
@@ -131,6 +132,7 @@ class TaskRuntime:
         spec = self.start_spec(task, env, image)
         box = backend.start(spec)
         self.started.append(box)
+        self.specs[id(box)] = spec
         timing[prefix + "create"] = time.monotonic() - t
         return box, image, built
 
@@ -240,7 +242,8 @@ class TaskRuntime:
         task = self.task
         timing = timing if timing is not None else {}
         if task.format == "swebench":
-            ctx = VerifierContext(task=task, env=box, spec=spec or StartSpec(image=task.image or ""),
+            spec = spec or self.specs.get(id(box)) or StartSpec(image=task.image or "")
+            ctx = VerifierContext(task=task, env=box, spec=spec,
                                   start=self.backend.start, timeout_sec=timeout_sec)
             return verify(ctx), []
         hooks = self.run_collect_hooks(box, verifier)
