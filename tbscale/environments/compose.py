@@ -44,7 +44,7 @@ from typing import Any
 
 from tbscale.environments.base import ComposeSpec, StartSpec
 from tbscale.environments.docker import (LABEL_APP, LABEL_HOST, LABEL_SESSION, SESSION_ID, _HOST, Container, _pid_alive,
-                                         client, engine_capabilities, ensure_image, image_tag_for)
+                                         client, engine_capabilities, ensure_image)
 from tbscale.environments.network import NetworkSwitch
 from tbscale.errors import ImageBuildError, SandboxError, TaskRefused, TbscaleError
 from tbscale.seeds import hash_directory

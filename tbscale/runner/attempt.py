@@ -26,7 +26,7 @@ from typing import Any
 
 from tbscale.config import Experiment
 from tbscale.environments import Backend, Environment, PhaseView, StartSpec, get_backend
-from tbscale.errors import HealthcheckFailed, SandboxError, TaskRefused
+from tbscale.errors import HealthcheckFailed, SandboxError
 from tbscale.logs import AttemptRecorder
 from tbscale.tasks import Task
 from tbscale.tasks.model import DEFAULT_CPUS, DEFAULT_MEMORY_MB, AgentSpec, EnvironmentSpec, NetworkPolicy, VerifierSpec
@@ -186,7 +186,7 @@ class TaskRuntime:
         while True:
             last = box.exec(hc.command, max(1, int(hc.timeout_sec)), output_limit=4000)
             if last.exit_code == 0:
-                self.rec.event("replay", command=f"# healthcheck {where}: {hc.command}", exit_code=0, timed_out=False)
+                self.rec.event("setup", what=f"healthcheck {where}", command=hc.command, exit_code=0)
                 return
             if time.monotonic() - started < hc.start_period_sec:
                 time.sleep(hc.start_interval_sec)

@@ -258,6 +258,7 @@ class TrialRunner:
                                             agent_timeout_sec=step.agent.effective_timeout_sec, agent=step.agent,
                                             steps=[], trajectory=step.trajectory)
             user = "" if step.agent.user is None else str(step.agent.user)
+            rec.event("setup", what="step start", step=step.name)
             try:
                 await asyncio.to_thread(_setup_step, runtime, box, step, user)
             except SandboxError as e:
@@ -365,8 +366,8 @@ def _setup_step(runtime: TaskRuntime, box, step, user: str) -> None:
         if step.setup_script is not None:
             script = f"{workdir.rstrip('/')}/setup.sh"
             res = box.exec(f"bash {script}", 300, user=user, workdir=workdir, output_limit=20_000)
-            runtime.rec.event("replay", command=f"# step {step.name} setup: bash {script}", exit_code=res.exit_code,
-                              timed_out=res.timed_out)
+            runtime.rec.event("setup", what="step setup.sh", command=f"bash {script}", exit_code=res.exit_code,
+                              step=step.name)
             if res.exit_code != 0:
                 raise SandboxError(f"setup.sh of step {step.name} failed (exit {res.exit_code}): "
                                    f"{res.output.strip()[-200:]}")
