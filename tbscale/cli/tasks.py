@@ -107,9 +107,9 @@ def check_reasons(rows: list[dict], tasks: list, run_dir: Path, network: str = "
                 " (its own policy gives it no internet)" if offline and not pull else ""
             line = re.split(r'\\n|\n|"', text[m.start():m.start() + 300])[0]
             out[task_id] = ("needs internet", f"{where} needs the internet{note}: {line[:120]}")
-        elif "requires BuildKit" in message:
-            out[task_id] = ("needs BuildKit", "its Dockerfile uses a BuildKit-only feature (e.g. COPY --chmod) and this "
-                                              "engine's CLI has no buildx: " + message[:100])
+        elif "requires BuildKit" in message or "must be a directory and end with a /" in message:
+            out[task_id] = ("needs BuildKit", "its Dockerfile needs BuildKit (COPY --chmod, COPY of several files to "
+                                              "`.`) and this engine has only the classic builder (no buildx)")
         elif r["setting"] == "oracle" and "has no reference solution" in message:
             out[task_id] = ("no solution", message[:160])
         elif r.get("stop_reason") in INFRA_ENVIRONMENT:
