@@ -323,7 +323,20 @@ def cleanup_session() -> int:
 def cleanup_labelled(session: str | None = None, host: str | None = None) -> int:
     """Remove containers left by tbscale processes (all of them, or one session's)."""
     label = f"{LABEL_SESSION}={session}" if session else LABEL_APP
-    return sum(_remove_by_id(c["Id"], host) for c in _list_containers([label], host))
+    found = _list_containers([label], host)
+    projects = {(c.get("Labels") or {}).get("com.docker.compose.project") for c in found} - {None}
+    removed = sum(_remove_by_id(c["Id"], host) for c in found)
+    # The networks those containers were on: compose projects' and the ones tbscale made.
+    api = client(host).api
+    nets = api.networks(filters={"label": [label]})
+    for project in projects:
+        nets += api.networks(filters={"label": [f"com.docker.compose.project={project}"]})
+    for net in nets:
+        try:
+            api.remove_network(net["Id"])
+        except Exception:  # noqa: BLE001 - still in use, or gone
+            pass
+    return removed
 
 
 def _list_containers(labels: list[str], host: str | None = None) -> list[dict]:
