@@ -82,7 +82,9 @@ class TaskRuntime:
         return policy
 
     def backend_for(self, task: Task, env: EnvironmentSpec) -> Backend:
-        if uses_compose(task, env) and self.backend.name == "docker":
+        if uses_compose(task, env) and self.backend.name in ("docker", "compose"):
+            if self.backend.name == "compose":
+                return self.backend
             if self._compose is None:
                 self._compose = get_backend("compose", host=self.exp.environment.docker_host)
             return self._compose
@@ -139,7 +141,7 @@ class TaskRuntime:
     def start_spec(self, task: Task, env: EnvironmentSpec, image: str) -> StartSpec:
         cfg = self.exp.environment
         compose = None
-        if uses_compose(task, env) and self.backend.name == "docker":
+        if uses_compose(task, env) and self.backend_for(task, env).name == "compose":
             from tbscale.environments.compose import compose_spec
 
             compose = compose_spec(task, image)
