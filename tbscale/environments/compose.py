@@ -271,6 +271,9 @@ class ComposeBackend:
         timeout = float(build_timeout_sec or task.build_timeout_sec)
         from tbscale.tasks.files import read_compose
 
+        if task.environment.compose_file is None:
+            return ensure_image(task, build_timeout_sec, self.host)
+
         services = read_compose(task.environment.compose_file)
         main_def = services.get(task.environment.main_service, {})
         dockerfile = Path(task.environment_dir) / task.dockerfile if task.environment_dir else None
@@ -337,8 +340,8 @@ class ComposeBackend:
         return _Project(name, files, spec.project_dir, self._env(values), workdir)
 
     def start(self, spec: StartSpec) -> ComposeEnvironment:
-        if spec.compose is None:
-            raise SandboxError("the compose backend needs a compose file (StartSpec.compose)")
+        if spec.compose is None:  # a task without a compose file: one container, as the docker backend does
+            return Container.start(spec, self.host)  # type: ignore[return-value]
         if spec.gpus and not self.capabilities()["gpus"]:
             raise TaskRefused(f"[environment].gpus = {spec.gpus}: this Docker engine has no GPUs")
         cs = spec.compose
