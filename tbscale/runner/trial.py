@@ -387,7 +387,8 @@ def combine_steps(task: Task, verdicts: list[tuple[str, VerifierResult]]) -> Ver
     details: dict[str, Any] = {"steps": [name for name, _ in verdicts], "strategy": task.reward_strategy}
     if errors:
         name, v = errors[0]
-        return VerifierResult(None, False, output, v.error, {**details, "failed_step": name})
+        more = {"exception": v.details["exception"]} if "exception" in v.details else {}
+        return VerifierResult(None, False, v.output + "\n" + output, v.error, {**details, **more, "failed_step": name})
     if task.reward_strategy == "final":
         rewards = dict(verdicts[-1][1].rewards or {})
     else:
