@@ -203,7 +203,7 @@ class ComposeEnvironment:
         with self._live_lock:
             self._live.pop(self.project.name, None)
         try:
-            _run(self.project.argv("down", "--volumes", "--remove-orphans", "--timeout", "1"), env=self.project.env,
+            _run(self.project.argv("down", "--volumes", "--remove-orphans", "--timeout", "0"), env=self.project.env,
                  timeout=180, what=f"compose down {self.project.name}")
         except SandboxError:
             _remove_project_by_labels(self.project.name, self.host)
@@ -381,7 +381,7 @@ class ComposeBackend:
             box = ComposeEnvironment(project, main, sidecars, self.host, cs.main_service)
         except BaseException:
             try:
-                _run(project.argv("down", "--volumes", "--remove-orphans", "--timeout", "1"), env=project.env,
+                _run(project.argv("down", "--volumes", "--remove-orphans", "--timeout", "0"), env=project.env,
                      timeout=180, what=f"compose down {name}")
             except SandboxError:
                 _remove_project_by_labels(name, self.host)
