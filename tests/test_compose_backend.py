@@ -127,3 +127,56 @@ def test_a_killed_process_leaves_a_project_the_next_sweep_takes_down(tmp_path: P
     nets = subprocess.run(["docker", "network", "ls", "-q", "--filter", f"name={project}"],
                           capture_output=True, text=True).stdout.split()
     assert left == [] and nets == []
+
+
+def test_a_terminal_bench_task_with_a_sidecar_runs_under_compose(tmp_path: Path) -> None:
+    """A legacy task.yaml whose compose file has a sidecar besides `client`: the client is built
+    from its Dockerfile under tbscale's tag, the T_BENCH_* values are filled in, the agent acts in
+    the client, run-tests.sh reaches the sidecar, and the pytest parser judges."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from tbscale.cli import app
+
+    d = tmp_path / "tasks" / "legacy-sidecar"
+    (d / "tests").mkdir(parents=True)
+    (d / "task.yaml").write_text("instruction: Write ok into /app/ok.txt.\ndifficulty: easy\nparser_name: pytest\n"
+                                 "max_agent_timeout_sec: 60\nmax_test_timeout_sec: 60\n")
+    (d / "Dockerfile").write_text("FROM python:3.11-slim-bookworm\nWORKDIR /app\n")
+    (d / "docker-compose.yaml").write_text(textwrap.dedent("""
+        services:
+          client:
+            build:
+              context: .
+              dockerfile: Dockerfile
+            image: ${T_BENCH_TASK_DOCKER_CLIENT_IMAGE_NAME}
+            container_name: ${T_BENCH_TASK_DOCKER_CLIENT_CONTAINER_NAME}
+            command: ["sh", "-c", "sleep infinity"]
+            environment:
+              - TEST_DIR=${T_BENCH_TEST_DIR}
+            volumes:
+              - ${T_BENCH_TASK_LOGS_PATH}:${T_BENCH_CONTAINER_LOGS_PATH}
+          db:
+            image: python:3.11-slim-bookworm
+            command: ["sh", "-c", "mkdir -p /srv && echo pong > /srv/ping && exec python3 -m http.server 8000 --directory /srv"]
+    """))
+    (d / "run-tests.sh").write_text(textwrap.dedent("""\
+        #!/bin/bash
+        echo "=== short test summary info ==="
+        if [ "$(cat /app/ok.txt)" = ok ]; then echo "PASSED t.py::test_ok"; else echo "FAILED t.py::test_ok - no"; fi
+        for i in $(seq 1 20); do
+          python3 -c "import urllib.request; print(urllib.request.urlopen('http://db:8000/ping', timeout=2).read().decode())" \\
+            2>/dev/null | grep -q pong && { echo "PASSED t.py::test_db"; exit 0; }
+          sleep 0.5
+        done
+        echo "FAILED t.py::test_db - db unreachable"
+    """))
+    (d / "solution.sh").write_text("#!/bin/bash\necho ok > /app/ok.txt\n")
+    result = CliRunner().invoke(app, ["tasks", "check", str(tmp_path / "tasks"), "--keep", str(tmp_path / "run")])
+    data = json.loads((tmp_path / "run" / "check.json").read_text())
+    assert data["reasons"] == {"legacy-sidecar": {"category": "ok", "detail": ""}}, result.output
+    rows = [json.loads(x) for x in (tmp_path / "run" / "trials.jsonl").read_text().splitlines()]
+    starts = [json.loads(x) for x in (tmp_path / "run" / rows[0]["trajectory_path"]).read_text().splitlines()
+              if '"attempt_start"' in x]
+    assert starts[0]["environment"] == "compose"
