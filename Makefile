@@ -22,6 +22,8 @@ demo: setup
 
 test: setup
 	bash scripts/ensure_test_tools.sh
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -ra
 
 check: setup

@@ -45,9 +45,15 @@ def bench_exec(task, reps: int = 60) -> dict:
             box.exec(cmd, 30)
             raw.exec_run(["bash", "-c", cmd])
         for _ in range(reps):
-            t = time.perf_counter(); box.exec(cmd, 30); tb.append(time.perf_counter() - t)
-            t = time.perf_counter(); raw.exec_run(["bash", "-c", cmd]); bare_bash.append(time.perf_counter() - t)
-            t = time.perf_counter(); raw.exec_run(["echo", "hello"]); bare.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            box.exec(cmd, 30)
+            tb.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            raw.exec_run(["bash", "-c", cmd])
+            bare_bash.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            raw.exec_run(["echo", "hello"])
+            bare.append(time.perf_counter() - t)
         for _ in range(max(reps // 3, 10)):
             t = time.perf_counter()
             subprocess.run(["docker", "exec", raw.id, "bash", "-c", cmd], capture_output=True)

@@ -1,8 +1,8 @@
-"""Exceptions that end an attempt, and the error users see for bad input.
+"""Exceptions that end an attempt, the one that stops a run, and the error users see for bad input.
 
-The agent loop stops on the first of these; `verify.classify_ending` maps each to one of the
-attempt endings of turn-bon Appendix D.2 (pass, wrong_submission, out_of_context, time_limit,
-agent_error).
+The agent loop stops on the first AttemptStopped; its `stop_reason` is recorded, and
+`tbscale.verifiers.classify_ending` maps it to one of the attempt endings of turn-bon Appendix D.2
+(pass, wrong_submission, out_of_context, time_limit, agent_error; and verifier_error).
 """
 
 
@@ -17,10 +17,14 @@ class AttemptStopped(Exception):
 
 
 class ContextWindowExceeded(AttemptStopped):
+    """The history no longer fits the model's context window (or the provider said so)."""
+
     stop_reason = "context_window"
 
 
 class OutputLengthExceeded(AttemptStopped):
+    """The chosen response was cut off at the output-length limit."""
+
     stop_reason = "output_length"
 
 
@@ -32,18 +36,26 @@ class SegmentDone(AttemptStopped):
 
 
 class StepLimitReached(AttemptStopped):
+    """No submission within `limits.max_turns`."""
+
     stop_reason = "step_limit"
 
 
 class AgentTimeout(AttemptStopped):
+    """The attempt ran past its time budget."""
+
     stop_reason = "time_limit"
 
 
 class FormatErrorLimit(AttemptStopped):
+    """More responses than `limits.max_format_errors` named no runnable command."""
+
     stop_reason = "format_errors"
 
 
 class SandboxError(AttemptStopped):
+    """The environment failed: a container that would not start, an exec or a copy that broke."""
+
     stop_reason = "sandbox_error"
 
 

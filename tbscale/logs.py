@@ -15,7 +15,6 @@ import os
 import threading
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -23,6 +22,7 @@ from pydantic import ValidationError
 
 from tbscale import SCHEMA_VERSION
 from tbscale.errors import TbscaleError
+from tbscale.jsonl import ReadProblems, jsonl_with_text, numbered_jsonl, read_jsonl  # noqa: F401  (re-exported)
 from tbscale.secrets import redact
 from tbscale.types import Usage
 from tbscale.types.events import EVENT_TYPES
@@ -145,54 +145,6 @@ def merge_usage(*parts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
-@dataclass
-class ReadProblems:
-    """Lines a reader could not use: (line number, why). A torn last line is expected after a
-    crash and reported apart from corruption elsewhere."""
-
-    path: Path
-    corrupt: list[tuple[int, str]] = field(default_factory=list)
-    torn_last_line: bool = False
-
-    def warn(self) -> None:
-        if self.corrupt:
-            where = ", ".join(f"line {n} ({why})" for n, why in self.corrupt[:5])
-            more = f" and {len(self.corrupt) - 5} more" if len(self.corrupt) > 5 else ""
-            log.warning(f"{self.path}: skipped {len(self.corrupt)} unreadable lines: {where}{more}")
-
-
-def read_jsonl(path: Path, problems: ReadProblems | None = None) -> Iterator[dict[str, Any]]:
-    """Read a JSONL file, skipping a torn last line left by a crash and reporting other unreadable
-    lines in `problems` (or as a warning when none is given)."""
-    for _, obj in numbered_jsonl(path, problems):
-        yield obj
-
-
-def numbered_jsonl(path: Path, problems: ReadProblems | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) for every readable line of a JSONL file; see `read_jsonl`."""
-    own = problems is None
-    problems = problems or ReadProblems(Path(path))
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for n, line in enumerate(f, 1):
-            text = line.strip()
-            if not text:
-                continue
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as e:
-                if line.endswith("\n"):
-                    problems.corrupt.append((n, f"not JSON: {e.msg}"))
-                else:  # only the last line can lack its newline: a write torn by a crash
-                    problems.torn_last_line = True
-                continue
-            if isinstance(obj, dict):
-                yield n, obj
-            else:
-                problems.corrupt.append((n, "not a JSON object"))
-    if own:
-        problems.warn()
-
-
 def check_schema_version(version: Any, where: str) -> None:
     if version not in READABLE_SCHEMA_VERSIONS:
         newer = isinstance(version, int) and version > SCHEMA_VERSION
@@ -201,22 +153,51 @@ def check_schema_version(version: Any, where: str) -> None:
             else f"is not one this tbscale reads ({', '.join(map(str, READABLE_SCHEMA_VERSIONS))})"))
 
 
+def read_events(path: Path, problems: ReadProblems | None = None) -> Iterator[Any]:
+    """A trajectory's events as their models (tbscale.types.events), the schema version of its
+    `start` event checked. Every event was validated when it was written, so the analyses read the
+    plain dicts (read_jsonl, ~15x faster); this is the typed reader for tools that want models."""
+    from tbscale.types.events import event_adapter
+
+    for n, obj in numbered_jsonl(path, problems):
+        if obj.get("type") == "start":
+            check_schema_version(obj.get("schema_version"), f"{path} line {n}")
+        try:
+            yield event_adapter.validate_python(obj)
+        except ValidationError as e:
+            first = e.errors()[0]
+            raise TbscaleError(f"{path} line {n}: not a {obj.get('type')!r} event "
+                               f"({'.'.join(map(str, first['loc']))}: {first['msg']})") from None
+
+
 def parse_trial(obj: dict[str, Any], where: str) -> TrialResult:
     check_schema_version(obj.get("schema_version"), where)
     return TrialResult.model_validate(obj)
 
 
 def read_trials(path: Path, problems: ReadProblems | None = None) -> Iterator[TrialResult]:
-    """The trial lines of a trials.jsonl, validated. Lines that are JSON but not trial lines are
-    reported as corrupt with their line number."""
+    """The trial lines of a trials.jsonl, each parsed and validated in one step (pydantic's JSON
+    parser: a report reads 100k lines). Lines that are not trial lines are reported as corrupt with
+    their line number; a torn last line is expected after a crash."""
     own = problems is None
     problems = problems or ReadProblems(Path(path))
-    for n, obj in numbered_jsonl(path, problems):
-        try:
-            yield parse_trial(obj, f"{path}")
-        except ValidationError as e:
-            first = e.errors()[0]
-            problems.corrupt.append((n, f"{'.'.join(map(str, first['loc']))}: {first['msg']}"))
+    with open(path, "rb") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = TrialResult.model_validate_json(line)
+            except ValidationError as e:
+                first = e.errors()[0]
+                if first["type"] == "json_invalid" and not line.endswith(b"\n"):
+                    problems.torn_last_line = True
+                elif first["type"] in ("json_invalid", "model_type"):
+                    problems.corrupt.append((n, "not a JSON object" if first["type"] == "model_type" else "not JSON"))
+                else:
+                    problems.corrupt.append((n, f"{'.'.join(map(str, first['loc']))}: {first['msg']}"))
+                continue
+            check_schema_version(row.schema_version, str(path))
+            yield row
     if own:
         problems.warn()
 

@@ -39,8 +39,8 @@ import json
 import random
 import re
 
+import tbscale_sim.provider as sim
 from tbscale.types.actions import FINISH_MARKER
-from tbscale_sim import provider as sim
 from tbscale_sim.provider import lookup_task, register_role
 
 TRUNC_MARK = "# ...[truncated]"

@@ -310,3 +310,18 @@ def test_group_by_task_pools_settings(tmp_path: Path) -> None:
     pooled = asyncio.run(bsr.refine(df, BsrParams(random_control=True, group_by="task"), None))
     assert sorted(b["n"] for b in by_setting.buckets) == [2, 2]
     assert [b["n"] for b in pooled.buckets] == [4]
+
+
+def test_rewards_rerun_reuses_the_judgements(tmp_path: Path) -> None:
+    """The shared post-hoc store: a second run with the same judge and seed asks nothing new."""
+    run = _synthetic_run(tmp_path)
+    args = ["rewards", str(run), "--judge-model", "sim/bsr_judge", "--seed", "0"]
+    assert CliRunner().invoke(_cli(), args).exit_code == 0
+    store = run / "rewards" / "judgements.jsonl"
+    first = store.read_text().splitlines()
+    rewards = (run / "rewards" / "bsr.jsonl").read_text()
+    assert first
+    assert CliRunner().invoke(_cli(), args).exit_code == 0
+    assert store.read_text().splitlines() == first and (run / "rewards" / "bsr.jsonl").read_text() == rewards
+    manifest = json.loads((run / "rewards" / "manifest.json").read_text())
+    assert len(manifest["history"]) == 2

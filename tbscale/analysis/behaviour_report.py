@@ -13,8 +13,9 @@ Report sections
   candidates were picked uniformly at random, with a paired bootstrap over tasks (10,000
   resamples, seeded) for the gap. Turns where every selector call failed are excluded (as in the
   paper, Appendix D.1) and counted in ``excluded_turns``; so are turns whose pick is not in the log
-  (an attempt that stopped between sampling and selection). Turns that offered a single candidate
-  (outside a ``first_turn``/``last_turn`` window) carry no choice and are left out.
+  (an attempt that stopped between sampling and selection), and adaptive Turn-BoN's agreed turns
+  (identical candidates: nothing was chosen). Turns that offered a single candidate (outside a
+  ``first_turn``/``last_turn`` window) carry no choice and are left out.
 * ``behaviour_shares``: the share of executed turns showing each behaviour, for every setting
   (baselines and imported runs included), so behaviours can be compared across settings.
 * ``turn_size`` (Figure 5): reasoning tokens and command characters per turn of the executed
@@ -225,20 +226,23 @@ def collect(df: pd.DataFrame, counter: TokenCounter | None = None) -> Collected:
     excluded: dict[str, Counter] = {}
     sources: dict[str, Counter] = {}
     missing: dict[str, int] = {}
-    for r in df.itertuples(index=False):
-        label = r.label
+    # Only the columns this needs: iterating whole rows costs more than reading small trajectories.
+    cols = ("label", "run_dir", "trajectory_path", "generator_model", "task_id", "trial", "trial_key")
+    for label, run_dir, rel, model, task_id, trial, trial_key in zip(*(df[c].tolist() for c in cols)):
         excluded.setdefault(label, Counter())
         sources.setdefault(label, Counter())
-        path = Path(r.run_dir) / str(r.trajectory_path or "")
-        if not r.trajectory_path or not path.is_file():
+        path = Path(run_dir) / str(rel or "")
+        if not rel or not path.is_file():
             missing[label] = missing.get(label, 0) + 1
             continue
-        model = getattr(r, "generator_model", None)
         model = model if isinstance(model, str) else None
         for lt in label_trial(path):
             n = len(lt.labels)
             pick = lt.executed_index
-            if n > 1 and lt.selector_failed:
+            agreed = str(lt.trace.path or "").startswith("agreed")
+            if n > 1 and agreed:  # adaptive Turn-BoN: identical candidates, nothing was chosen
+                excluded[label]["agreed"] += 1
+            elif n > 1 and lt.selector_failed:
                 excluded[label]["selector_failed"] += 1
             elif n > 1 and pick is None:
                 excluded[label]["pick_unknown"] += 1
@@ -248,9 +252,9 @@ def collect(df: pd.DataFrame, counter: TokenCounter | None = None) -> Collected:
             chars = [command_chars(c) for c in cands]
             known = lt.known_pick if n > 1 else pick
             rows.append({
-                "label": label, "task_id": r.task_id, "trial": r.trial, "trial_key": r.trial_key,
+                "label": label, "task_id": task_id, "trial": trial, "trial_key": trial_key,
                 "attempt": lt.attempt, "turn": lt.turn, "n": n, "pick": known,
-                "selector_failed": lt.selector_failed,
+                "selector_failed": lt.selector_failed, "agreed": agreed,
                 "labels": lt.labels,
                 "picked_labels": sorted(lt.labels[known]) if known is not None else None,
                 "reasoning_pick": float(tok[known]) if known is not None else np.nan,
@@ -259,7 +263,7 @@ def collect(df: pd.DataFrame, counter: TokenCounter | None = None) -> Collected:
                 "chars_mean": float(np.mean(chars)),
             })
     turns = pd.DataFrame(rows, columns=[
-        "label", "task_id", "trial", "trial_key", "attempt", "turn", "n", "pick", "selector_failed", "labels",
+        "label", "task_id", "trial", "trial_key", "attempt", "turn", "n", "pick", "selector_failed", "agreed", "labels",
         "picked_labels", "reasoning_pick", "reasoning_mean", "chars_pick", "chars_mean"])
     return Collected(turns, excluded, sources, missing, dict(counter.method))
 
@@ -275,7 +279,7 @@ def preference(collected: Collected, labels: list[str], baseline: str | None,
     base_share = _shares(t[t["label"] == baseline]) if baseline is not None else {}
     frames = []
     for lab in labels:
-        sub = t[(t["label"] == lab) & (t["n"] > 1) & t["pick"].notna()]
+        sub = t[(t["label"] == lab) & (t["n"] > 1) & t["pick"].notna() & ~t["agreed"].astype(bool)]
         if sub.empty:
             continue
         turns = [{"candidate_labels": row.labels, "selected_index": int(row.pick), "task": row.task_id}
@@ -286,7 +290,7 @@ def preference(collected: Collected, labels: list[str], baseline: str | None,
         sig["behaviour"] = [BEHAVIOUR_TITLES[b] for b in sig["behaviour"]]
         sig = sig.rename(columns={"selected_share": "selected", "uniform_share": "uniform", "lo": "ci_lo",
                                   "hi": "ci_hi", "n_tasks": "tasks", "n_turns": "turns"})
-        sig["excluded_turns"] = int(ex["selector_failed"] + ex["pick_unknown"])
+        sig["excluded_turns"] = int(ex["selector_failed"] + ex["pick_unknown"] + ex["agreed"])
         if base_share:
             sig["baseline_share"] = [base_share.get(b, np.nan) for b in BEHAVIOURS]
         frames.append(sig)

@@ -29,11 +29,10 @@ import math
 from collections import defaultdict
 from typing import Any, Iterable
 
-import numpy as np
 import pandas as pd
 
 from tbscale.analysis.context import ReportContext, Section
-from tbscale.analysis.tables import settings_order
+from tbscale.analysis.records import attempt_passed, attempts_of, mean, strategy_rows, task_mean
 
 
 def _record(row: dict[str, Any]) -> dict[str, Any] | None:
@@ -41,30 +40,21 @@ def _record(row: dict[str, Any]) -> dict[str, Any] | None:
     return rec if isinstance(rec, dict) and rec.get("kind") == "cer" else None
 
 
-def _attempts(row: dict[str, Any]) -> dict[int, dict[str, Any]]:
-    atts = row.get("attempts")
-    return {int(a["index"]): a for a in atts} if isinstance(atts, list) else {}
-
-
-def _passed(a: dict[str, Any] | None) -> bool:
-    return bool(a and a.get("passed") and a.get("ending", "pass") == "pass")
-
-
 def outcomes(row: dict[str, Any]) -> dict[int, bool]:
     """Verifier outcome of every candidate that has one: its own (it submitted during the
     search) or that of the attempt that completed it."""
-    rec, atts = _record(row) or {}, _attempts(row)
+    rec, atts = _record(row) or {}, attempts_of(row)
     comp = {int(k): int(v) for k, v in (rec.get("completions") or {}).items()}
     out = {}
     for k, c in (rec.get("candidates") or {}).items():
         i = int(k)
         if c.get("finished") and i in atts:
-            out[i] = _passed(atts[i])
+            out[i] = attempt_passed(atts[i])
         elif i in comp and comp[i] in atts:
-            out[i] = _passed(atts[comp[i]])
+            out[i] = attempt_passed(atts[comp[i]])
     sel, final = rec.get("selected"), rec.get("final")
     if sel is not None and final is not None and sel not in out and final != sel and final in atts:
-        out[int(sel)] = _passed(atts[final])
+        out[int(sel)] = attempt_passed(atts[final])
     return out
 
 
@@ -83,7 +73,7 @@ def round_metrics(row: dict[str, Any]) -> list[dict[str, Any]]:
         out.append({
             "round": rd["round"], "k": len(cands),
             "rm": float(y[sel]) if sel is not None and sel in y else math.nan,
-            "random": float(np.mean(known)) if full else math.nan,
+            "random": float(mean(known)) if full else math.nan,
             "oracle": float(any(known)) if full else math.nan,
             "groups": len(rd.get("groups", [])),
             "group_ties": sum(bool(g.get("top_tie")) for g in rd.get("groups", [])),
@@ -127,21 +117,13 @@ def token_split(row: dict[str, Any]) -> dict[str, float]:
                          if roles is None or r in roles))
 
     out = {"search": 0.0, "completion": 0.0, "analysis": 0.0}
-    for a in _attempts(row).values():
+    for a in attempts_of(row).values():
         st = str(a.get("stage", ""))
         key = "search" if st.startswith("round") else "analysis" if st == "analysis" else "completion"
         out[key] += tok(a.get("usage"), roles=[r for r in (a.get("usage") or {}) if r != "judge"])
     out["judge"] = tok(row.get("tokens"), ["judge"])
     out["cer_total"] = out["search"] + out["completion"] + out["judge"]
     return out
-
-
-def _task_mean(values: Iterable[tuple[str, float]]) -> float:
-    by: dict[str, list[float]] = defaultdict(list)
-    for task, v in values:
-        if v is not None and not (isinstance(v, float) and math.isnan(v)):
-            by[task].append(float(v))
-    return float(np.mean([np.mean(v) for v in by.values()])) if by else math.nan
 
 
 def setting_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -156,16 +138,16 @@ def setting_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
     toks = [(r["task_id"], token_split(r)) for r in rows]
     return {
         "trials": len(rows),
-        "resolved": _task_mean((r["task_id"], float(bool(r.get("passed")))) for r in rows),
-        "k": _task_mean((t, m["k"]) for t, m in last if m),
-        "RM@k": _task_mean((t, m["rm"]) for t, m in last if m),
-        "Random": _task_mean((t, m["random"]) for t, m in last if m),
-        "Best-of-N": _task_mean((t, m["oracle"]) for t, m in last if m),
+        "resolved": task_mean((r["task_id"], float(bool(r.get("passed")))) for r in rows),
+        "k": task_mean((t, m["k"]) for t, m in last if m),
+        "RM@k": task_mean((t, m["rm"]) for t, m in last if m),
+        "Random": task_mean((t, m["random"]) for t, m in last if m),
+        "Best-of-N": task_mean((t, m["oracle"]) for t, m in last if m),
         "top_tie_rate": ties / groups if groups else math.nan,
-        "tie_rounds": float(np.mean([m["round_tie"] for m in rounds])) if rounds else math.nan,
+        "tie_rounds": float(mean([m["round_tie"] for m in rounds])) if rounds else math.nan,
         "Acc_pair": good / pairs if pairs else math.nan,
         "pairs": pairs,
-        **{f"tok_{name}": _task_mean((t, d[k]) for t, d in toks)
+        **{f"tok_{name}": task_mean((t, d[k]) for t, d in toks)
            for k, name in (("search", "search"), ("completion", "final"), ("judge", "judge"), ("cer_total", "cer"),
                            ("analysis", "analysis"))},
     }
@@ -180,32 +162,26 @@ def rounds_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     for rnd in sorted(by):
         ms = by[rnd]
         groups = sum(m["groups"] for _, m in ms)
-        out.append({"round": rnd, "trials": len(ms), "k": _task_mean((t, m["k"]) for t, m in ms),
-                    "RM@k": _task_mean((t, m["rm"]) for t, m in ms),
-                    "Random": _task_mean((t, m["random"]) for t, m in ms),
-                    "Best-of-N": _task_mean((t, m["oracle"]) for t, m in ms),
+        out.append({"round": rnd, "trials": len(ms), "k": task_mean((t, m["k"]) for t, m in ms),
+                    "RM@k": task_mean((t, m["rm"]) for t, m in ms),
+                    "Random": task_mean((t, m["random"]) for t, m in ms),
+                    "Best-of-N": task_mean((t, m["oracle"]) for t, m in ms),
                     "top_tie_rate": sum(m["group_ties"] for _, m in ms) / groups if groups else math.nan,
-                    "regressed": _task_mean((t, m["regressed"]) for t, m in ms),
-                    "all_regressed": float(np.mean([m["all_regressed"] for _, m in ms]))})
+                    "regressed": task_mean((t, m["regressed"]) for t, m in ms),
+                    "all_regressed": float(mean([m["all_regressed"] for _, m in ms]))})
     return pd.DataFrame(out)
 
 
 def cer_sections(ctx: ReportContext) -> None:
-    df = ctx.df
-    if df is None or df.empty or "strategy_record" not in df.columns:
-        return
-    labels = [lab for lab in settings_order(df)
-              if any(_record(r) for r in df[df["label"] == lab].to_dict("records"))]
-    if not labels:
-        return
     main, per_round = [], []
-    for lab in labels:
-        rows = [r for r in df[df["label"] == lab].to_dict("records") if _record(r)]
+    for lab, rows in strategy_rows(ctx.df, ("cer",)):
         main.append({"setting": lab, **setting_table(rows)})
         rt = rounds_table(rows)
         if not rt.empty:
             rt.insert(0, "setting", lab)
             per_round.append(rt)
+    if not main:
+        return
     pct = ("resolved", "RM@k", "Random", "Best-of-N", "top_tie_rate", "tie_rounds", "Acc_pair")
     ctx.sections.append(Section(
         "cer", "CER: early reward over unfinished prefixes (cer-early-reward Table 1)", pd.DataFrame(main),

@@ -34,6 +34,8 @@ class ReportContext:
     banners: list[str] = field(default_factory=list)  # warnings shown above every table
     # Every trial, infrastructure errors included; `df` holds the trials that measure the agent.
     all_trials: pd.DataFrame | None = None
+    # (plain, adaptive) Turn-BoN settings to compare; default: found by N (adaptive_report.py).
+    adaptive_pair: list[str] | None = None
 
 
 def fmt(v: Any, pct: bool) -> str:

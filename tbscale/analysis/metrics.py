@@ -33,7 +33,7 @@ Counts = Sequence[tuple[int, int]]
 
 # Upper bound on index-matrix elements materialised at once by the bootstrap, so that many tasks
 # times many resamples never needs more than a few tens of megabytes.
-_MAX_CHUNK_ELEMENTS = 4_000_000
+_MAX_CHUNK_ELEMENTS = 1_000_000
 
 
 def _check_counts(n: int, c: int, k: int) -> None:
@@ -264,15 +264,14 @@ def paired_bootstrap(
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     boot = _resampled_means(diffs, w, n_resamples, np.random.default_rng(seed))
     tail = min(np.count_nonzero(boot <= 0), np.count_nonzero(boot >= 0))
-    p_value = min(1.0, 2.0 * (tail + 1) / (n_resamples + 1))
+    return _paired_result(diffs, w, boot, min(1.0, 2.0 * (tail + 1) / (n_resamples + 1)), alpha)
+
+
+def _paired_result(diffs: np.ndarray, w: np.ndarray | None, boot: np.ndarray, p_value: float,
+                   alpha: float) -> PairedResult:
     lo, hi = np.quantile(boot, [alpha / 2, 1 - alpha / 2])
-    return PairedResult(
-        diff=_point_estimate(diffs, w),
-        lo=float(lo),
-        hi=float(hi),
-        p_value=float(p_value),
-        boot_mean=float(boot.mean()),
-    )
+    return PairedResult(diff=_point_estimate(diffs, w), lo=float(lo), hi=float(hi), p_value=float(p_value),
+                        boot_mean=float(boot.mean()))
 
 
 def paired_bootstrap_exact(
@@ -294,15 +293,7 @@ def paired_bootstrap_exact(
         raise ValueError(f"exact enumeration of {n}**{n} resamples is too large (max_tasks={max_tasks})")
     idx = np.array(list(itertools.product(range(n), repeat=n)), dtype=np.intp).reshape(-1, n)
     boot = _index_means(diffs, w, idx)
-    p_value = min(1.0, 2.0 * min(np.mean(boot <= 0), np.mean(boot >= 0)))
-    lo, hi = np.quantile(boot, [alpha / 2, 1 - alpha / 2])
-    return PairedResult(
-        diff=_point_estimate(diffs, w),
-        lo=float(lo),
-        hi=float(hi),
-        p_value=float(p_value),
-        boot_mean=float(boot.mean()),
-    )
+    return _paired_result(diffs, w, boot, min(1.0, 2.0 * min(np.mean(boot <= 0), np.mean(boot >= 0))), alpha)
 
 
 def task_counts(df: pd.DataFrame, setting_col: str, task_col: str, passed_col: str) -> pd.DataFrame:

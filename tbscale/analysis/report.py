@@ -4,19 +4,30 @@ markdown, CSV and summary.json, with plots and a single-file HTML report.
 The sections run in a fixed order (REPORT_SECTIONS): the core tables, then each analysis that has
 something to say about the run (behaviours, stages, the judge's results, CER), then the plots and
 the HTML that draw on all of them. The caller may pass its own list.
+
+In the terminal each table is laid out for the console's width (`report_console`: the terminal's
+width, or COLUMNS when output is not a terminal, default 120): its key columns first
+(TERMINAL_COLUMNS), a difference and its interval folded into one column, and the least important
+columns left out, with a line naming them, until the table fits. The files (report.md, the CSVs,
+summary.json) always hold every column. `render(ctx, fmt)` gives one of them as text, for
+`tbscale report --format md|csv|json`.
 """
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from tbscale.analysis import behaviour_report, cer_report, html, judge_report, plots, stages, tables
+from tbscale.analysis import adaptive_report, behaviour_report, cer_report, html, judge_report, plots, stages, tables
 from tbscale.analysis.context import ReportContext, Section, fmt
 from tbscale.errors import TbscaleError
 from tbscale.rundata import read_trial_table
@@ -92,18 +103,97 @@ def spend_section(ctx: ReportContext) -> Section | None:
                    "unknown (a model without a known price).")
 
 
-REPORT_SECTIONS: list[SectionFn] = [core_sections, behaviour_report.behaviour_sections, stages.stage_sections,
+REPORT_SECTIONS: list[SectionFn] = [core_sections, adaptive_report.adaptive_sections,
+                                    behaviour_report.behaviour_sections, stages.stage_sections,
                                     judge_report.judge_sections, cer_report.cer_sections, plots.plot_sections,
                                     html.html_section]
 
 
-def rich_table(section: Section) -> Table:
+def rich_table(section: Section, columns: list[str] | None = None) -> Table:
     t = Table(title=section.title, title_justify="left", show_lines=False)
-    for col in section.frame.columns:
+    frame = section.frame if columns is None else section.frame[columns]
+    for col in frame.columns:
         t.add_column(str(col), overflow="fold")
-    for _, row in section.frame.iterrows():
+    for _, row in frame.iterrows():
         t.add_row(*[fmt(v, c in section.percent_cols) for c, v in row.items()])
     return t
+
+
+# ---- the terminal ---------------------------------------------------------------------------------
+DEFAULT_WIDTH = 120  # when output is not a terminal and COLUMNS is not set
+MIN_COLUMNS = 2  # columns a terminal table keeps however narrow the console (rich folds them)
+# Per section, the columns that matter most, in the order the terminal shows them; the others
+# follow in the table's order and are the first left out when the table does not fit.
+TERMINAL_COLUMNS: dict[str, tuple[str, ...]] = {
+    "summary": ("setting", "pass@1 (95% CI)", "N", "trials", "cost_usd_per_trial", "turns_mean", "fallback",
+                "infra_errors", "policy", "turns_solved", "tasks"),
+    "pass_at_k": ("setting", "k", "pass_at_k", "pass_hat_k", "consistency_at_k"),
+    "costs": ("setting", "total_out", "total_vs_baseline", "generator_out", "selector_out", "cost_usd", "avg_turns"),
+    "endings": ("setting", "pass", "wrong_submission", "time_limit", "agent_error"),
+    "compare": ("metric", "diff [95% CI]", "p_value"),
+    "spend": ("run", "spent_tokens", "counted_tokens", "spent_cost_usd", "counted_cost_usd"),
+    "adaptive_paths": ("setting", "pass@1 (95% CI)", "agreed_share", "selector_calls", "selector_tokens",
+                       "samples_per_turn", "generator_input", "generator_output", "choice_turns"),
+    "adaptive_vs_plain": ("setting", "metric", "diff [95% CI]", "p_value", "saved_share", "plain", "adaptive", "vs"),
+    "behaviour_preference": ("setting", "behaviour", "selected", "uniform", "difference [95% CI]", "p_value"),
+}
+
+
+def report_console(stderr: bool = False) -> Console:
+    """A console for the report: the terminal's width on a terminal; otherwise COLUMNS, or 120."""
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty():
+        return Console(stderr=stderr)
+    try:
+        width = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        width = 0
+    return Console(stderr=stderr, width=width if width > 0 else DEFAULT_WIDTH)
+
+
+def folded(section: Section) -> Section:
+    """The section with a difference and its interval (`diff`/`difference`, `ci_lo`, `ci_hi`)
+    folded into one column, `diff [95% CI]`, where the difference stood."""
+    frame = section.frame
+    value = next((c for c in ("diff", "difference") if c in frame.columns), None)
+    if value is None or not {"ci_lo", "ci_hi"} <= set(frame.columns):
+        return section
+    pct = value in section.percent_cols
+    text = [f"{fmt(v, pct)} [{fmt(lo, pct)}, {fmt(hi, pct)}]" if v == v else "-"
+            for v, lo, hi in zip(frame[value], frame["ci_lo"], frame["ci_hi"])]
+    out = frame.drop(columns=["ci_lo", "ci_hi"])
+    out.insert(list(out.columns).index(value), f"{value} [95% CI]", text)
+    out = out.drop(columns=[value])
+    return Section(section.key, section.title, out, section.note, section.percent_cols)
+
+
+def terminal_table(section: Section, console: Console) -> tuple[Table, list[str]]:
+    """The section's table as it fits the console: key columns first, the least important left out
+    until its natural width fits (then rich folds what is left). Returns it and the columns left out."""
+    section = folded(section)
+    cols = [str(c) for c in section.frame.columns]
+    first = [c for c in TERMINAL_COLUMNS.get(section.key, ()) if c in cols]
+    keep = first + [c for c in cols if c not in first]
+    dropped: list[str] = []
+    unbounded = console.options.update_width(1_000_000)  # the table's natural width, not the console's
+    table = rich_table(section, keep)
+    while len(keep) > MIN_COLUMNS and console.measure(table, options=unbounded).maximum > console.width:
+        dropped.insert(0, keep.pop())
+        table = rich_table(section, keep)
+    return table, dropped
+
+
+def print_section(console: Console, section: Section) -> None:
+    table, dropped = terminal_table(section, console)
+    console.print(table)
+    notes = []
+    if dropped:
+        notes.append(f"Not shown here ({console.width} columns): {', '.join(dropped)}; every column is in "
+                     f"{section.key}.csv and report.md.")
+    if section.note:
+        notes.append(section.note)
+    for note in notes:
+        console.print(f"[dim]{escape(note)}[/]", highlight=False)
 
 
 def markdown(section: Section) -> str:
@@ -120,7 +210,10 @@ def markdown(section: Section) -> str:
 
 def build_report(paths: list[Path], console: Console, *, compare: list[str] | None = None, plots: bool = True,
                  baseline: str | None = None, out_dir: Path | None = None,
-                 sections: list[SectionFn] | None = None, include_infra_errors: bool = False) -> ReportContext:
+                 sections: list[SectionFn] | None = None, include_infra_errors: bool = False,
+                 adaptive_pair: list[str] | None = None, tables_to_console: bool = True) -> ReportContext:
+    """Compute the report's sections, write its files under out_dir, and print it to `console`
+    (banners always; the tables unless `tables_to_console` is off, as for `--format`)."""
     run_dirs = tables.find_run_dirs(paths)
     table = read_trial_table(run_dirs)
     for p in table.problems:
@@ -130,7 +223,7 @@ def build_report(paths: list[Path], console: Console, *, compare: list[str] | No
     target = out_dir or (run_dirs[0] / "report" if len(run_dirs) == 1 else Path(paths[0]) / "report")
     ctx = ReportContext(df=df, run_dirs=run_dirs, out_dir=target, baseline=tables.baseline_label(everything, baseline),
                         compare=compare, plots=plots, simulated=bool(everything["simulated"].any()),
-                        all_trials=everything)
+                        all_trials=everything, adaptive_pair=adaptive_pair)
     infra = int(everything["infra_error"].sum())
     if infra:
         how = "counted as failures" if include_infra_errors else "left out of pass@1 (--include-infra-errors counts them)"
@@ -146,28 +239,27 @@ def build_report(paths: list[Path], console: Console, *, compare: list[str] | No
         chosen = [core_sections]
     for fn in chosen:
         fn(ctx)
-    write(ctx, console)
+    write(ctx, console, tables_to_console)
     return ctx
 
 
-def write(ctx: ReportContext, console: Console) -> None:
+def write(ctx: ReportContext, console: Console, tables_to_console: bool = True) -> None:
     ctx.out_dir.mkdir(parents=True, exist_ok=True)
     banner = ("SIMULATED MODELS: these runs used tbscale's embedded simulated model (sim/...), not a language "
               "model. The numbers exercise the harness and the strategies' mechanics only.")
     if ctx.simulated:
-        console.print(f"[bold yellow]{banner}[/]")
+        console.print(f"[bold yellow]{banner}[/]", highlight=False)
     md = ["# tbscale report", "", f"Runs: {', '.join(str(r) for r in ctx.run_dirs)}", ""]
     if ctx.simulated:
         md += [f"> **{banner}**", ""]
     for note in ctx.banners:
-        console.print(f"[bold yellow]{note}[/]", highlight=False, soft_wrap=True)
+        console.print(f"[bold yellow]{escape(note)}[/]", highlight=False)
         md += [f"> **{note}**", ""]
     summary: dict[str, Any] = {"runs": [str(r) for r in ctx.run_dirs], "simulated": ctx.simulated,
                                "baseline": ctx.baseline, "banners": ctx.banners, "tables": {}}
     for sec in ctx.sections:
-        console.print(rich_table(sec))
-        if sec.note:
-            console.print(f"[dim]{sec.note}[/]")
+        if tables_to_console:
+            print_section(console, sec)
         md.append(markdown(sec))
         sec.frame.to_csv(ctx.out_dir / f"{sec.key}.csv", index=False)
         summary["tables"][sec.key] = json.loads(sec.frame.to_json(orient="records"))
@@ -175,4 +267,24 @@ def write(ctx: ReportContext, console: Console) -> None:
         md.append(f"## {title}\n\n![{title}]({img.name})\n")
     (ctx.out_dir / "report.md").write_text("\n".join(md))
     (ctx.out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-    console.print(f"report written to {ctx.out_dir}")
+    console.print(f"report written to {escape(str(ctx.out_dir))}", highlight=False)
+
+
+FORMATS = ("md", "csv", "json")
+
+
+def render(ctx: ReportContext, fmt_name: str) -> str:
+    """One of the report's files as text, for scripts: md, the report.md text; csv, each table as
+    CSV after a line `# table: <key>` naming it (tables apart by a blank line); json, summary.json."""
+    if fmt_name == "md":
+        return (ctx.out_dir / "report.md").read_text()
+    if fmt_name == "json":
+        return (ctx.out_dir / "summary.json").read_text() + "\n"
+    if fmt_name == "csv":
+        parts = []
+        for sec in ctx.sections:
+            buf = io.StringIO()
+            sec.frame.to_csv(buf, index=False)
+            parts.append(f"# table: {sec.key}\n{buf.getvalue()}")
+        return "\n".join(parts)
+    raise TbscaleError(f"--format: {fmt_name!r} is not one of {', '.join(FORMATS)}")

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from tbscale.analysis import metrics
 from tbscale.analysis.context import ReportContext, Section
+from tbscale.analysis.records import attempt_passed, attempts_of, mean, strategy_rows, task_mean
 from tbscale.analysis.tables import ROLES, settings_order
 
 STAGED = ("pdr", "best_of_n")
@@ -39,17 +40,6 @@ STAGED = ("pdr", "best_of_n")
 def _record(row: dict[str, Any]) -> dict[str, Any] | None:
     rec = row.get("strategy_record")
     return rec if isinstance(rec, dict) and rec.get("kind") in STAGED else None
-
-
-def _attempts(row: dict[str, Any]) -> dict[int, dict[str, Any]]:
-    atts = row.get("attempts")
-    if not isinstance(atts, list):
-        return {}
-    return {int(a["index"]): a for a in atts}
-
-
-def _passed(a: dict[str, Any] | None) -> bool:
-    return bool(a and a.get("passed") and a.get("ending", "pass") == "pass")
 
 
 def stage_label(stage: str) -> str:
@@ -78,7 +68,7 @@ def stage_order(stage: str) -> tuple[int, int]:
 def trial_stages(row: dict[str, Any]) -> list[dict[str, Any]]:
     """One trial's stages in order: label, pass rate of the attempts the stage holds (an
     iteration's attempts, a selection's survivors; Final: the returned attempt), and count."""
-    rec, atts = _record(row), _attempts(row)
+    rec, atts = _record(row), attempts_of(row)
     if rec is None:
         return []
     out = []
@@ -89,27 +79,10 @@ def trial_stages(row: dict[str, Any]) -> list[dict[str, Any]]:
             members = [rec.get("final", st["selected"][0])]
         else:
             members = st["selected"]
-        vals = [_passed(atts.get(i)) for i in members]
-        out.append({"stage": st["stage"], "label": stage_label(st["stage"]), "pass": float(np.mean(vals)) if vals else math.nan,
+        vals = [attempt_passed(atts.get(i)) for i in members]
+        out.append({"stage": st["stage"], "label": stage_label(st["stage"]), "pass": float(mean(vals)) if vals else math.nan,
                     "count": len(members)})
     return out
-
-
-def _task_mean(values: Iterable[tuple[str, float]]) -> float:
-    """Mean over tasks of the mean over a task's values (every figure is averaged per task first)."""
-    by: dict[str, list[float]] = defaultdict(list)
-    for task, v in values:
-        if v is not None and not (isinstance(v, float) and math.isnan(v)):
-            by[task].append(v)
-    return float(np.mean([np.mean(v) for v in by.values()])) if by else math.nan
-
-
-def _rows(df: pd.DataFrame, label: str) -> list[dict[str, Any]]:
-    return df[df["label"] == label].to_dict("records")
-
-
-def _staged_labels(df: pd.DataFrame) -> list[str]:
-    return [lab for lab in settings_order(df) if any(_record(r) for r in _rows(df, lab))]
 
 
 # ---- tables --------------------------------------------------------------------------------------
@@ -135,16 +108,16 @@ def stage_table(rows: list[dict[str, Any]]) -> tuple[pd.DataFrame, pd.DataFrame]
                 usage[stage][f"{role}_out"].append(float(u.get("output", 0)))
                 usage[stage][f"{role}_calls"].append(float(u.get("calls", 0)))
     order.sort(key=stage_order)
-    wide = {stage_label(s): _task_mean(per_stage[s]) for s in order}
+    wide = {stage_label(s): task_mean(per_stage[s]) for s in order}
     long = []
     cum = 0.0
     for s in order:
-        u = {k: float(np.mean(v)) if v else 0.0 for k, v in usage[s].items()}
+        u = {k: float(mean(v)) if v else 0.0 for k, v in usage[s].items()}
         tin = sum(u.get(f"{role}_in", 0) for role in ROLES)
         tout = sum(u.get(f"{role}_out", 0) for role in ROLES)
         cum += tin + tout
-        long.append({"stage": stage_label(s), "pass@1": _task_mean(per_stage[s]),
-                     "attempts": float(np.mean(counts[s])), "input_tokens": tin, "output_tokens": tout,
+        long.append({"stage": stage_label(s), "pass@1": task_mean(per_stage[s]),
+                     "attempts": float(mean(counts[s])), "input_tokens": tin, "output_tokens": tout,
                      **{f"{role}_out": u.get(f"{role}_out", 0.0) for role in ROLES},
                      "calls": sum(u.get(f"{role}_calls", 0) for role in ROLES), "cumulative_tokens": cum})
     return pd.DataFrame([wide]), pd.DataFrame(long)
@@ -154,10 +127,10 @@ def steps_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """pdr-rtv Table 4: mean steps (turns) per attempt of each iteration, all / passing / failing."""
     by: dict[str, list[tuple[int, bool]]] = defaultdict(list)
     for r in rows:
-        atts = _attempts(r)
+        atts = attempts_of(r)
         for st in (_record(r) or {}).get("stages", []):
             if st["kind"] == "iteration":
-                by[st["stage"]] += [(int(atts[i]["turns"]), _passed(atts[i])) for i in st["attempts"] if i in atts]
+                by[st["stage"]] += [(int(atts[i]["turns"]), attempt_passed(atts[i])) for i in st["attempts"] if i in atts]
     out = []
     for stage, vals in by.items():
         turns = np.array([t for t, _ in vals], float)
@@ -181,18 +154,18 @@ def rounds_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     passn: dict[tuple[str, int], list[tuple[str, float]]] = defaultdict(list)
     size: dict[tuple[str, int], list[int]] = defaultdict(list)
     for r in rows:
-        atts = _attempts(r)
+        atts = attempts_of(r)
         for stage, t in _tournaments(r):
             if t.get("method") not in ("rtv", "judge"):
                 continue
             pools = [(0, t["entrants"])] + [(rd["round"], rd["survivors"]) for rd in t.get("rounds", [])]
             for rd, members in pools:
-                vals = [_passed(atts.get(i)) for i in members]
-                pass1[(stage, rd)].append((r["task_id"], float(np.mean(vals))))
+                vals = [attempt_passed(atts.get(i)) for i in members]
+                pass1[(stage, rd)].append((r["task_id"], float(mean(vals))))
                 passn[(stage, rd)].append((r["task_id"], float(any(vals))))
                 size[(stage, rd)].append(len(members))
-    out = [{"rtv": stage_label(stage), "round": rd, "survivors": float(np.mean(size[(stage, rd)])),
-            "avg_pass@1": _task_mean(pass1[(stage, rd)]), "pass@N": _task_mean(passn[(stage, rd)])}
+    out = [{"rtv": stage_label(stage), "round": rd, "survivors": float(mean(size[(stage, rd)])),
+            "avg_pass@1": task_mean(pass1[(stage, rd)]), "pass@N": task_mean(passn[(stage, rd)])}
            for stage, rd in pass1]
     return pd.DataFrame(out)
 
@@ -203,7 +176,7 @@ def group_accuracy_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     acc: dict[tuple[str, str], list[bool]] = defaultdict(list)
     groups_all: dict[tuple[str, str], int] = defaultdict(int)
     for r in rows:
-        atts = _attempts(r)
+        atts = attempts_of(r)
         for stage, t in _tournaments(r):
             if t.get("method") not in ("rtv", "judge"):
                 continue
@@ -211,17 +184,17 @@ def group_accuracy_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
                 for g in rd["groups"]:
                     if g.get("bye"):
                         continue
-                    vals = [_passed(atts.get(i)) for i in g["members"]]
+                    vals = [attempt_passed(atts.get(i)) for i in g["members"]]
                     winners = g.get("winners") or [g.get("winner")]
                     for key in ((stage_label(stage), str(rd["round"])), (stage_label(stage), "all"), ("all", "all")):
                         groups_all[key] += 1
                         if any(vals) and not all(vals):
-                            acc[key].append(all(_passed(atts.get(w)) for w in winners))
+                            acc[key].append(all(attempt_passed(atts.get(w)) for w in winners))
     out = []
     for key in sorted(groups_all, key=lambda k: (k[0] == "all", k[0], k[1] == "all", k[1])):
         v = acc.get(key, [])
         out.append({"rtv": key[0], "round": key[1], "groups": groups_all[key], "mixed_groups": len(v),
-                    "accuracy": float(np.mean(v)) if v else math.nan})
+                    "accuracy": float(mean(v)) if v else math.nan})
     return pd.DataFrame(out)
 
 
@@ -231,17 +204,17 @@ def stratified_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     by: dict[tuple[str, int, int], list[bool]] = defaultdict(list)
     trials: dict[tuple[str, int, int], set] = defaultdict(set)
     for r in rows:
-        atts = _attempts(r)
+        atts = attempts_of(r)
         for a in atts.values():
             ctx = a.get("context") or []
             if not ctx:
                 continue
-            c = sum(_passed(atts.get(int(i))) for i in ctx)
+            c = sum(attempt_passed(atts.get(int(i))) for i in ctx)
             key = (a["stage"], c, len(ctx))
-            by[key].append(_passed(a))
+            by[key].append(attempt_passed(a))
             trials[key].add((r["task_id"], r["trial"]))
     out = [{"iteration": stage_label(s), "context_passing": f"{c}/{k}", "attempts": len(v), "trials": len(trials[(s, c, k)]),
-            "pass@1": float(np.mean(v))} for (s, c, k), v in sorted(by.items())]
+            "pass@1": float(mean(v))} for (s, c, k), v in sorted(by.items())]
     return pd.DataFrame(out)
 
 
@@ -250,11 +223,11 @@ def transition_matrix(rows: list[dict[str, Any]], src: str = "iter0", dst: str =
     those of `dst`). Mass above the diagonal: refinement helped."""
     pairs, n_max = [], 0
     for r in rows:
-        atts = _attempts(r)
+        atts = attempts_of(r)
         its = {st["stage"]: st["attempts"] for st in (_record(r) or {}).get("stages", []) if st["kind"] == "iteration"}
         if src in its and dst in its:
-            c0 = sum(_passed(atts.get(i)) for i in its[src])
-            c1 = sum(_passed(atts.get(i)) for i in its[dst])
+            c0 = sum(attempt_passed(atts.get(i)) for i in its[src])
+            c1 = sum(attempt_passed(atts.get(i)) for i in its[dst])
             pairs.append((c0, c1))
             n_max = max(n_max, len(its[src]), len(its[dst]))
     if not pairs:
@@ -313,52 +286,62 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
 # ---- the report section ------------------------------------------------------------------------------
 def stage_sections(ctx: ReportContext) -> None:
     df = ctx.df
-    staged = _staged_labels(df)
-    if staged:
-        wide, long, steps, rounds, groups, strat, trans = [], [], [], [], [], [], []
-        for lab in staged:
-            rows = [r for r in _rows(df, lab) if _record(r)]
-            w, lg = stage_table(rows)
-            wide.append(_with_setting(w, lab))
-            long.append(_with_setting(lg, lab))
-            steps.append(_with_setting(steps_table(rows), lab))
-            rounds.append(_with_setting(rounds_table(rows), lab))
-            groups.append(_with_setting(group_accuracy_table(rows), lab))
-            strat.append(_with_setting(stratified_table(rows), lab))
-            tm = transition_matrix(rows)
-            if not tm.empty:
-                trans.append(_with_setting(tm, lab))
-        wide_f = _concat(wide)
-        labels = {stage_label(s): stage_order(s) for r in df.to_dict("records") for s in
-                  [st["stage"] for st in (_record(r) or {}).get("stages", [])]}
-        stage_cols = tuple(sorted((c for c in wide_f.columns if c != "setting"), key=lambda c: labels.get(c, (0, 0))))
-        wide_f = wide_f[["setting", *stage_cols]]
-        ctx.sections.append(Section("stages", "Average pass@1 at each stage (pdr-rtv Table 3)", wide_f,
-                                    "Iter t: attempts of iteration t; Select-K: the K kept as refinement context; "
-                                    "Final: the returned attempt. Mean over a trial's attempts, then trials, then tasks.",
-                                    stage_cols))
-        ctx.sections.append(Section("stage_costs", "Pass@1 and tokens per stage", _concat(long),
-                                    "Tokens per trial spent in each stage (an iteration: its attempts and their "
-                                    "summaries; a selection: the judge's votes); cumulative_tokens adds up the stages.",
-                                    ("pass@1",)))
-        ctx.sections.append(Section("stage_steps", "Steps per iteration, passing and failing attempts (pdr-rtv Table 4)",
-                                    _concat(steps), "", ("pass@1",)))
-        ctx.sections.append(Section("rtv_rounds", "Survivors per tournament round (pdr-rtv Figures 11-12)", _concat(rounds),
-                                    "Round 0 is the pool entering the tournament. avg_pass@1: share of survivors "
-                                    "that pass; pass@N: some survivor passes.", ("avg_pass@1", "pass@N")))
-        ctx.sections.append(Section("rtv_accuracy", "Groupwise selection accuracy (pdr-rtv Table 6)", _concat(groups),
-                                    "Among groups holding both a passing and a failing attempt, the share where a "
-                                    "passing one was chosen.", ("accuracy",)))
-        st = _concat(strat)
-        if not st.empty:
-            ctx.sections.append(Section("context_strata", "Refined pass@1 by passing context attempts (pdr-rtv Tables 2, 5)",
-                                        st, "Each refined attempt is bucketed by how many of the K attempts in its "
-                                            "context passed.", ("pass@1",)))
-        tr = _concat(trans)
-        if not tr.empty:
-            ctx.sections.append(Section("transitions", "Pass-count transitions, iteration 0 -> 1 (pdr-rtv Figure 8)", tr,
-                                        "Trials counted by passes among the N iteration-0 attempts (rows) and the "
-                                        "N iteration-1 attempts (columns)."))
+    wide, long, steps, rounds, groups, strat, trans = [], [], [], [], [], [], []
+    stage_keys: dict[str, tuple[int, int]] = {}
+    for lab, rows in strategy_rows(df, STAGED):  # one setting's records at a time
+        for r in rows:
+            for st in (_record(r) or {}).get("stages", []):
+                stage_keys.setdefault(stage_label(st["stage"]), stage_order(st["stage"]))
+        w, lg = stage_table(rows)
+        wide.append(_with_setting(w, lab))
+        long.append(_with_setting(lg, lab))
+        steps.append(_with_setting(steps_table(rows), lab))
+        rounds.append(_with_setting(rounds_table(rows), lab))
+        groups.append(_with_setting(group_accuracy_table(rows), lab))
+        strat.append(_with_setting(stratified_table(rows), lab))
+        tm = transition_matrix(rows)
+        if not tm.empty:
+            trans.append(_with_setting(tm, lab))
+    if wide:
+        _staged_sections(ctx, wide, long, steps, rounds, groups, strat, trans, stage_keys)
+    _common_sections(ctx)
+
+
+def _staged_sections(ctx: ReportContext, wide, long, steps, rounds, groups, strat, trans,
+                     stage_keys: dict[str, tuple[int, int]]) -> None:
+    wide_f = _concat(wide)
+    stage_cols = tuple(sorted((c for c in wide_f.columns if c != "setting"), key=lambda c: stage_keys.get(c, (0, 0))))
+    wide_f = wide_f[["setting", *stage_cols]]
+    ctx.sections.append(Section("stages", "Average pass@1 at each stage (pdr-rtv Table 3)", wide_f,
+                                "Iter t: attempts of iteration t; Select-K: the K kept as refinement context; "
+                                "Final: the returned attempt. Mean over a trial's attempts, then trials, then tasks.",
+                                stage_cols))
+    ctx.sections.append(Section("stage_costs", "Pass@1 and tokens per stage", _concat(long),
+                                "Tokens per trial spent in each stage (an iteration: its attempts and their "
+                                "summaries; a selection: the judge's votes); cumulative_tokens adds up the stages.",
+                                ("pass@1",)))
+    ctx.sections.append(Section("stage_steps", "Steps per iteration, passing and failing attempts (pdr-rtv Table 4)",
+                                _concat(steps), "", ("pass@1",)))
+    ctx.sections.append(Section("rtv_rounds", "Survivors per tournament round (pdr-rtv Figures 11-12)", _concat(rounds),
+                                "Round 0 is the pool entering the tournament. avg_pass@1: share of survivors "
+                                "that pass; pass@N: some survivor passes.", ("avg_pass@1", "pass@N")))
+    ctx.sections.append(Section("rtv_accuracy", "Groupwise selection accuracy (pdr-rtv Table 6)", _concat(groups),
+                                "Among groups holding both a passing and a failing attempt, the share where a "
+                                "passing one was chosen.", ("accuracy",)))
+    st = _concat(strat)
+    if not st.empty:
+        ctx.sections.append(Section("context_strata", "Refined pass@1 by passing context attempts (pdr-rtv Tables 2, 5)",
+                                    st, "Each refined attempt is bucketed by how many of the K attempts in its "
+                                        "context passed.", ("pass@1",)))
+    tr = _concat(trans)
+    if not tr.empty:
+        ctx.sections.append(Section("transitions", "Pass-count transitions, iteration 0 -> 1 (pdr-rtv Figure 8)", tr,
+                                    "Trials counted by passes among the N iteration-0 attempts (rows) and the "
+                                    "N iteration-1 attempts (columns)."))
+
+
+def _common_sections(ctx: ReportContext) -> None:
+    df = ctx.df
     ctx.sections.append(Section("role_tokens", "Tokens per trial by role", role_tokens_table(df),
                                 "Mean input and output tokens per trial for each role."))
     cs = cost_success_table(df)

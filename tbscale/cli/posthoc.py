@@ -156,8 +156,9 @@ def rewards(runs: list[Path] = typer.Argument(..., help="run folder(s) holding t
                 err.print("[yellow]Simulated judge (sim/...): a rule-based stand-in with noise; its preferences "
                           "exercise the pipeline and measure nothing.[/]")
             judge = bsr.llm_judge(model_cfg)
-        result = asyncio.run(bsr.refine(df, params, judge))
         out_dir = output or (run_dirs[0] / "rewards")
+        store = bsr.judgement_store(out_dir, bsr.bsr_judge_key(model_cfg, params)) if judge is not None else None
+        result = asyncio.run(bsr.refine(df, params, judge, store))
         paths = bsr.write_outputs(out_dir, result, params, model_cfg.model if model_cfg else None,
                                   bool(model_cfg and model_cfg.is_simulated), run_dirs)
     except TbscaleError as e:

@@ -176,12 +176,27 @@ def report(runs: list[Path] = typer.Argument(..., help="run folders, or a folder
            import_: bool = typer.Option(False, "--import", help="read folders of mini-swe-agent or Harbor runs "
                                                               "(imported once into results/imported/)"),
            include_infra_errors: bool = typer.Option(False, help="count trials that ended in an infrastructure "
-                                                               "error as failures in pass@1")):
-    """Tables (and plots) from finished runs: pass@k, consistency, turns, endings, costs, significance."""
+                                                               "error as failures in pass@1"),
+           adaptive_pair: Optional[Tuple[str, str]] = typer.Option(
+               None, metavar="PLAIN ADAPTIVE", help="the plain and the adaptive Turn-BoN setting to compare "
+                                                    "(default: every adaptive setting with a plain one of the same N)"),
+           format_: Optional[str] = typer.Option(
+               None, "--format", metavar="md|csv|json",
+               help="print one format to stdout for scripts, and nothing else (messages go to stderr): md, the "
+                    "report.md text; csv, each table after a `# table: <key>` line; json, summary.json")):
+    """Tables (and plots) from finished runs: pass@k, consistency, turns, endings, costs, significance.
+
+    In a terminal the tables fit its width (COLUMNS, or 120, when output is not a terminal), key
+    columns first; report/ holds every column (report.md, one CSV per table, summary.json)."""
+    from tbscale.analysis.report import FORMATS
+
+    if format_ is not None and format_ not in FORMATS:
+        fail(f"--format: {format_!r} is not one of {', '.join(FORMATS)}")
     try:
         if import_:
             runs = _imported(runs)
-        _report(runs, list(compare) if compare else None, plots, include_infra_errors=include_infra_errors)
+        _report(runs, list(compare) if compare else None, plots, include_infra_errors=include_infra_errors,
+                adaptive_pair=list(adaptive_pair) if adaptive_pair else None, format_=format_)
     except TbscaleError as e:
         fail(str(e))
 
@@ -202,10 +217,20 @@ def _imported(paths: list[Path]) -> list[Path]:
     return runs
 
 
-def _report(runs: list[Path], compare, plots: bool, include_infra_errors: bool = False) -> None:
-    from tbscale.analysis.report import build_report
+def _report(runs: list[Path], compare, plots: bool, include_infra_errors: bool = False,
+            adaptive_pair: list[str] | None = None, format_: str | None = None) -> None:
+    import sys
 
-    build_report(runs, out, compare=compare, plots=plots, include_infra_errors=include_infra_errors)
+    from tbscale.analysis.report import build_report, render, report_console
+
+    if format_ is None:
+        build_report(runs, report_console(), compare=compare, plots=plots, include_infra_errors=include_infra_errors,
+                     adaptive_pair=adaptive_pair)
+        return
+    ctx = build_report(runs, report_console(stderr=True), compare=compare, plots=plots,
+                       include_infra_errors=include_infra_errors, adaptive_pair=adaptive_pair, tables_to_console=False)
+    sys.stdout.write(render(ctx, format_))
+    sys.stdout.flush()
 
 
 @app.command()

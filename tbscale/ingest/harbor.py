@@ -11,6 +11,7 @@ from typing import Any
 from tbscale.errors import TbscaleError
 from tbscale.ingest.mini_swe_agent import parse_mini_trajectory
 from tbscale.ingest.model import PASS_THRESHOLD, ImportedTrial, ImportedTurn, _safe, _short_model, _text
+from tbscale.ingest.tool_commands import tool_command
 from tbscale.types.actions import FINISH_MARKER, decode_tool_arguments
 
 
@@ -48,23 +49,6 @@ def harbor_trial_dirs(path: Path, depth: int = 3) -> list[Path]:
     return found
 
 
-_COMMAND_KEYS = ("command", "cmd", "keystrokes", "script", "code")
-
-
-def _atif_command(arguments: Any) -> str | None:
-    """The command of an ATIF tool call: agents name it `command`, `cmd`, `keystrokes`, ..."""
-    arguments = decode_tool_arguments(arguments)
-    if arguments is None:
-        return None
-    for k in _COMMAND_KEYS:
-        v = arguments.get(k)
-        if isinstance(v, str) and v.strip():
-            return v.strip()
-        if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
-            return " ".join(v)
-    return None
-
-
 def parse_atif(data: dict[str, Any]) -> tuple[list[ImportedTurn], str | None]:
     """(turns, instruction) from an ATIF trajectory: one turn per agent step."""
     turns: list[ImportedTurn] = []
@@ -86,7 +70,7 @@ def parse_atif(data: dict[str, Any]) -> tuple[list[ImportedTurn], str | None]:
             if name in ("mark_task_complete", "submit", "finish", "task_complete"):
                 submitted = True
                 continue
-            cmd = _atif_command(args)
+            cmd = tool_command(name, decode_tool_arguments(args))
             if cmd:
                 cmds.append(cmd)
         command = "\n".join(cmds) or None

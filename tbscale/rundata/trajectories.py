@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tbscale.logs import read_jsonl
+from tbscale.logs import check_schema_version, read_jsonl
 
 
 
@@ -21,6 +21,7 @@ class TurnTrace:
     action: dict[str, Any] | None = None
     observation: dict[str, Any] | None = None
     format_error: dict[str, Any] | None = None
+    path: str | None = None  # adaptive Turn-BoN: agreed_first, agreed_all or selected
 
     @property
     def executed_index(self) -> int | None:
@@ -81,6 +82,8 @@ def read_trial(path: Path) -> TrialTrace:
     for ev in read_jsonl(Path(path)):
         kind = ev.get("type")
         if kind == "start":
+            if ev.get("schema_version") is not None:  # hand-made event files may leave it out
+                check_schema_version(ev["schema_version"], str(path))
             start = ev
             continue
         if kind == "end":
@@ -105,6 +108,7 @@ def read_trial(path: Path) -> TrialTrace:
             t = att.turns[-1]
             if kind == "candidates":
                 t.candidates = list(ev.get("candidates") or [])
+                t.path = ev.get("path")
             else:
                 setattr(t, kind, ev)
     return TrialTrace(start, attempts, end)

@@ -5,8 +5,9 @@ Only trials that belong to a run's current configuration are kept: a line whose 
 content or trial index the manifest no longer names (the config changed, a task was edited, fewer
 trials were asked for) is set aside and counted, so a report never mixes two configurations.
 Infrastructure errors stay in the table, flagged; the analyses decide what to do with them.
-Reading is streamed: each line is validated and reduced to its columns at once, so memory grows
-with the columns kept, not with the lines' size.
+Reading is streamed: each line is validated and reduced to a tuple of its columns at once, so
+memory grows with the columns kept, not with the lines' size; per-attempt records and strategy
+records stay JSON text until a section asks for them.
 """
 
 from __future__ import annotations
@@ -25,9 +26,6 @@ from tbscale.types.results import TrialResult
 
 ROLES = ("generator", "selector", "verifier", "summarizer", "judge")
 TOKEN_KINDS = ("input", "output", "reasoning", "cached", "calls")
-# Per-trial structures kept as Python objects (None for the common single-attempt trial).
-OBJECT_COLUMNS = ("policy_params", "trajectory_params", "attempts", "strategy_record", "rewards", "steps",
-                  "simulated_roles")
 
 
 @dataclass
@@ -79,40 +77,84 @@ def belongs(row: TrialResult, current: dict[str, Any] | None) -> bool:
     return not (row.task_hash and row.task_id in hashes and hashes[row.task_id] != row.task_hash)
 
 
-def _row_columns(r: TrialResult, run_dir: str) -> dict[str, Any]:
-    single = r.n_attempts <= 1
-    out: dict[str, Any] = {
-        "run_dir": run_dir, "run": r.run, "setting": r.setting, "setting_key": r.setting_key, "trial_key": r.trial_key,
-        "task_id": r.task_id, "task_format": r.task_format, "task_hash": r.task_hash, "trial": r.trial, "seed": r.seed,
-        "agent": r.agent, "policy": r.policy, "n": r.n, "trajectory": r.trajectory,
-        "generator_model": r.generator_model, "selector_model": r.selector_model, "simulated": r.simulated,
-        "simulated_roles": tuple(r.simulated_roles), "oracle_selection": r.oracle_selection,
-        "reward": math.nan if r.reward is None else r.reward, "passed": r.passed, "ending": r.ending,
-        "stop_reason": r.stop_reason, "infra_error": r.infra_error, "turns": r.turns,
-        "selection_turns": r.selection_turns, "selector_fallbacks": r.selector_fallbacks,
-        "cost_usd": math.nan if r.cost_usd is None else r.cost_usd,
-        "trial_wall": r.timing.get("trial_wall", math.nan), "n_attempts": r.n_attempts,
-        "final_attempt": r.final_attempt, "trajectory_path": r.trajectory_path,
-        "error_type": r.error.type if r.error else None, "imported_from": r.imported_from, "source": r.source,
-        "policy_params": r.policy_params, "trajectory_params": r.trajectory_params,
-        "attempts": None if single else [a.model_dump() for a in r.attempts or []],
-        "strategy_record": r.strategy_record, "rewards": r.rewards,
-        "steps": [s.model_dump() for s in r.steps] if r.steps else None,
-    }
+_SCALARS = ("run", "setting", "setting_key", "trial_key", "task_id", "task_format", "task_hash", "trial", "seed",
+            "agent", "policy", "n", "trajectory", "generator_model", "selector_model", "simulated", "oracle_selection",
+            "passed", "ending", "stop_reason", "infra_error", "turns", "selection_turns", "selector_fallbacks",
+            "n_attempts", "final_attempt", "trajectory_path", "imported_from", "source", "rewards")
+_DERIVED = ("run_dir", "simulated_roles", "reward", "cost_usd", "trial_wall", "error_type", "strategy_kind",
+            "policy_params", "attempts", "strategy_record", "steps")
+_TOKENS = tuple(f"{role}_{k}" for role in ROLES for k in (*TOKEN_KINDS, "cost"))
+COLUMNS = (*_SCALARS, *_DERIVED, *_TOKENS, "other_input", "other_output")
+
+
+def _row(r: TrialResult, run_dir: str) -> tuple:
+    """One trial as a tuple in COLUMNS order (tuples, not dicts: 100k rows stay small)."""
+    tokens = []
     for role in ROLES:
         u = r.tokens.get(role)
-        for k in TOKEN_KINDS:
-            out[f"{role}_{k}"] = float(getattr(u, k)) if u is not None else 0.0
-        out[f"{role}_cost"] = (math.nan if u.cost_usd is None else u.cost_usd) if u is not None else 0.0
+        if u is None:
+            tokens += (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        else:
+            tokens += (float(u.input), float(u.output), float(u.reasoning), float(u.cached), float(u.calls),
+                       math.nan if u.cost_usd is None else u.cost_usd)
     # Roles beyond the five (a strategy's own) still count in totals.
     other = [u for role, u in r.tokens.items() if role not in ROLES]
-    out["other_input"] = float(sum(u.input for u in other))
-    out["other_output"] = float(sum(u.output for u in other))
-    return out
+    multi = r.n_attempts > 1
+    return (*(getattr(r, name) for name in _SCALARS),
+            run_dir, tuple(r.simulated_roles), math.nan if r.reward is None else r.reward,
+            math.nan if r.cost_usd is None else r.cost_usd, r.timing.get("trial_wall", math.nan),
+            r.error.type if r.error else None, (r.strategy_record or {}).get("kind"),
+            json.dumps(r.policy_params, sort_keys=True) if r.policy_params else None,
+            # Kept as JSON text: nested records of 100k trials as Python objects would take gigabytes;
+            # the sections that read them decode only the trials they need (analysis/records.py).
+            json.dumps([a.model_dump() for a in r.attempts or []]) if multi else None,
+            json.dumps(r.strategy_record) if r.strategy_record else None,
+            [st.model_dump() for st in r.steps] if r.steps else None,
+            *tokens, float(sum(u.input for u in other)), float(sum(u.output for u in other)))
+
+
+class _ChunkedRows:
+    """Row tuples turned into a DataFrame every CHUNK rows, so the boxed Python values of at most
+    one chunk are alive at a time; superseded rows are dropped when the frames are joined."""
+
+    CHUNK = 10_000
+
+    def __init__(self) -> None:
+        self.frames: list[pd.DataFrame] = []
+        self.pending: list[tuple] = []
+        self.dropped: set[int] = set()
+        self.count = 0
+
+    def append(self, row: tuple) -> int:
+        self.pending.append(row)
+        self.count += 1
+        if len(self.pending) >= self.CHUNK:
+            self._flush()
+        return self.count - 1
+
+    def drop(self, index: int) -> None:
+        self.dropped.add(index)
+
+    @property
+    def kept(self) -> int:
+        return self.count - len(self.dropped)
+
+    def _flush(self) -> None:
+        if self.pending:
+            self.frames.append(pd.DataFrame.from_records(self.pending, columns=COLUMNS))
+            self.pending = []
+
+    def frame(self) -> pd.DataFrame:
+        self._flush()
+        df = pd.concat(self.frames, ignore_index=True) if len(self.frames) > 1 else self.frames[0]
+        self.frames = []
+        if self.dropped:
+            df = df.drop(index=sorted(self.dropped)).reset_index(drop=True)
+        return df
 
 
 def read_trial_table(run_dirs: list[Path], *, current_only: bool = True) -> TrialTable:
-    columns: list[dict[str, Any]] = []
+    rows = _ChunkedRows()
     table = TrialTable(pd.DataFrame(), list(run_dirs))
     for run in run_dirs:
         problems = ReadProblems(Path(run) / "trials.jsonl")
@@ -126,11 +168,9 @@ def read_trial_table(run_dirs: list[Path], *, current_only: bool = True) -> Tria
             # One trial per (setting, task, trial index): a later line (a rerun) wins.
             ident = f"{r.run}\0{r.setting}\0{r.task_id}\0{r.trial}"
             if ident in latest:
-                columns[latest[ident]] = None  # superseded
-            latest[ident] = len(columns)
-            columns.append(_row_columns(r, str(run)))
-    rows = [c for c in columns if c is not None]
-    if not rows:
+                rows.drop(latest[ident])  # superseded
+            latest[ident] = rows.append(_row(r, str(run)))
+    if not rows.kept:
         bad = sum(len(p.corrupt) for p in table.problems)
         where = ", ".join(map(str, run_dirs))
         if bad:
@@ -141,7 +181,7 @@ def read_trial_table(run_dirs: list[Path], *, current_only: bool = True) -> Tria
             raise TbscaleError(f"{where}: none of the {sum(table.set_aside.values())} trial lines belongs to the "
                                "run's current configuration")
         raise TbscaleError(f"{where}: trials.jsonl is empty")
-    df = pd.DataFrame(rows)
+    df = rows.frame()
     df["label"] = setting_labels(df)
     df["passed"] = df["passed"].astype(bool)
     table.df = df
@@ -155,8 +195,8 @@ def setting_labels(df: pd.DataFrame) -> list[str]:
     multi = df.groupby("setting")["run"].nunique()
     clash = set(multi[multi > 1].index)
     labels = []
-    for run, setting, oracle, sim_roles, generator in zip(df["run"], df["setting"], df["oracle_selection"],
-                                                          df["simulated_roles"], df["generator_model"]):
+    for run, setting, oracle, sim_roles, generator in zip(*(df[c].tolist() for c in (
+            "run", "setting", "oracle_selection", "simulated_roles", "generator_model"))):
         label = f"{run}/{setting}" if setting in clash else setting
         if oracle:
             label += " (oracle upper bound)"

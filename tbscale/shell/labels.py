@@ -6,6 +6,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from tbscale.shell.classify import command_kind_list
+from tbscale.shell.kinds import (
+    EDIT,
+    FILEOP,
+    INSTALL,
+    READ_COMPATIBLE,
+    RUNS_CODE,
+    TEST,
+    WAIT_PROGRAMS,
+)
+from tbscale.shell.parse import Segment, invocation
 from tbscale.types.actions import FINISH_MARKER
 
 BEHAVIOURS: tuple[str, ...] = (
@@ -20,17 +31,6 @@ BEHAVIOURS: tuple[str, ...] = (
 )
 """The eight Table 4 behaviours, in the order of Figure 4."""
 
-from tbscale.shell.classify import command_kind_list
-from tbscale.shell.kinds import (
-    EDIT,
-    FILEOP,
-    INSTALL,
-    READ_COMPATIBLE,
-    RUNS_CODE,
-    TEST,
-    WAIT_PROGRAMS,
-)
-from tbscale.shell.parse import Segment, invocation
 
 
 def contains_finish_marker(command_text: str | None, marker: str = FINISH_MARKER) -> bool:

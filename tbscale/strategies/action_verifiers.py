@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import random
 from abc import ABC, abstractmethod
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
@@ -225,10 +225,19 @@ class _VerifierPolicy(ABC):
         self.system_prompt = read_prompt(params.system_prompt, self.prompt_file)
         self.budget: int | None = None  # transcript characters per prompt, set each turn
 
-    def _log(self, ctx: TurnContext, messages, response, parsed, **extra) -> None:
-        log_call(ctx.rec, role="verifier", method=self.method, model=self.verifier.name, messages=messages,
-                 response=response, parsed=parsed, mode=self.p.log_calls, self_verification=self.self_verification,
-                 **extra)
+    async def _judge(self, ctx: TurnContext, prompt, parse, seed_parts: tuple, *,
+                     derive: Callable[[Any], dict[str, Any]] | None = None, **log_fields) -> Any:
+        """One verifier judgement, retried until the reply parses, and logged as a `verifier_call`
+        with `log_fields` (and what `derive` makes of the parsed reply). Returns the parsed reply or
+        None."""
+        parsed, reply, problem, calls = await ask_json(self.verifier, prompt, parse,
+                                                       seed=derive_seed(ctx.seed, *seed_parts), sink=ctx.rec,
+                                                       tries=self.p.tries)
+        extra = derive(parsed) if derive else {}
+        log_call(ctx.rec, role="verifier", method=self.method, model=self.verifier.name, messages=prompt,
+                 response=reply, parsed=parsed, mode=self.p.log_calls, self_verification=self.self_verification,
+                 error=problem, calls=calls, **log_fields, **extra)
+        return parsed
 
     async def decide(self, messages, ctx: TurnContext) -> Decision:
         comps, actions = await sample_candidates(self.generator, messages, self.p.n_at(ctx.turn, self.p.n), ctx,
@@ -298,11 +307,8 @@ class PointwiseVerifier(_VerifierPolicy):
 
         async def one(i: int, s: int):
             prompt = pointwise_messages(messages, actions[i], self.system_prompt, lo, hi, self.budget)
-            parsed, reply, problem, calls = await ask_json(
-                self.verifier, prompt, lambda t: parse_pointwise(t, lo, hi),
-                seed=derive_seed(ctx.seed, "point", i, s), sink=ctx.rec, tries=p.tries)
-            self._log(ctx, prompt, reply, parsed, candidate=i, sample=s, error=problem, calls=calls)
-            return i, parsed
+            return i, await self._judge(ctx, prompt, lambda t: parse_pointwise(t, lo, hi), ("point", i, s),
+                                        candidate=i, sample=s)
 
         results = await asyncio.gather(*(one(i, s) for i in judged for s in range(p.samples)))
         by: dict[int, list[float]] = {}
@@ -329,15 +335,15 @@ class PairwiseVerifier(_VerifierPolicy):
             else:  # which one is shown first is a seeded coin, so position bias does not favour low indices
                 orders.append((a, b) if derive_rng(ctx.seed, "order", a, b).random() < 0.5 else (b, a))
 
+        def margin_of(parsed) -> dict[str, Any]:
+            return {"margin": pair_margin(parsed, lo, hi) if parsed else None}
+
         async def one(first: int, second: int):
             prompt = pairwise_messages(messages, actions[first], actions[second], self.system_prompt, lo, hi,
                                        self.budget)
-            parsed, reply, problem, calls = await ask_json(
-                self.verifier, prompt, lambda t: parse_pairwise(t, lo, hi),
-                seed=derive_seed(ctx.seed, "pair", first, second), sink=ctx.rec, tries=p.tries)
-            margin = pair_margin(parsed, lo, hi) if parsed else None
-            self._log(ctx, prompt, reply, parsed, pair=[first, second], margin=margin, error=problem, calls=calls)
-            return first, second, margin
+            parsed = await self._judge(ctx, prompt, lambda t: parse_pairwise(t, lo, hi), ("pair", first, second),
+                                       pair=[first, second], derive=margin_of)
+            return first, second, margin_of(parsed)["margin"]
 
         results = await asyncio.gather(*(one(a, b) for a, b in orders))
         comparisons = [(a, b, m) for a, b, m in results if m is not None]
@@ -354,10 +360,7 @@ class ListwiseVerifier(_VerifierPolicy):
     async def _score(self, messages, actions, judged, ctx):
         shown = [actions[i] for i in judged]
         prompt = listwise_messages(messages, shown, self.system_prompt, self.budget)
-        parsed, reply, problem, calls = await ask_json(
-            self.verifier, prompt, lambda t: parse_listwise(t, len(shown)),
-            seed=derive_seed(ctx.seed, "list"), sink=ctx.rec, tries=self.p.tries)
-        self._log(ctx, prompt, reply, parsed, shown=judged, error=problem, calls=calls)
+        parsed = await self._judge(ctx, prompt, lambda t: parse_listwise(t, len(shown)), ("list",), shown=judged)
         if parsed is None:
             return {}, {}
         return {judged[parsed["selected_index"]]: 1.0}, {}

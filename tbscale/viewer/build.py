@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+from tbscale.jsonl import ReadProblems, jsonl_with_text
 from tbscale.viewer import trial_file_stem
 
 FORMAT_VERSION = 1
@@ -76,20 +77,13 @@ def read_lines(path: Path, warn: Callable[[str], None]) -> Iterator[dict[str, An
 
 
 def _objects(path: Path, warn: Callable[[str], None]) -> Iterator[tuple[dict[str, Any], str]]:
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for no, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                warn(f"{path}:{no}: skipped a line that is not JSON ({e.msg})")
-                continue
-            if isinstance(obj, dict):
-                yield obj, line
-            else:
-                warn(f"{path}:{no}: skipped a line that is not a JSON object")
+    problems = ReadProblems(Path(path))
+    for _, obj, line in jsonl_with_text(path, problems):
+        yield obj, line
+    for no, why in problems.corrupt:
+        warn(f"{path}:{no}: skipped a line ({why})")
+    if problems.torn_last_line:
+        warn(f"{path}: skipped a torn last line (not JSON: cut short by a crash)")
 
 
 def load_rows(run_dir: Path, warn: Callable[[str], None]) -> list[tuple[dict[str, Any], str]]:

@@ -34,15 +34,15 @@ Behaviour statistics (Table 9) use tbscale.shell for every command classificatio
 """
 
 from tbscale.posthoc.bsr.params import BUCKET_NAMES, FAIL, PASS, BsrParams
-from tbscale.posthoc.bsr.run import (BsrResult, Trajectory, _judge_bucket, llm_judge, load_trajectories, refine,
-                                     reward_rows, verifier_reward, write_outputs)
+from tbscale.posthoc.bsr.run import (BsrResult, Trajectory, _judge_bucket, bsr_judge_key, judgement_store, llm_judge,
+                                     load_trajectories, refine, reward_rows, verifier_reward, write_outputs)
 from tbscale.posthoc.bsr.scoring import (aux_from_scores, center_and_bound, check_ordering, effective_amplitudes,
                                          exhaustive_pairs, fit_bradley_terry, normalize, random_aux, soft_deadzone,
                                          swiss_round_pairs, swiss_rounds)
 from tbscale.posthoc.bsr.trajectories import (Step, behaviour_stats, judge_messages, load_steps, parse_judgment,
                                               summarize)
 
-__all__ = ["BUCKET_NAMES", "BsrParams", "BsrResult", "FAIL", "PASS", "Step", "Trajectory", "_judge_bucket",
+__all__ = ["BUCKET_NAMES", "BsrParams", "BsrResult", "FAIL", "PASS", "Step", "Trajectory", "_judge_bucket", "bsr_judge_key", "judgement_store",
            "aux_from_scores", "behaviour_stats", "center_and_bound", "check_ordering", "effective_amplitudes",
            "exhaustive_pairs", "fit_bradley_terry", "judge_messages", "llm_judge", "load_steps", "load_trajectories",
            "normalize", "parse_judgment", "random_aux", "refine", "reward_rows", "soft_deadzone", "summarize",

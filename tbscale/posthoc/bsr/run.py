@@ -8,7 +8,6 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +21,10 @@ from tbscale.posthoc.bsr.scoring import (aux_from_scores, check_ordering, effect
                                          fit_bradley_terry, random_aux, swiss_round_pairs, swiss_rounds)
 from tbscale.posthoc.bsr.trajectories import (Step, behaviour_stats, judge_messages, load_steps, parse_judgment,
                                               summarize)
+from tbscale.posthoc.pipeline import JudgementStore, record_history
 from tbscale.posthoc.pipeline import judge as judge_call
 from tbscale.secrets import redact
-from tbscale.seeds import derive_rng, derive_seed
+from tbscale.seeds import derive_rng, derive_seed, stable_hash
 
 def verifier_reward(row: dict[str, Any]) -> float:
     """The trial's verifier reward; a missing one counts as 1.0 for a pass and 0.0 for a failure."""
@@ -90,9 +90,28 @@ class BsrResult:
     ordering_ok: bool = True
 
 
+def bsr_judge_key(model, p: BsrParams) -> str:
+    """Identifies the judge of a BSR run: its model, the prompts, and what the summaries show."""
+    from tbscale.posthoc.bsr.trajectories import ANSWER, SYSTEM_FAIL, SYSTEM_PASS
+
+    shown = {k: getattr(p, k) for k in ("short_obs_chars", "error_obs_chars", "head_tail_chars", "max_summary_chars",
+                                        "conversion_window", "judge_tries")}
+    described = model.model_dump(mode="json", exclude={"timeout_sec", "max_retries", "retry_backoff_sec",
+                                                        "circuit_breaker_tries", "api_key_env"}) \
+        if hasattr(model, "model_dump") else getattr(model, "name", "function")
+    return stable_hash(json.dumps([described, SYSTEM_FAIL, SYSTEM_PASS, ANSWER, shown], sort_keys=True), length=12)
+
+
+def judgement_store(out_dir: Path, judge_key: str) -> JudgementStore:
+    """BSR's judgements, kept across runs: a rerun with the same judge and seed asks only new pairs."""
+    return JudgementStore(out_dir / "judgements.jsonl", judge_key, lambda line: (line["seed"], line["A"], line["B"]))
+
+
 async def _judge_bucket(group: str, bucket: int, members: list[Trajectory], judge: JudgeFn, p: BsrParams,
-                        gate: asyncio.Semaphore, records: list[dict[str, Any]]) -> tuple[list[tuple[int, int, float]], int]:
-    """Run the schedule for one bucket; returns ((winner, loser, strength) over local indices, errors)."""
+                        gate: asyncio.Semaphore, records: list[dict[str, Any]],
+                        store: JudgementStore | None = None) -> tuple[list[tuple[int, int, float]], int]:
+    """Run the schedule for one bucket; returns ((winner, loser, strength) over local indices, errors).
+    Judgements found in `store` are reused; new ones are added to it."""
     n = len(members)
     model = judge if hasattr(judge, "complete") else _FunctionModel(judge)
     rng = derive_rng(p.seed, group, bucket, "schedule")
@@ -106,21 +125,29 @@ async def _judge_bucket(group: str, bucket: int, members: list[Trajectory], judg
         a, b = (i, j) if flip.random() < 0.5 else (j, i)
         ta, tb = members[a], members[b]
         messages = judge_messages(ta.instruction or tb.instruction, bucket, ta.summary, tb.summary)
-        async with gate:
-            j_ = await judge_call(model, messages, parse_judgment, tries=p.judge_tries,
-                                  seed=derive_seed(p.seed, ta.row["trial_key"], tb.row["trial_key"]))
-        parsed, reply, error, usage = j_.parsed, j_.reply, j_.error, j_.usage
+        key = (p.seed, ta.row["trial_key"], tb.row["trial_key"])
+        if store is not None and store.has(key):
+            done = store.done[key]
+            parsed, reply, error, usage = done["parsed"], done["response"], None, done["usage"]
+        else:
+            async with gate:
+                j_ = await judge_call(model, messages, parse_judgment, tries=p.judge_tries,
+                                      seed=derive_seed(p.seed, ta.row["trial_key"], tb.row["trial_key"]))
+            parsed, reply, error, usage = j_.parsed, j_.reply, j_.error, j_.usage
+            if store is not None:
+                store.add({"seed": p.seed, "A": ta.row["trial_key"], "B": tb.row["trial_key"], "parsed": parsed,
+                           "response": reply, "usage": usage, "error": error})
         rec = {"group": group, "bucket": BUCKET_NAMES[bucket], "round": rnd, "A": ta.row["trial_key"],
                "B": tb.row["trial_key"], "prompt": messages, "response": reply, "parsed": parsed, "usage": usage,
                "error": error}
         if parsed is None:
             errors += 1
         else:
-            w, l = (a, b) if parsed["winner"] == "A" else (b, a)
-            results.append((w, l, float(parsed["strength"])))
+            winner, loser = (a, b) if parsed["winner"] == "A" else (b, a)
+            results.append((winner, loser, float(parsed["strength"])))
             members[a].comparisons += 1
             members[b].comparisons += 1
-            rec["winner"] = members[w].row["trial_key"]
+            rec["winner"] = members[winner].row["trial_key"]
         records.append(rec)
 
     if n < 2:
@@ -131,9 +158,9 @@ async def _judge_bucket(group: str, bucket: int, members: list[Trajectory], judg
     played: set[frozenset[int]] = set()
     for rnd in range(swiss_rounds(n)):
         net = [0.0] * n
-        for w, l, s in results:
-            net[w] += s
-            net[l] -= s
+        for winner, loser, strength in results:
+            net[winner] += strength
+            net[loser] -= strength
         pairs = swiss_round_pairs(net, played, rng)
         if not pairs:
             break
@@ -161,7 +188,7 @@ def load_trajectories(df, p: BsrParams) -> dict[str, list[Trajectory]]:
     return groups
 
 
-async def refine(df, p: BsrParams, judge: JudgeFn | None) -> BsrResult:
+async def refine(df, p: BsrParams, judge: JudgeFn | None, store: JudgementStore | None = None) -> BsrResult:
     """Judge (or draw random control rewards for) every group's buckets and map scores to rewards."""
     if p.group_by not in ("setting", "task"):
         raise TbscaleError(f"group_by must be 'setting' or 'task', not {p.group_by!r}")
@@ -196,7 +223,7 @@ async def refine(df, p: BsrParams, judge: JudgeFn | None) -> BsrResult:
                 raise TbscaleError("a judge is needed unless random_control is set")
             for k, t in enumerate(mem):
                 t.index = k
-            results, errs = await _judge_bucket(gkey, bucket, mem, judge, p, gate, records)
+            results, errs = await _judge_bucket(gkey, bucket, mem, judge, p, gate, records, store)
             errors += errs
             scores = fit_bradley_terry(len(mem), results, p.bt_l2)
             aux = aux_from_scores(scores, amp[bucket], p.delta, p.tau)
@@ -246,8 +273,8 @@ def write_outputs(out_dir: Path, result: BsrResult, p: BsrParams, judge_model: s
                            "passed": t.bucket == PASS, "aux_reward": round(t.aux, 6), **t.stats}
                           for t in result.trajectories])
     stats.to_csv(paths["stats"], index=False)
-    manifest = {"method": "bsr", "created_at": datetime.now(UTC).isoformat(),
-                "runs": [str(r) for r in runs], "judge_model": None if p.random_control else judge_model,
+    manifest = {"method": "bsr", "runs": [str(r) for r in runs],
+                "judge_model": None if p.random_control else judge_model,
                 "simulated_judge": simulated and not p.random_control, "params": asdict(p), "seed": p.seed,
                 "effective_a0": result.a0, "effective_a1": result.a1, "amplitude_scale": result.scale,
                 "trajectories": len(result.trajectories), "comparisons": len(result.comparisons),
@@ -255,7 +282,9 @@ def write_outputs(out_dir: Path, result: BsrResult, p: BsrParams, judge_model: s
     if simulated and not p.random_control:
         manifest["simulated_note"] = ("sim/bsr_judge is tbscale's rule-based stand-in, not a language model: its "
                                       "preferences exercise the pipeline and measure nothing")
-    paths["manifest"].write_text(json.dumps(manifest, indent=2, default=str))
+    record_history(paths["manifest"], {"judge_model": manifest["judge_model"], "seed": p.seed,
+                                       "comparisons": len(result.comparisons), "judge_errors": result.errors},
+                   **json.loads(json.dumps(manifest, default=str)))
     return paths
 
 

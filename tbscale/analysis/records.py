@@ -1,0 +1,76 @@
+"""The trials of multi-attempt strategies as row dicts, for the sections that read their attempts
+and strategy records (stages of best_of_n and pdr, CER rounds).
+
+Only the rows whose strategy record is of the asked kind are turned into dicts, so a report over
+100k single-attempt trials does not convert its whole table to find none. Each row also gets back
+its per-role `tokens` mapping (the table keeps tokens as flat columns)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from typing import Any, Iterable, Iterator
+
+import pandas as pd
+
+from tbscale.analysis.tables import ROLES, settings_order
+from tbscale.rundata.trials import TOKEN_KINDS
+
+
+# What the stage and CER sections read of a trial (converting only these keeps it fast).
+RECORD_COLUMNS = ["label", "task_id", "trial", "passed", "ending", "reward", "turns", "n_attempts", "final_attempt",
+                  "attempts", "strategy_record", "cost_usd"]
+
+
+
+def strategy_rows(df: pd.DataFrame, kinds: Iterable[str]) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """(label, row dicts) for each setting with trials whose strategy record's kind is one of
+    `kinds`, one setting at a time: records are decoded per setting and freed when the caller moves
+    on, so the peak is one setting's records, not every trial's."""
+    kinds = set(kinds)
+    if df.empty or "strategy_record" not in df.columns:
+        return
+    if "strategy_kind" in df.columns:
+        mask = df["strategy_kind"].isin(kinds)
+    else:  # a table built by hand, records as dicts
+        mask = df["strategy_record"].map(lambda r: isinstance(r, dict) and r.get("kind") in kinds).astype(bool)
+    if not mask.any():
+        return
+    token_cols = [f"{role}_{k}" for role in ROLES for k in TOKEN_KINDS]
+    sub = df.loc[mask, [c for c in (*RECORD_COLUMNS, *token_cols) if c in df.columns]]
+    for lab in settings_order(sub):
+        part = sub[sub["label"] == lab]
+        cols = list(part.columns)
+        rows = [dict(zip(cols, values)) for values in zip(*(part[c].tolist() for c in cols))]
+        for r in rows:
+            for key in ("attempts", "strategy_record"):
+                if isinstance(r.get(key), str):
+                    r[key] = json.loads(r[key])
+            r["tokens"] = {role: {k: r.get(f"{role}_{k}", 0.0) for k in TOKEN_KINDS} for role in ROLES
+                           if any(r.get(f"{role}_{k}") for k in TOKEN_KINDS)}
+        yield lab, rows
+
+
+def attempts_of(row: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    atts = row.get("attempts")
+    return {int(a["index"]): a for a in atts} if isinstance(atts, list) else {}
+
+
+def attempt_passed(a: dict[str, Any] | None) -> bool:
+    return bool(a and a.get("passed") and a.get("ending", "pass") == "pass")
+
+
+def mean(values) -> float:
+    """The mean of a short list of numbers (plain Python: numpy's overhead dominates at this size)."""
+    values = list(values)
+    return sum(values) / len(values) if values else math.nan
+
+
+def task_mean(values: Iterable[tuple[str, float | None]]) -> float:
+    """Mean over tasks of the mean over a task's values (every figure is averaged per task first)."""
+    by: dict[str, list[float]] = defaultdict(list)
+    for task, v in values:
+        if v is not None and not (isinstance(v, float) and math.isnan(v)):
+            by[task].append(float(v))
+    return mean(mean(v) for v in by.values()) if by else math.nan
