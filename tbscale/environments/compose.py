@@ -43,13 +43,15 @@ from pathlib import Path
 from typing import Any
 
 from tbscale.environments.base import ComposeSpec, StartSpec
-from tbscale.environments.docker import (LABEL_APP, LABEL_HOST, LABEL_SESSION, SESSION_ID, _HOST, Container, _pid_alive,
+from tbscale.environments.docker import (LABEL_APP, LABEL_HOST, LABEL_PROJECT, LABEL_SESSION, SESSION_ID, _HOST, Container,
                                          client, engine_capabilities, ensure_image)
+from tbscale.environments.docker import cleanup_orphans as docker_cleanup_orphans
+from tbscale.environments.docker import remove_compose_project as _remove_project_by_labels
 from tbscale.environments.network import NetworkSwitch
 from tbscale.errors import ImageBuildError, SandboxError, TaskRefused, TbscaleError
 from tbscale.seeds import hash_directory
 
-LABEL_PROJECT = "com.docker.compose.project"
+
 LABEL_SERVICE = "com.docker.compose.service"
 PLUGIN_DIRS = ("/usr/local/lib/docker/cli-plugins", "/usr/local/libexec/docker/cli-plugins",
                "/usr/lib/docker/cli-plugins", "/usr/libexec/docker/cli-plugins")
@@ -212,29 +214,6 @@ class ComposeEnvironment:
         shutil.rmtree(self.project.workdir, ignore_errors=True)
 
     remove = stop
-
-
-def _remove_project_by_labels(project: str, host: str | None) -> int:
-    """What `compose down` would remove, by labels alone (no compose files needed)."""
-    engine = client(host)
-    removed = 0
-    for c in engine.api.containers(all=True, filters={"label": [f"{LABEL_PROJECT}={project}"]}):
-        try:
-            engine.api.remove_container(c["Id"], force=True, v=True)
-            removed += 1
-        except Exception:  # noqa: BLE001
-            pass
-    for net in engine.api.networks(filters={"label": [f"{LABEL_PROJECT}={project}"]}):
-        try:
-            engine.api.remove_network(net["Id"])
-        except Exception:  # noqa: BLE001
-            pass
-    for vol in (engine.api.volumes(filters={"label": f"{LABEL_PROJECT}={project}"}) or {}).get("Volumes") or []:
-        try:
-            engine.api.remove_volume(vol["Name"], force=True)
-        except Exception:  # noqa: BLE001
-            pass
-    return removed
 
 
 def _labels(extra: dict[str, str]) -> dict[str, str]:
@@ -405,31 +384,8 @@ def cleanup_session() -> int:
 
 
 def cleanup_orphans(host: str | None = None) -> int:
-    """Take down compose projects (and remove tbscale networks) whose tbscale process on this
-    host is gone; projects of live processes and other hosts are kept."""
-    engine = client(host)
-    dead: set[str] = set()
-    projects: set[str] = set()
-    for c in engine.api.containers(all=True, filters={"label": [LABEL_APP, f"{LABEL_HOST}={_HOST}"]}):
-        labels = c.get("Labels") or {}
-        session = labels.get(LABEL_SESSION, "")
-        pid = session.split("-", 1)[0]
-        if session == SESSION_ID or not pid.isdigit() or _pid_alive(int(pid)):
-            continue
-        if labels.get(LABEL_PROJECT):
-            projects.add(labels[LABEL_PROJECT])
-    removed = sum(_remove_project_by_labels(p, host) for p in sorted(projects))
-    for net in engine.api.networks(filters={"label": [LABEL_APP, f"{LABEL_HOST}={_HOST}"]}):
-        session = (net.get("Labels") or {}).get(LABEL_SESSION, "")
-        pid = session.split("-", 1)[0]
-        if session != SESSION_ID and pid.isdigit() and not _pid_alive(int(pid)):
-            dead.add(net["Id"])
-    for net_id in dead:
-        try:
-            engine.api.remove_network(net_id)
-        except Exception:  # noqa: BLE001
-            pass
-    return removed
+    """Projects (and tbscale networks) of dead tbscale processes: the docker backend's sweep."""
+    return docker_cleanup_orphans(host)
 
 
 atexit.register(cleanup_session)

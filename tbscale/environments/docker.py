@@ -27,6 +27,7 @@ from tbscale.seeds import hash_directory
 LABEL_APP = "org.tbscale"
 LABEL_SESSION = "org.tbscale.session"
 LABEL_HOST = "org.tbscale.host"
+LABEL_PROJECT = "com.docker.compose.project"
 SESSION_ID = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
 # The docker SDK's socket timeout must outlive the longest command; commands carry their own
 # `timeout` inside the container, so this is only a backstop for a dead engine.
@@ -281,11 +282,7 @@ class DockerBackend:
         return Container.start(spec, self.host)
 
     def cleanup_orphans(self) -> int:
-        # Compose projects (and the networks tbscale made) of dead processes first: their
-        # containers carry tbscale's labels too, but only a project sweep frees their networks.
-        from tbscale.environments.compose import cleanup_orphans as compose_orphans
-
-        return compose_orphans(self.host) + cleanup_orphans(self.host)
+        return cleanup_orphans(self.host)
 
     def capabilities(self) -> dict[str, bool]:
         return engine_capabilities(self.host)
@@ -324,13 +321,13 @@ def cleanup_labelled(session: str | None = None, host: str | None = None) -> int
     """Remove containers left by tbscale processes (all of them, or one session's)."""
     label = f"{LABEL_SESSION}={session}" if session else LABEL_APP
     found = _list_containers([label], host)
-    projects = {(c.get("Labels") or {}).get("com.docker.compose.project") for c in found} - {None}
+    projects = {(c.get("Labels") or {}).get(LABEL_PROJECT) for c in found} - {None}
     removed = sum(_remove_by_id(c["Id"], host) for c in found)
     # The networks those containers were on: compose projects' and the ones tbscale made.
     api = client(host).api
     nets = api.networks(filters={"label": [label]})
     for project in projects:
-        nets += api.networks(filters={"label": [f"com.docker.compose.project={project}"]})
+        nets += api.networks(filters={"label": [f"{LABEL_PROJECT}={project}"]})
     for net in nets:
         try:
             api.remove_network(net["Id"])
@@ -363,16 +360,56 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _dead_session(labels: dict) -> bool:
+    session = labels.get(LABEL_SESSION, "")
+    pid = session.split("-", 1)[0]
+    return session != SESSION_ID and pid.isdigit() and not _pid_alive(int(pid))
+
+
+def remove_compose_project(project: str, host: str | None = None) -> int:
+    """What `docker compose down -v` removes, found by the project's labels alone."""
+    api = client(host).api
+    removed = 0
+    for c in api.containers(all=True, filters={"label": [f"{LABEL_PROJECT}={project}"]}):
+        try:
+            api.remove_container(c["Id"], force=True, v=True)
+            removed += 1
+        except Exception:  # noqa: BLE001
+            pass
+    for net in api.networks(filters={"label": [f"{LABEL_PROJECT}={project}"]}):
+        try:
+            api.remove_network(net["Id"])
+        except Exception:  # noqa: BLE001
+            pass
+    for vol in (api.volumes(filters={"label": f"{LABEL_PROJECT}={project}"}) or {}).get("Volumes") or []:
+        try:
+            api.remove_volume(vol["Name"], force=True)
+        except Exception:  # noqa: BLE001
+            pass
+    return removed
+
+
 def cleanup_orphans(host: str | None = None) -> int:
     """Remove containers whose tbscale process on this host is gone (killed with SIGKILL, say):
-    nothing else would ever free them. Containers of live processes and other hosts are kept."""
+    nothing else would ever free them. A compose project of such a process goes whole (its
+    networks and volumes too), and so do the networks tbscale made for network policies.
+    Containers of live processes and other hosts are kept."""
     removed = 0
+    api = client(host).api
     for c in _list_containers([LABEL_APP, f"{LABEL_HOST}={_HOST}"], host):
-        session = (c.get("Labels") or {}).get(LABEL_SESSION, "")
-        pid = session.split("-", 1)[0]
-        if session == SESSION_ID or not pid.isdigit() or _pid_alive(int(pid)):
+        labels = c.get("Labels") or {}
+        if not _dead_session(labels):
             continue
-        removed += _remove_by_id(c["Id"], host)
+        if labels.get(LABEL_PROJECT):
+            removed += remove_compose_project(labels[LABEL_PROJECT], host)
+        else:
+            removed += _remove_by_id(c["Id"], host)
+    for net in api.networks(filters={"label": [LABEL_APP, f"{LABEL_HOST}={_HOST}"]}):
+        if _dead_session(net.get("Labels") or {}):
+            try:
+                api.remove_network(net["Id"])
+            except Exception:  # noqa: BLE001 - in use or gone
+                pass
     return removed
 
 
