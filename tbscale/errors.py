@@ -65,6 +65,19 @@ class ImageBuildError(SandboxError):
     stop_reason = "image_build_error"
 
 
+class HealthcheckFailed(SandboxError):
+    """The task's healthcheck did not pass before the agent: the environment never became ready."""
+
+    stop_reason = "healthcheck_failed"
+
+
+class TaskRefused(SandboxError):
+    """The task asks for something this engine cannot give (a GPU, a storage quota, an allowlist
+    entry it cannot enforce): refused with a one-line message naming the key, never run without it."""
+
+    stop_reason = "task_refused"
+
+
 class ModelCallError(AttemptStopped):
     """A model call failed after every retry (or with an error that is not retried). `cause` is
     the classified failure (models/failures.py): rate_limit, server_error, bad_request, ..."""

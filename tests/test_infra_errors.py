@@ -116,14 +116,15 @@ def test_image_build_failure_is_an_infrastructure_error(tmp_path: Path) -> None:
 
 
 def test_a_verifier_that_cannot_run_is_a_verifier_error(tmp_path: Path) -> None:
-    write_harbor_task(tmp_path / "tasks", "write-done", test_sh="exit 127\n")  # writes no reward
+    write_harbor_task(tmp_path / "tasks", "write-done", test_sh="exit 127\n")  # writes no reward, "not found"
     doc = {"name": "infra", "tasks": {"path": str(tmp_path / "tasks")}, "trials": 1,
            "output_dir": str(tmp_path / "results"), "settings": [{"name": "oracle", "agent": "oracle"}]}
     (tmp_path / "exp.yaml").write_text(yaml.safe_dump(doc))
     res = tbscale("run", str(tmp_path / "exp.yaml"), "--no-report")
     assert res.returncode == 3
     (row,) = rows(tmp_path)
-    assert (row["ending"], row["stop_reason"], row["infra_error"]) == ("verifier_error", "reward_missing", True)
+    # exit 127 (126) without a reward: the script could not run (issue 9: tests_not_run)
+    assert (row["ending"], row["stop_reason"], row["infra_error"]) == ("verifier_error", "tests_not_run", True)
 
 
 def test_nightly_history_scores_what_the_report_scores(tmp_path: Path) -> None:

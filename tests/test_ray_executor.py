@@ -153,6 +153,20 @@ def test_without_streaming_the_events_come_with_the_result(tmp_path, cluster):
 
 @requires_ray
 @pytest.mark.slow
+def test_artifacts_collected_in_a_worker_reach_the_run_folder(tmp_path, cluster):
+    # the worker's run folder is a scratch copy: what its attempts collected must be sent back
+    exp = experiment({"name": "ray", "address": cluster.address}, tasks_path=REPO / "tests" / "conformance",
+                     include=["separate-verifier"], trials=1, settings=[{"name": "oracle", "agent": "oracle"}])
+    runner = run(exp, tmp_path / "run")
+    (row,) = rows_of(tmp_path / "run")
+    assert runner.counters.done == 1 and row["passed"], row
+    art = tmp_path / "run" / row["artifacts_path"]
+    assert (art / "logs" / "artifacts" / "published.txt").read_text().strip() == "published"
+    assert {m["source"]: m["status"] for m in json.loads((art / "manifest.json").read_text())}["/app/out"] == "ok"
+
+
+@requires_ray
+@pytest.mark.slow
 def test_killing_a_node_mid_run_finishes_every_trial_once(tmp_path, cluster):
     for i in range(3):
         write_harbor_task(tmp_path / "tasks", f"slow{i}", solve="#!/bin/bash\nsleep 4\necho done > /app/out.txt\n")

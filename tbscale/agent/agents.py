@@ -15,7 +15,7 @@ from typing import Any, Callable, Protocol
 from tbscale.agent.loop import AttemptOutcome, run_agent, run_command
 from tbscale.agent.policy import ActionPolicy
 from tbscale.config import Limits
-from tbscale.environments import Environment
+from tbscale.environments import Environment, PhaseView
 from tbscale.logs import AttemptRecorder
 from tbscale.tasks import Task
 
@@ -83,7 +83,10 @@ class BashAgent:
 
 @register_agent("oracle")
 class OracleAgent:
-    """Runs the reference solution as one action, with the solution's own environment variables."""
+    """Runs the reference solution as one action, with the solution's own environment variables
+    (`[solution].env`, resolved from the host, and DEBIAN_FRONTEND=noninteractive), as the agent's
+    user (the environment it is given runs commands as that user). A Terminal-Bench task with only
+    a solution.yaml runs its commands in order."""
 
     uses_model = False
 
@@ -92,13 +95,25 @@ class OracleAgent:
 
     async def run(self, run: AgentRun) -> AttemptOutcome:
         task = run.task
+        env = {"DEBIAN_FRONTEND": "noninteractive", **task.solution.env.resolve()}
+        box = PhaseView(run.env, env=env)
+        limits = run.limits.model_copy(update={"command_timeout_sec": task.agent_timeout_sec})
         if task.solution_dir is None:
-            return AttemptOutcome("agent_error", 0, 0, error=f"task {task.id} has no reference solution")
+            commands = [c["command"] for c in (task.legacy.solution_commands if task.legacy else [])]
+            if not commands:
+                return AttemptOutcome("agent_error", 0, 0, error=f"task {task.id} has no reference solution")
+            for turn, command in enumerate(commands, 1):
+                run.rec.turn = turn
+                run.rec.event("action", command=command, selected_index=0, n_candidates=1)
+                result = await run_command(box, command, task.agent_timeout_sec, limits, run.rec)
+                if result.timed_out:
+                    return AttemptOutcome("time_limit", turn, 0, actions=commands[:turn])
+            return AttemptOutcome("submitted", len(commands), 0, actions=commands)
+        await asyncio.to_thread(run.env.exec, "rm -rf /solution", 60, user="0")
         await asyncio.to_thread(run.env.put_dir, task.solution_dir, "/solution")
         run.rec.turn = 1
         run.rec.event("action", command=task.solution_command, selected_index=0, n_candidates=1)
-        limits = run.limits.model_copy(update={"command_timeout_sec": task.agent_timeout_sec})
-        result = await run_command(run.env, task.solution_command, task.agent_timeout_sec, limits, run.rec)
+        result = await run_command(box, task.solution_command, task.agent_timeout_sec, limits, run.rec)
         return AttemptOutcome("time_limit" if result.timed_out else "submitted", 1, 0,
                               actions=[task.solution_command])
 

@@ -67,6 +67,20 @@ class BoundedOutput:
 
 
 @dataclass
+class ComposeSpec:
+    """A compose environment (environments/compose.py): the task's compose file, the folder its
+    relative paths start from, the service the agent acts in, the image of each service tbscale
+    built (service -> tag) and the variables the compose process interpolates."""
+
+    file: Path
+    project_dir: Path
+    main_service: str = "main"
+    services: list[str] = field(default_factory=list)
+    images: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
 class StartSpec:
     """What to start: an image and its limits. `network` is `none`, `bridge` (public), or the
     name of a network the backend made; `env` is set for every command."""
@@ -76,11 +90,13 @@ class StartSpec:
     memory_mb: int = 2048
     pids_limit: int | None = 1024
     storage_mb: int | None = None
+    gpus: int | None = None
     network: str = "none"
     workdir: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
     extra_hosts: dict[str, str] = field(default_factory=dict)
+    compose: ComposeSpec | None = None  # set: start the compose project, act in its main service
 
 
 class Environment(Protocol):
@@ -115,6 +131,27 @@ class Environment(Protocol):
         ...
 
 
+class PhaseView:
+    """An environment as one phase sees it: every exec runs as `user` with `env` added (the
+    caller's own env and user win), so an agent, the oracle or a hook needs no knowledge of the
+    task's users and env tables. Everything else is the wrapped environment's."""
+
+    def __init__(self, inner: Any, *, user: str | int | None = None, env: dict[str, str] | None = None):
+        self.inner = inner
+        self.user = "" if user is None else str(user)
+        self.env = dict(env or {})
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def exec(self, command: str, timeout_sec: float, *, workdir: str | None = None,
+             env: dict[str, str] | None = None, user: str = "", output_limit: int | None = None,
+             tee: Path | None = None) -> ExecResult:
+        merged = {**self.env, **(env or {})}
+        return self.inner.exec(command, timeout_sec, workdir=workdir, env=merged or None, user=user or self.user,
+                               output_limit=output_limit, tee=tee)
+
+
 class Backend(Protocol):
     name: str
 
@@ -137,6 +174,7 @@ class Backend(Protocol):
 # line here (or `register_backend` from a plugin).
 _BACKENDS: dict[str, str | Callable[..., Backend]] = {
     "docker": "tbscale.environments.docker:DockerBackend",
+    "compose": "tbscale.environments.compose:ComposeBackend",
 }
 
 

@@ -25,12 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tbscale.environments.base import BoundedOutput, StartSpec, ExecResult
-from tbscale.errors import ImageBuildError, SandboxError, TbscaleError
+from tbscale.environments.network import NetworkSwitch
+from tbscale.errors import ImageBuildError, SandboxError, TaskRefused, TbscaleError
 from tbscale.seeds import hash_directory
 
 LABEL_APP = "org.tbscale"
 LABEL_SESSION = "org.tbscale.session"
 LABEL_HOST = "org.tbscale.host"
+LABEL_PROJECT = "com.docker.compose.project"
 SESSION_ID = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
 # The docker SDK's socket timeout must outlive the longest command; commands carry their own
 # `timeout` inside the container, so this is only a backstop for a dead engine.
@@ -144,10 +146,23 @@ class Container:
     _live: dict[str, "Container"] = {}
     _live_lock = threading.Lock()
 
-    def __init__(self, container, workdir: str | None):
+    def __init__(self, container, workdir: str | None, shell: str = "bash"):
         self.container = container
         self.workdir = workdir
         self.id = container.id[:12]
+        self.shell = shell  # sidecars of a compose environment may have only `sh`
+        self.network: NetworkSwitch | None = None
+        self.services: list[str] = []  # compose sidecars (none for a single container)
+
+    def set_network(self, policy) -> None:
+        """Put the container under a network policy (environments/network.py)."""
+        if self.network is None:
+            self.network = NetworkSwitch(self.container.client.api, self.container.id, name_prefix=f"tbscale-{self.id}",
+                                         labels={LABEL_APP: "1", LABEL_SESSION: SESSION_ID, LABEL_HOST: _HOST})
+        self.network.apply(policy)
+
+    def service(self, name: str) -> "Container":
+        raise SandboxError(f"no service {name!r}: a single container has no sidecars")
 
     @classmethod
     def start(cls, spec: StartSpec, host: str | None = None) -> "Container":
@@ -155,9 +170,11 @@ class Container:
         and lets the container die at once when removed)."""
         import docker
 
-        options = {}
+        options: dict = {}
         if spec.storage_mb:
             options["storage_opt"] = {"size": f"{spec.storage_mb}m"}
+        if spec.gpus:
+            options["device_requests"] = [docker.types.DeviceRequest(count=spec.gpus, capabilities=[["gpu"]])]
         try:
             container = client(host).containers.run(
                 spec.image, command=["sleep", "infinity"], detach=True, init=True,
@@ -168,7 +185,14 @@ class Container:
                 **options,
             )
         except docker.errors.APIError as e:
-            raise SandboxError(f"could not start a container from {spec.image}: {e.explanation}") from None
+            text = str(e.explanation or e)
+            if spec.storage_mb and ("storage-opt" in text or "storage_opt" in text or "quota" in text.lower()):
+                raise TaskRefused(f"[environment].storage_mb = {spec.storage_mb}: this Docker engine cannot enforce a "
+                                  f"storage quota ({text.strip()[:160]})") from None
+            if spec.gpus and ("gpu" in text.lower() or "device driver" in text.lower()):
+                raise TaskRefused(f"[environment].gpus = {spec.gpus}: this Docker engine cannot give the container a "
+                                  f"GPU ({text.strip()[:160]})") from None
+            raise SandboxError(f"could not start a container from {spec.image}: {text}") from None
         box = cls(container, spec.workdir)
         with cls._live_lock:
             cls._live[box.id] = box
@@ -189,7 +213,7 @@ class Container:
         command's whole process group, so a runaway command cannot outlive its turn. Output is
         streamed into a bounded buffer, so a command that prints gigabytes costs no memory.
         """
-        wrapped = ["timeout", "-k", "5", f"{max(timeout_sec, 0.1):.1f}", "bash", "-c", command]
+        wrapped = ["timeout", "-k", "5", f"{max(timeout_sec, 0.1):.1f}", self.shell, "-c", command]
         start = time.monotonic()
         api = self.container.client.api
         sink = open(tee, "wb") if tee is not None else None
@@ -222,7 +246,7 @@ class Container:
                     info.size, info.mode, info.mtime = len(value), 0o755, int(time.time())
                     tar.addfile(info, io.BytesIO(value))
         if dest.rstrip("/"):
-            self.exec(f"mkdir -p {shlex.quote(dest)}", 30)
+            self.exec(f"mkdir -p {shlex.quote(dest)}", 30, user="0")
         try:
             ok = self.container.put_archive(dest, buf.getvalue())
         except Exception as e:
@@ -273,6 +297,8 @@ class Container:
             self.container.remove(force=True)
         except Exception:  # already gone, or the engine died: nothing left to free here
             pass
+        if self.network is not None:
+            self.network.close()
 
     remove = stop
 
@@ -311,6 +337,29 @@ class DockerBackend:
     def cleanup_orphans(self) -> int:
         return cleanup_orphans(self.host)
 
+    def capabilities(self) -> dict[str, bool]:
+        return engine_capabilities(self.host)
+
+
+_capabilities: dict[str | None, dict[str, bool]] = {}
+
+
+def engine_capabilities(host: str | None = None) -> dict[str, bool]:
+    """What the engine can give a task beyond CPU and memory limits: `gpus` (a GPU runtime is
+    registered) and `storage_quota` (a storage driver on which `--storage-opt size` works:
+    overlay2 on xfs, btrfs, zfs, devicemapper)."""
+    if host not in _capabilities:
+        info = client(host).info()
+        runtimes = set((info.get("Runtimes") or {}).keys())
+        driver = info.get("Driver") or ""
+        backing = dict((k, v) for k, v in (info.get("DriverStatus") or []) if isinstance(k, str))
+        quota = driver in ("btrfs", "zfs", "devicemapper", "windowsfilter") or (
+            driver == "overlay2" and backing.get("Backing Filesystem", "").lower() == "xfs")
+        # TBSCALE_ENGINE_HAS_GPUS=1 vouches for GPUs the engine gives through CDI without a runtime.
+        gpus = "nvidia" in runtimes or os.environ.get("TBSCALE_ENGINE_HAS_GPUS") == "1"
+        _capabilities[host] = {"gpus": gpus, "storage_quota": quota}
+    return _capabilities[host]
+
 
 def cleanup_session() -> int:
     """Remove every container this process started that is still alive."""
@@ -324,7 +373,20 @@ def cleanup_session() -> int:
 def cleanup_labelled(session: str | None = None, host: str | None = None) -> int:
     """Remove containers left by tbscale processes (all of them, or one session's)."""
     label = f"{LABEL_SESSION}={session}" if session else LABEL_APP
-    return sum(_remove_by_id(c["Id"], host) for c in _list_containers([label], host))
+    found = _list_containers([label], host)
+    projects = {(c.get("Labels") or {}).get(LABEL_PROJECT) for c in found} - {None}
+    removed = sum(_remove_by_id(c["Id"], host) for c in found)
+    # The networks those containers were on: compose projects' and the ones tbscale made.
+    api = client(host).api
+    nets = api.networks(filters={"label": [label]})
+    for project in projects:
+        nets += api.networks(filters={"label": [f"{LABEL_PROJECT}={project}"]})
+    for net in nets:
+        try:
+            api.remove_network(net["Id"])
+        except Exception:  # noqa: BLE001 - still in use, or gone
+            pass
+    return removed
 
 
 def _list_containers(labels: list[str], host: str | None = None) -> list[dict]:
@@ -351,16 +413,56 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _dead_session(labels: dict) -> bool:
+    session = labels.get(LABEL_SESSION, "")
+    pid = session.split("-", 1)[0]
+    return session != SESSION_ID and pid.isdigit() and not _pid_alive(int(pid))
+
+
+def remove_compose_project(project: str, host: str | None = None) -> int:
+    """What `docker compose down -v` removes, found by the project's labels alone."""
+    api = client(host).api
+    removed = 0
+    for c in api.containers(all=True, filters={"label": [f"{LABEL_PROJECT}={project}"]}):
+        try:
+            api.remove_container(c["Id"], force=True, v=True)
+            removed += 1
+        except Exception:  # noqa: BLE001
+            pass
+    for net in api.networks(filters={"label": [f"{LABEL_PROJECT}={project}"]}):
+        try:
+            api.remove_network(net["Id"])
+        except Exception:  # noqa: BLE001
+            pass
+    for vol in (api.volumes(filters={"label": f"{LABEL_PROJECT}={project}"}) or {}).get("Volumes") or []:
+        try:
+            api.remove_volume(vol["Name"], force=True)
+        except Exception:  # noqa: BLE001
+            pass
+    return removed
+
+
 def cleanup_orphans(host: str | None = None) -> int:
     """Remove containers whose tbscale process on this host is gone (killed with SIGKILL, say):
-    nothing else would ever free them. Containers of live processes and other hosts are kept."""
+    nothing else would ever free them. A compose project of such a process goes whole (its
+    networks and volumes too), and so do the networks tbscale made for network policies.
+    Containers of live processes and other hosts are kept."""
     removed = 0
+    api = client(host).api
     for c in _list_containers([LABEL_APP, f"{LABEL_HOST}={_HOST}"], host):
-        session = (c.get("Labels") or {}).get(LABEL_SESSION, "")
-        pid = session.split("-", 1)[0]
-        if session == SESSION_ID or not pid.isdigit() or _pid_alive(int(pid)):
+        labels = c.get("Labels") or {}
+        if not _dead_session(labels):
             continue
-        removed += _remove_by_id(c["Id"], host)
+        if labels.get(LABEL_PROJECT):
+            removed += remove_compose_project(labels[LABEL_PROJECT], host)
+        else:
+            removed += _remove_by_id(c["Id"], host)
+    for net in api.networks(filters={"label": [LABEL_APP, f"{LABEL_HOST}={_HOST}"]}):
+        if _dead_session(net.get("Labels") or {}):
+            try:
+                api.remove_network(net["Id"])
+            except Exception:  # noqa: BLE001 - in use or gone
+                pass
     return removed
 
 

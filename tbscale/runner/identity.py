@@ -31,6 +31,13 @@ def _file_digest(path: str) -> str:
     return hash_file(p) if p.is_file() else f"missing:{path}"
 
 
+def _environment_identity(exp: Experiment) -> dict[str, Any]:
+    env = exp.environment.model_dump(mode="json", exclude=_PLACE_ONLY)
+    if env.get("storage_limit") == "enforce":  # the default: keeps the keys of runs made before the option
+        env.pop("storage_limit")
+    return env
+
+
 def setting_identity(exp: Experiment, setting: Setting) -> dict[str, Any]:
     models = {role: {"key": key, **exp.models[key].model_dump(mode="json", exclude=_CALL_ONLY)}
               for role, key in sorted(setting_roles(exp, setting).items()) if key in exp.models}
@@ -44,7 +51,7 @@ def setting_identity(exp: Experiment, setting: Setting) -> dict[str, Any]:
         "name": setting.name, "agent": setting.agent, "action_format": setting.action_format,
         "policy": setting.policy.model_dump(mode="json"), "trajectory": setting.trajectory.model_dump(mode="json"),
         "models": models, "limits": exp.limits.model_dump(mode="json"),
-        "environment": exp.environment.model_dump(mode="json", exclude=_PLACE_ONLY),
+        "environment": _environment_identity(exp),
         "prompt_files": prompt_files, "seed": exp.seed,
     }
 

@@ -58,6 +58,9 @@ class AttemptResult:
     context_indices: list[int] = field(default_factory=list)
     error_type: str | None = None
     rewards: dict[str, float] | None = None
+    reward_key: str | None = None  # which key of `rewards` is `reward`
+    steps: list[dict[str, Any]] | None = None  # multi-step tasks: one StepResult dict per step
+    artifacts_path: str | None = None  # the attempt's collected artifacts, relative to the run folder
 
     def brief(self) -> dict[str, Any]:
         return {"index": self.index, "label": self.label, "stage": self.stage, "reward": self.reward,

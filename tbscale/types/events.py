@@ -195,6 +195,17 @@ class Replay(EventBase):
     timed_out: bool = False
 
 
+class SetupEvent(EventBase):
+    """What the run time did in an attempt's environment besides the agent: a healthcheck that
+    passed, a step's setup.sh, the start of a step (multi-step tasks)."""
+
+    type: Literal["setup"] = "setup"
+    what: str
+    command: str | None = None
+    exit_code: int | None = None
+    step: str | None = None
+
+
 class VerifierEvent(EventBase):
     type: Literal["verifier"] = "verifier"
     reward: float | None = None
@@ -228,10 +239,10 @@ class End(EventBase):
 
 
 Event = Annotated[Union[Start, AttemptStart, ModelCall, Candidates, Selection, FormatError, VerifierCall, Summary,
-                        ActionEvent, Observation, Replay, VerifierEvent, AttemptEnd, End],
+                        ActionEvent, Observation, Replay, SetupEvent, VerifierEvent, AttemptEnd, End],
                   Field(discriminator="type")]
 EVENT_TYPES: dict[str, type[EventBase]] = {
     m.model_fields["type"].default: m
     for m in (Start, AttemptStart, ModelCall, Candidates, Selection, FormatError, VerifierCall, Summary, ActionEvent,
-              Observation, Replay, VerifierEvent, AttemptEnd, End)}
+              Observation, Replay, SetupEvent, VerifierEvent, AttemptEnd, End)}
 event_adapter: TypeAdapter[Event] = TypeAdapter(Event)

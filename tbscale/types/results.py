@@ -18,8 +18,11 @@ from tbscale.types.events import UsageRecord
 ENDINGS = ("pass", "wrong_submission", "out_of_context", "time_limit", "agent_error", "verifier_error")
 # Stop reasons that say the harness, not the agent, failed: the model endpoint, the container
 # engine, the image build, or the verifier. Such a trial measures nothing about the agent.
+# `healthcheck_failed`: the task's environment never became healthy; `task_refused`: the task needs
+# what the engine cannot give (a GPU, a storage quota), so nothing about the agent was measured.
 INFRA_STOP_REASONS = frozenset({"model_error", "sandbox_error", "image_build_error", "verifier_error",
-                                "verifier_timeout", "reward_missing", "tests_not_run", "no_tests_parsed"})
+                                "verifier_timeout", "reward_missing", "tests_not_run", "no_tests_parsed",
+                                "healthcheck_failed", "task_refused"})
 
 
 class ErrorInfo(BaseModel):

@@ -22,6 +22,8 @@ STOP_TO_ENDING = {
     "model_error": "agent_error",
     "sandbox_error": "agent_error",
     "image_build_error": "agent_error",
+    "healthcheck_failed": "agent_error",
+    "task_refused": "agent_error",
     "agent_error": "agent_error",
     "verifier_timeout": "verifier_error",
     "reward_missing": "verifier_error",

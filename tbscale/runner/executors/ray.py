@@ -101,11 +101,13 @@ class StreamFolder:
         return EventLog(self.path / spec.trajectory_relpath, sink=lambda line: self.emit(("line", line)), **base)
 
     def side_files(self, spec) -> Iterator[tuple[str, bytes]]:
+        """Files the trial wrote beside its log: full outputs (`<trajectory>.files/`) and the
+        artifacts its attempts collected (`artifacts/<trial key>/`)."""
         traj = self.path / spec.trajectory_relpath
-        folder = traj.with_name(traj.stem + ".files")
-        if folder.is_dir():
-            for f in sorted(p for p in folder.rglob("*") if p.is_file()):
-                yield f.relative_to(self.path).as_posix(), f.read_bytes()
+        for folder in (traj.with_name(traj.stem + ".files"), self.path / "artifacts" / spec.key):
+            if folder.is_dir():
+                for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+                    yield f.relative_to(self.path).as_posix(), f.read_bytes()
 
 
 _DONE = object()

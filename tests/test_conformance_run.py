@@ -1,0 +1,141 @@
+"""The run time against the conformance tasks (tests/conformance/README.md): every oracle passes and
+every nop fails, or, where this engine cannot give what the task asks (a storage quota, a GPU), the
+task is refused with a one-line message naming the key. Then proof that the keys are really acted
+on: copies of some tasks with their key removed make the oracle fail (or the nop pass)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tests._docker import requires_docker
+
+pytestmark = [requires_docker, pytest.mark.docker, pytest.mark.slow]
+
+CONFORMANCE = Path(__file__).parent / "conformance"
+# On an engine without a GPU runtime or a storage quota these two are refused; elsewhere they run.
+REFUSED_HERE = {"gpu-required": r"^\[environment\]\.gpus = 1: ", "storage-limit": r"^\[environment\]\.storage_mb = 1024: "}
+
+
+def check(path: Path, run_dir: Path, *extra: str) -> tuple[int, dict]:
+    from tbscale.cli import app
+
+    result = CliRunner().invoke(app, ["tasks", "check", str(path), "--keep", str(run_dir), "--concurrency", "4", *extra])
+    data = json.loads((run_dir / "check.json").read_text())
+    return result.exit_code, data
+
+
+def engine_caps() -> dict[str, bool]:
+    from tbscale.environments.docker import engine_capabilities
+
+    return engine_capabilities()
+
+
+def test_every_conformance_task_passes_its_oracle_and_fails_its_nop(tmp_path: Path) -> None:
+    code, data = check(CONFORMANCE, tmp_path / "run")
+    reasons = {t: (r["category"], r["detail"]) for t, r in data["reasons"].items()}
+    tasks = sorted(p.name for p in CONFORMANCE.iterdir() if p.is_dir())
+    assert sorted(reasons) == tasks and len(tasks) == 29
+    caps = engine_caps()
+    expected_refusals = {t for t, key in (("gpu-required", "gpus"), ("storage-limit", "storage_quota"))
+                         if not caps[key]}
+    for task, (category, detail) in reasons.items():
+        if task in expected_refusals:
+            assert category == "refused" and re.match(REFUSED_HERE[task], detail), (task, detail)
+            assert "\n" not in detail
+        else:
+            assert category == "ok", (task, category, detail)
+    assert code == (1 if expected_refusals else 0)
+    rows = [json.loads(x) for x in (tmp_path / "run" / "trials.jsonl").read_text().splitlines()]
+    by = {(r["task_id"], r["setting"]): r for r in rows}
+    # reward.json keys are all kept, and the trial line says which one is the reward
+    assert by["reward-json-keys", "oracle"]["rewards"] == {"reward": 1.0, "correctness": 1.0, "style": 0.5}
+    assert by["reward-json-keys", "oracle"]["reward_key"] == "reward"
+    assert by["reward-sole-key", "oracle"]["reward_key"] == "score"
+    # multi-step: per-step rewards, gating, and the strategies
+    final_nop = by["multi-step-final", "nop"]["steps"]
+    assert [s["skipped"] for s in final_nop] == [False, True, True]
+    assert by["multi-step-mean", "nop"]["reward"] == pytest.approx(1 / 3)
+    assert [s["reward"] for s in by["multi-step-mean", "oracle"]["steps"]] == [1.0, 1.0, 1.0]
+    # artifacts are collected into the run folder, with a manifest
+    art = tmp_path / "run" / by["separate-verifier", "oracle"]["artifacts_path"]
+    assert (art / "app" / "report.json").is_file() and (art / "collected" / "out" / "a.txt").is_file()
+    assert not (art / "collected" / "out" / "skip.tmp").exists()
+    assert (art / "logs" / "artifacts" / "published.txt").read_text().strip() == "published"
+    manifest = json.loads((art / "manifest.json").read_text())
+    assert {m["source"]: m["status"] for m in manifest}["/app/out"] == "ok"
+    # refusals are infrastructure errors (left out of pass@1), with the key in the message
+    for task in expected_refusals:
+        row = by[task, "oracle"]
+        assert row["stop_reason"] == "task_refused" and row["infra_error"]
+
+
+def _copy(name: str, dest: Path, edit) -> Path:
+    target = dest / name
+    shutil.copytree(CONFORMANCE / name, target)
+    toml = target / "task.toml"
+    toml.write_text(edit(toml.read_text()))
+    return target
+
+
+def test_the_keys_are_acted_on_removing_one_breaks_its_task(tmp_path: Path) -> None:
+    """Each copy loses the key its task pins down: its oracle must now fail (or its nop pass)."""
+    root = tmp_path / "mutated"
+    root.mkdir()
+    _copy("workdir", root, lambda t: t.replace('workdir = "/srv/work"', ""))
+    _copy("agent-user", root, lambda t: t.replace('user = "agent"', ""))
+    _copy("healthcheck", root, lambda t: t[:t.index("\n[environment.healthcheck]")])
+    _copy("network-phase-overrides", root, lambda t: t.replace('network_mode = "no-network"', "", 1))
+    _copy("separate-verifier", root, lambda t: t[:t.index("\n[verifier.environment]")] + t[t.index("\n[verifier.env]"):])
+    _copy("env-tables", root, lambda t: t.replace('CONF_ENV_MAIN = "from-environment"', ""))
+    _copy("multi-step-final", root, lambda t: t.replace("min_reward = { ready = 1.0 }", "")
+          .replace("min_reward = 1.0", ""))
+    code, data = check(root, tmp_path / "run")
+    reasons = {t: r["category"] for t, r in data["reasons"].items()}
+    assert code == 1 and data["broken"] == []
+    expected = {"workdir": "oracle failed", "agent-user": "oracle failed", "healthcheck": "oracle failed",
+                "network-phase-overrides": "oracle failed", "separate-verifier": "oracle failed",
+                "env-tables": "oracle failed", "multi-step-final": "nop passed"}
+    assert reasons == expected
+
+
+def test_network_override_public_breaks_the_no_network_task(tmp_path: Path) -> None:
+    """`tasks check --network public` overrides the task's no-network policy: its oracle now
+    reaches the sidecar and fails its test."""
+    code, data = check(CONFORMANCE, tmp_path / "run", "--include", "network-no-network,network-public",
+                       "--network", "public")
+    assert {t: r["category"] for t, r in data["reasons"].items()} == {"network-no-network": "oracle failed",
+                                                                       "network-public": "ok"}
+
+
+def test_compose_projects_leave_nothing_behind(tmp_path: Path) -> None:
+    """A compose trial, and one that fails its healthcheck, take their whole project down."""
+    from tbscale_testing.tasks import write_harbor_task
+
+    sick = write_harbor_task(tmp_path / "tasks", "sick-compose",
+                             task_toml="[agent]\ntimeout_sec = 30\n[verifier]\ntimeout_sec = 30\n"
+                                       "[environment.healthcheck]\ncommand = \"false\"\ninterval_sec = 0.2\n"
+                                       "retries = 2\n")
+    (sick / "environment" / "docker-compose.yaml").write_text(
+        "services:\n  side:\n    image: debian:bookworm-slim\n    command: [\"sleep\", \"infinity\"]\n")
+    before = set(subprocess.run(["docker", "network", "ls", "-q"], capture_output=True, text=True).stdout.split())
+    code, data = check(tmp_path / "tasks", tmp_path / "run")
+    assert data["reasons"]["sick-compose"][("category")] == "environment error"
+    assert "healthcheck_failed" in data["reasons"]["sick-compose"]["detail"]
+    rows = [json.loads(x) for x in (tmp_path / "run" / "trials.jsonl").read_text().splitlines()]
+    keys = {r["trial_key"] for r in rows}
+    for key in keys:
+        left = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=org.tbscale.trial={key}"],
+                              capture_output=True, text=True).stdout.split()
+        assert left == []
+    after = set(subprocess.run(["docker", "network", "ls", "-q"], capture_output=True, text=True).stdout.split())
+    mine = [n for n in after - before
+            if "tbscale-" in subprocess.run(["docker", "network", "inspect", "-f", "{{.Name}}", n],
+                                            capture_output=True, text=True).stdout]
+    assert mine == []

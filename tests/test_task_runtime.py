@@ -1,0 +1,199 @@
+"""The run time's rules without an engine: verdicts from reward files and parsers (and the
+verifier errors), multi-step reward strategies, healthcheck timing, network refusals and overrides,
+the reasons `tasks check` gives, and the storage-limit option's place in a setting's identity."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tbscale.config import Experiment
+from tbscale.environments.base import ExecResult
+from tbscale.errors import HealthcheckFailed
+from tbscale.tasks.model import NetworkPolicy, RewardSpec, VerifierSpec
+from tbscale.tasks.schema import Healthcheck
+from tbscale.verifiers.result import VerifierResult, classify_ending
+from tbscale.verifiers.script import RewardFileError, parse_reward_file, reward_key, run_tests
+
+
+class FakeBox:
+    """Answers exec with scripted results (the test command's last), and serves files."""
+
+    def __init__(self, *, exit_code: int = 0, output: str = "", files: dict[str, bytes] | None = None,
+                 timed_out: bool = False):
+        self.exit_code, self.output, self.timed_out = exit_code, output, timed_out
+        self.files = files or {}
+        self.calls: list[tuple[str, dict]] = []
+        self.workdir = "/app"
+
+    def exec(self, command, timeout_sec, **kw):
+        self.calls.append((command, kw))
+        if command.startswith(("mkdir", "chmod", "rm -rf")):
+            return ExecResult(0, "", False, 0.0)
+        return ExecResult(self.exit_code, self.output, self.timed_out, 0.1)
+
+    def read_file(self, path):
+        return self.files.get(path)
+
+    def put_dir(self, local, dest):
+        self.calls.append((f"put {local} {dest}", {}))
+
+
+VERIFIER = VerifierSpec(command="/tests/test.sh", user="checker", timeout_sec=30)
+
+
+def test_reward_files_json_wins_and_every_key_is_kept():
+    box = FakeBox(files={"/logs/verifier/reward.txt": b"0\n",
+                         "/logs/verifier/reward.json": b'{"reward": 1, "style": 0.5}'})
+    res = run_tests(box, VERIFIER, RewardSpec(), 30, env={"A": "1"}, upload=False)
+    assert (res.reward, res.passed, res.error, res.rewards) == (1.0, True, None, {"reward": 1.0, "style": 0.5})
+    command, kw = box.calls[-1] if box.calls[-1][0] == "/tests/test.sh" else next(c for c in box.calls
+                                                                                   if c[0] == "/tests/test.sh")
+    assert kw["user"] == "checker" and kw["env"] == {"A": "1"}
+    sole = run_tests(FakeBox(files={"/logs/verifier/reward.json": b'{"score": 0.25}'}), VERIFIER, RewardSpec(), 30,
+                     upload=False)
+    assert sole.reward == 0.25 and reward_key(RewardSpec(), sole.rewards) == "score"
+
+
+@pytest.mark.parametrize("box, error", [
+    (FakeBox(exit_code=127, output="bash: /tests/test.sh: not found"), "tests_not_run"),
+    (FakeBox(exit_code=126), "tests_not_run"),
+    (FakeBox(exit_code=1), "reward_missing"),
+    (FakeBox(files={"/logs/verifier/reward.txt": b"pass"}), "reward_missing"),
+    (FakeBox(files={"/logs/verifier/reward.json": b'{"a": 1, "b": 0}'}), "reward_missing"),
+    (FakeBox(exit_code=124, timed_out=True), "verifier_timeout"),
+])
+def test_a_verifier_without_a_verdict_is_a_verifier_error(box, error):
+    res = run_tests(box, VERIFIER, RewardSpec(), 30, upload=False)
+    assert res.error == error and res.reward is None
+    assert classify_ending("submitted", res) == "verifier_error"
+
+
+def test_legacy_parser_verdicts_and_no_tests_parsed():
+    spec = RewardSpec(source="parser", parser_name="pytest")
+    ok = "=== short test summary info ===\nPASSED t.py::test_a\nXFAIL t.py::test_b - why\n"
+    assert run_tests(FakeBox(output=ok), VERIFIER, spec, 30, upload=False).reward == 1.0
+    bad = run_tests(FakeBox(output=ok + "FAILED t.py::test_c - boom\n"), VERIFIER, spec, 30, upload=False)
+    assert bad.reward == 0.0 and bad.error is None
+    none = run_tests(FakeBox(output="collected 0 items\n"), VERIFIER, spec, 30, upload=False)
+    assert none.error == "no_tests_parsed" and none.reward is None
+
+
+def test_parse_reward_file_rejects_what_is_not_numbers():
+    assert parse_reward_file(b"0.5\n", "reward.txt") == {"reward": 0.5}
+    for raw, name in ((b"", "reward.txt"), (b"[1]", "reward.json"), (b'{"a": "x"}', "reward.json"),
+                      (b'{"a": true}', "reward.json"), (b"nan", "reward.txt")):
+        with pytest.raises(RewardFileError):
+            parse_reward_file(raw, name)
+
+
+def _task_with_strategy(strategy: str):
+    from tbscale.tasks import Task
+
+    return Task(id="t", format="harbor", instruction="x", multi_step_reward_strategy=strategy)
+
+
+def test_multi_step_rewards_mean_per_key_and_final():
+    from tbscale.runner.trial import combine_steps
+
+    verdicts = [("a", VerifierResult(0.0, False, "", None, {}, {"reward": 0.0, "ready": 1.0})),
+                ("b", VerifierResult(1.0, True, "", None, {}, {"reward": 1.0}))]
+    mean = combine_steps(_task_with_strategy("mean"), verdicts)
+    assert mean.rewards == {"reward": 0.5, "ready": 0.5} and mean.reward == 0.5 and not mean.passed
+    final = combine_steps(_task_with_strategy("final"), verdicts)
+    assert final.rewards == {"reward": 1.0} and final.passed
+    broken = combine_steps(_task_with_strategy("mean"), verdicts + [("c", VerifierResult(None, False, "", "verifier_timeout"))])
+    assert broken.error == "verifier_timeout" and broken.details["failed_step"] == "c"
+
+
+class SlowStart(FakeBox):
+    """Fails its healthcheck `fails` times, then passes."""
+
+    def __init__(self, fails: int):
+        super().__init__()
+        self.fails = fails
+        self.runs = 0
+
+    def exec(self, command, timeout_sec, **kw):
+        self.runs += 1
+        return ExecResult(0 if self.runs > self.fails else 1, "", False, 0.0)
+
+
+def _runtime():
+    from tbscale.logs import AttemptRecorder
+    from tbscale.runner.attempt import TaskRuntime
+    from tbscale.tasks import Task
+
+    exp = Experiment.model_validate({"name": "x", "tasks": {"path": "."}, "settings": [{"name": "o", "agent": "oracle"}]})
+    task = Task(id="t", format="harbor", instruction="x", image="debian:bookworm-slim")
+    return TaskRuntime(exp, backend=None, task=task, rec=AttemptRecorder(None, 0), labels={},  # type: ignore[arg-type]
+                       artifacts_dir=Path("/nonexistent"))
+
+
+def test_healthcheck_counts_failures_only_after_the_start_period():
+    rt = _runtime()
+    hc = Healthcheck(command="probe", interval_sec=0.01, start_interval_sec=0.01, start_period_sec=0.3, retries=2)
+    box = SlowStart(fails=5)  # fails for the first ~0.05 s: inside the start period, so it passes
+    rt.healthcheck(box, hc, "[environment.healthcheck]")
+    assert box.runs == 6
+    never = SlowStart(fails=10_000)
+    with pytest.raises(HealthcheckFailed, match=r"^\[environment\.healthcheck\] `probe` failed 2 times"):
+        rt.healthcheck(never, Healthcheck(command="probe", interval_sec=0.01, retries=2), "[environment.healthcheck]")
+    assert never.runs == 2
+
+
+def test_network_refusals_and_the_experiment_override():
+    from tbscale.environments.network import refusal
+
+    allow = NetworkPolicy("allowlist", ("allowed-svc", "localhost"))
+    assert refusal(allow, ["allowed-svc", "blocked-svc"]) is None
+    msg = refusal(NetworkPolicy("allowlist", ("example.com",)), ["db"], key="[agent].allowed_hosts")
+    assert msg.startswith("[agent].allowed_hosts entry 'example.com' is not one of the task's compose services")
+    assert refusal(NetworkPolicy("no-network"), []) is None
+    rt = _runtime()
+    assert rt.policy(allow) == allow
+    rt.exp.environment.network = "none"
+    assert rt.policy(NetworkPolicy("public")).mode == "no-network"
+    rt.exp.environment.network = "bridge"
+    assert rt.policy(allow).mode == "public"
+
+
+def test_tasks_check_reasons(tmp_path: Path):
+    from tbscale.cli.tasks import check_reasons
+    from tbscale.tasks import Task
+
+    traj = tmp_path / "trajectories" / "net.jsonl"
+    traj.parent.mkdir(parents=True)
+    traj.write_text(json.dumps({"type": "verifier", "output": "curl: (6) Could not resolve host: astral.sh"}) + "\n")
+
+    def row(task, setting, passed, **kw):
+        return {"task_id": task, "setting": setting, "passed": passed, "reward": 1.0 if passed else 0.0,
+                "ending": "pass" if passed else "wrong_submission", **kw}
+
+    rows = [row("good", "oracle", True), row("good", "nop", False),
+            row("net", "oracle", False, trajectory_path="trajectories/net.jsonl"), row("net", "nop", False),
+            row("wrong", "oracle", False), row("wrong", "nop", False),
+            row("easy", "oracle", True), row("easy", "nop", True),
+            row("gpu", "oracle", False, stop_reason="task_refused", ending="agent_error",
+                error={"type": "TaskRefused", "message": "[environment].gpus = 1: no GPUs"}), row("gpu", "nop", False),
+            row("vt", "oracle", False, stop_reason="verifier_timeout", ending="verifier_error", infra_error=True,
+                error={"type": "VerifierError", "message": "verifier: verifier_timeout"}), row("vt", "nop", False)]
+    tasks = [Task(id=t, format="harbor", instruction="x") for t in ("good", "net", "wrong", "easy", "gpu", "vt")]
+    reasons = check_reasons(rows, tasks, tmp_path)
+    assert {t: c for t, (c, _) in reasons.items()} == {
+        "good": "ok", "net": "needs internet", "wrong": "oracle failed", "easy": "nop passed", "gpu": "refused",
+        "vt": "verifier error"}
+    assert reasons["gpu"][1] == "[environment].gpus = 1: no GPUs"
+    assert "Could not resolve host" in reasons["net"][1]
+
+
+def test_storage_limit_keeps_setting_identities_at_its_default():
+    from tbscale.runner.identity import setting_identity
+
+    base = {"name": "x", "tasks": {"path": "."}, "settings": [{"name": "o", "agent": "oracle"}]}
+    exp = Experiment.model_validate(base)
+    assert "storage_limit" not in setting_identity(exp, exp.settings[0])["environment"]
+    ignore = Experiment.model_validate({**base, "environment": {"storage_limit": "ignore"}})
+    assert setting_identity(ignore, ignore.settings[0])["environment"]["storage_limit"] == "ignore"
