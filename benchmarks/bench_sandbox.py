@@ -1,6 +1,6 @@
 """Sandbox speed, as ratios measured in one run (timings on shared machines are noisy).
 
-1. One action's exec round trip: tbscale's Sandbox.exec against a bare docker SDK exec_run of the
+1. One action's exec round trip: tbscale's Container.exec (the Docker backend's Environment) against a bare docker SDK exec_run of the
    same command, and a `docker exec` subprocess, interleaved in one container.
 2. One oracle trial of a trivial task with the image cached, split into its phases.
 3. Eight such trials at concurrency 4: wall time.
@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from tbscale.config import Experiment
+from tbscale.environments import StartSpec
 from tbscale.environments import docker as dk
 from tbscale.runner import Runner, plan_trials
 from tbscale.tasks import load_task
@@ -36,7 +37,7 @@ def trivial_task(root: Path) -> Path:
 
 def bench_exec(task, reps: int = 60) -> dict:
     image, _ = dk.ensure_image(task)
-    box = dk.Sandbox.create(image, cpus=1, memory_mb=512, network="none")
+    box = dk.Container.start(StartSpec(image, cpus=1, memory_mb=512, network="none"))
     try:
         raw = box.container
         cmd = "echo hello"
@@ -59,7 +60,7 @@ def bench_exec(task, reps: int = 60) -> dict:
             subprocess.run(["docker", "exec", raw.id, "bash", "-c", cmd], capture_output=True)
             cli.append(time.perf_counter() - t)
     finally:
-        box.remove()
+        box.stop()
     med = {k: statistics.median(v) * 1000 for k, v in
            {"tbscale_exec_ms": tb, "sdk_exec_run_bash_ms": bare_bash, "sdk_exec_run_direct_ms": bare,
             "docker_exec_cli_ms": cli}.items()}
@@ -101,7 +102,7 @@ def main() -> None:
         (root / f"single-{i}").mkdir()
         t = time.perf_counter()
         row = asyncio.run(runner.run_trial(spec))
-        singles.append({"wall": time.perf_counter() - t, **row["timing"]})
+        singles.append({"wall": time.perf_counter() - t, **row.timing})
     phases = {k: statistics.median(s.get(k, 0.0) for s in singles)
               for k in ("image", "create", "agent", "verify", "remove", "wall")}
 

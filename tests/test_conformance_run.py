@@ -31,6 +31,12 @@ def check(path: Path, run_dir: Path, *extra: str) -> tuple[int, dict]:
     return result.exit_code, data
 
 
+def app_for_report():
+    from tbscale.cli import app
+
+    return app
+
+
 def engine_caps() -> dict[str, bool]:
     from tbscale.environments.docker import engine_capabilities
 
@@ -74,6 +80,18 @@ def test_every_conformance_task_passes_its_oracle_and_fails_its_nop(tmp_path: Pa
     for task in expected_refusals:
         row = by[task, "oracle"]
         assert row["stop_reason"] == "task_refused" and row["infra_error"]
+    # the report shows each step and the reward keys (issue 9: "per-step rewards in the report")
+    report = CliRunner().invoke(app_for_report(), ["report", str(tmp_path / "run"), "--no-plots", "--format", "json"])
+    assert report.exit_code == 0, report.output
+    sections = json.loads(report.stdout)["tables"]
+    steps = {(r["setting"], r["task"], r["step"]): r for r in sections["steps"]}
+    gated = [r for (setting, task, _), r in sorted(steps.items()) if (setting, task) == ("nop", "multi-step-final")]
+    assert [r["reached"] for r in gated] == [1.0, 0.0, 0.0] and gated[0]["passed"] == 0.0
+    mean_oracle = [r for (setting, task, _), r in sorted(steps.items()) if (setting, task) == ("oracle", "multi-step-mean")]
+    assert len(mean_oracle) == 3 and all(r["mean_reward"] == 1.0 and r["passed"] == 1.0 for r in mean_oracle)
+    keys = {(r["setting"], r["task"]): r for r in sections["reward_keys"]}
+    assert keys["oracle", "reward-json-keys"]["reward_key"] == "reward"
+    assert "style=0.5" in keys["oracle", "reward-json-keys"]["key_means"]
 
 
 def _copy(name: str, dest: Path, edit) -> Path:

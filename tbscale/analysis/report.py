@@ -27,7 +27,17 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from tbscale.analysis import adaptive_report, behaviour_report, cer_report, html, judge_report, plots, stages, tables
+from tbscale.analysis import (
+    adaptive_report,
+    behaviour_report,
+    cer_report,
+    html,
+    judge_report,
+    plots,
+    stages,
+    tables,
+    task_rewards,
+)
 from tbscale.analysis.context import ReportContext, Section, fmt
 from tbscale.errors import TbscaleError
 from tbscale.rundata import read_trial_table
@@ -103,7 +113,7 @@ def spend_section(ctx: ReportContext) -> Section | None:
                    "unknown (a model without a known price).")
 
 
-REPORT_SECTIONS: list[SectionFn] = [core_sections, adaptive_report.adaptive_sections,
+REPORT_SECTIONS: list[SectionFn] = [core_sections, task_rewards.task_reward_sections, adaptive_report.adaptive_sections,
                                     behaviour_report.behaviour_sections, stages.stage_sections,
                                     judge_report.judge_sections, cer_report.cer_sections, plots.plot_sections,
                                     html.html_section]

@@ -36,9 +36,12 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
-def split_list(text: str | None) -> list[str] | None:
-    """A comma-separated option as a list (None when not given)."""
-    return [x.strip() for x in text.split(",") if x.strip()] if text else None
+def split_list(values: str | list[str] | None) -> list[str] | None:
+    """A list option given comma-separated, repeated, or both, as one list (None when not given)."""
+    if not values:
+        return None
+    texts = [values] if isinstance(values, str) else values
+    return [x.strip() for text in texts for x in text.split(",") if x.strip()] or None
 
 
 def sigterm_as_interrupt() -> None:

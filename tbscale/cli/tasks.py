@@ -126,8 +126,8 @@ def check_reasons(rows: list[dict], tasks: list, run_dir: Path, network: str = "
 @tasks_app.command("check")
 def tasks_check(path: Path = typer.Argument(Path("tasks")),
                 concurrency: int = typer.Option(4, min=1, help="containers at once"),
-                include: Optional[str] = typer.Option(None, help="comma-separated task ids to check"),
-                exclude: Optional[str] = typer.Option(None, help="comma-separated task ids to skip"),
+                include: Optional[list[str]] = typer.Option(None, help="task ids to check: comma-separated or repeated"),
+                exclude: Optional[list[str]] = typer.Option(None, help="task ids to skip: comma-separated or repeated"),
                 network: str = typer.Option("task", help="every task's network policy, in every phase: task "
                                                          "(as each task says), public or no-network"),
                 storage_limit: str = typer.Option("enforce", help="storage_mb on an engine that cannot enforce it: "

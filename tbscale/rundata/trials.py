@@ -80,7 +80,7 @@ def belongs(row: TrialResult, current: dict[str, Any] | None) -> bool:
 _SCALARS = ("run", "setting", "setting_key", "trial_key", "task_id", "task_format", "task_hash", "trial", "seed",
             "agent", "policy", "n", "trajectory", "generator_model", "selector_model", "simulated", "oracle_selection",
             "passed", "ending", "stop_reason", "infra_error", "turns", "selection_turns", "selector_fallbacks",
-            "n_attempts", "final_attempt", "trajectory_path", "imported_from", "source", "rewards")
+            "n_attempts", "final_attempt", "trajectory_path", "imported_from", "source", "rewards", "reward_key")
 _DERIVED = ("run_dir", "simulated_roles", "reward", "cost_usd", "trial_wall", "error_type", "strategy_kind",
             "policy_params", "attempts", "strategy_record", "steps")
 _TOKENS = tuple(f"{role}_{k}" for role in ROLES for k in (*TOKEN_KINDS, "cost"))
