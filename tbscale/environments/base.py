@@ -8,6 +8,7 @@ out, stop. The agent loop, the runner and the verifiers depend on this protocol 
 from __future__ import annotations
 
 import importlib
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
@@ -64,6 +65,30 @@ class BoundedOutput:
         return (self.head.decode("utf-8", errors="replace")
                 + f"\n[... {self.elided} bytes of output elided ...]\n"
                 + self.tail.decode("utf-8", errors="replace"))
+
+
+class LiveSet:
+    """The environments this process started that are still up, so that an interrupted run can
+    stop them all on its way out (one per backend)."""
+
+    def __init__(self) -> None:
+        self._boxes: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def add(self, key: str, box: Any) -> None:
+        with self._lock:
+            self._boxes[key] = box
+
+    def discard(self, key: str) -> None:
+        with self._lock:
+            self._boxes.pop(key, None)
+
+    def stop_all(self) -> int:
+        with self._lock:
+            boxes = list(self._boxes.values())
+        for box in boxes:
+            box.stop()
+        return len(boxes)
 
 
 @dataclass

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tbscale.environments.base import ComposeSpec, StartSpec
+from tbscale.environments.base import ComposeSpec, LiveSet, StartSpec
 from tbscale.environments.docker import (LABEL_APP, LABEL_HOST, LABEL_PROJECT, LABEL_SESSION, SESSION_ID, _HOST, Container,
                                          client, engine_capabilities, ensure_image)
 from tbscale.environments.docker import cleanup_orphans as docker_cleanup_orphans
@@ -154,8 +154,7 @@ class _Project:
 class ComposeEnvironment:
     """A running compose project; the Environment is its main service's container."""
 
-    _live: dict[str, "ComposeEnvironment"] = {}
-    _live_lock = threading.Lock()
+    live = LiveSet()
 
     def __init__(self, project: _Project, main: Container, sidecars: dict[str, Container], host: str | None,
                  main_service: str = "main"):
@@ -202,8 +201,7 @@ class ComposeEnvironment:
         if self._stopped:
             return
         self._stopped = True
-        with self._live_lock:
-            self._live.pop(self.project.name, None)
+        self.live.discard(self.project.name)
         try:
             _run(self.project.argv("down", "--volumes", "--remove-orphans", "--timeout", "0"), env=self.project.env,
                  timeout=180, what=f"compose down {self.project.name}")
@@ -366,8 +364,7 @@ class ComposeBackend:
                 _remove_project_by_labels(name, self.host)
             shutil.rmtree(workdir, ignore_errors=True)
             raise
-        with ComposeEnvironment._live_lock:
-            ComposeEnvironment._live[name] = box
+        ComposeEnvironment.live.add(name, box)
         return box
 
     def cleanup_orphans(self) -> int:
@@ -376,11 +373,7 @@ class ComposeBackend:
 
 def cleanup_session() -> int:
     """Take down every project this process started that is still up."""
-    with ComposeEnvironment._live_lock:
-        boxes = list(ComposeEnvironment._live.values())
-    for box in boxes:
-        box.stop()
-    return len(boxes)
+    return ComposeEnvironment.live.stop_all()
 
 
 def cleanup_orphans(host: str | None = None) -> int:

@@ -24,7 +24,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from tbscale.environments.base import BoundedOutput, StartSpec, ExecResult
+from tbscale.environments.base import BoundedOutput, ExecResult, LiveSet, StartSpec
 from tbscale.environments.network import NetworkSwitch
 from tbscale.errors import ImageBuildError, SandboxError, TaskRefused, TbscaleError
 from tbscale.seeds import hash_directory
@@ -146,8 +146,7 @@ def ensure_image(task, build_timeout_sec: float | None = None, host: str | None 
 class Container:
     """One running container: the Docker backend's Environment."""
 
-    _live: dict[str, "Container"] = {}
-    _live_lock = threading.Lock()
+    live = LiveSet()
 
     def __init__(self, container, workdir: str | None, shell: str = "bash"):
         self.container = container
@@ -197,8 +196,7 @@ class Container:
                                   f"GPU ({text.strip()[:160]})") from None
             raise SandboxError(f"could not start a container from {spec.image}: {text}") from None
         box = cls(container, spec.workdir)
-        with cls._live_lock:
-            cls._live[box.id] = box
+        cls.live.add(box.id, box)
         return box
 
     def __enter__(self) -> "Container":
@@ -307,8 +305,7 @@ class Container:
         return True
 
     def stop(self) -> None:
-        with self._live_lock:
-            self._live.pop(self.id, None)
+        self.live.discard(self.id)
         try:
             self.container.remove(force=True)
         except Exception:  # already gone, or the engine died: nothing left to free here
@@ -379,11 +376,7 @@ def engine_capabilities(host: str | None = None) -> dict[str, bool]:
 
 def cleanup_session() -> int:
     """Remove every container this process started that is still alive."""
-    with Container._live_lock:
-        boxes = list(Container._live.values())
-    for box in boxes:
-        box.stop()
-    return len(boxes)
+    return Container.live.stop_all()
 
 
 def cleanup_labelled(session: str | None = None, host: str | None = None) -> int:

@@ -17,9 +17,30 @@ class Segment:
     heredocs: list[str] = field(default_factory=list)
 
 
-_HEREDOC_OP = re.compile(
+HEREDOC_OP = re.compile(
     r"""<<(?P<dash>-?)[ \t]*(?:'(?P<sq>[^'\n]*)'|"(?P<dq>[^"\n]*)"|\\?(?P<bare>[^\s;&|<>()'"]+))"""
 )
+
+
+def heredoc_delimiter(match: re.Match) -> tuple[str, bool]:
+    """(delimiter word, strip leading tabs) of a HEREDOC_OP match: `<<'EOF'`, `<<-"EOF"`, `<<EOF`."""
+    return match.group("sq") or match.group("dq") or match.group("bare") or "", bool(match.group("dash"))
+
+
+def read_heredoc_body(text: str, i: int, delim: str, strip_tabs: bool) -> tuple[list[str], str | None, int]:
+    """The here-document whose body starts at text[i]: its lines, the closing delimiter line as
+    written (None when the text ends first, as bash allows with a warning) and the index after it."""
+    body: list[str] = []
+    n = len(text)
+    while i < n:
+        newline = text.find("\n", i)
+        end = n if newline < 0 else newline
+        line = text[i:end]
+        i = end + 1
+        if (line.lstrip("\t") if strip_tabs else line).rstrip() == delim:
+            return body, line, i
+        body.append(line)
+    return body, None, i
 
 
 def match_paren(text: str, open_index: int) -> int:
@@ -107,10 +128,9 @@ def split_segments(text: str) -> list[Segment]:
             i = n if newline < 0 else newline
             continue
         if ch == "<" and text.startswith("<<", i) and not text.startswith("<<<", i):
-            match = _HEREDOC_OP.match(text, i)
+            match = HEREDOC_OP.match(text, i)
             if match:
-                delim = match.group("sq") or match.group("dq") or match.group("bare") or ""
-                pending.append((delim, bool(match.group("dash")), current))
+                pending.append((*heredoc_delimiter(match), current))
                 buf.append(match.group(0))
                 i = match.end()
                 continue
@@ -118,16 +138,7 @@ def split_segments(text: str) -> list[Segment]:
             flush()
             i += 1
             for delim, strip_tabs, owner in pending:
-                body: list[str] = []
-                while i < n:
-                    newline = text.find("\n", i)
-                    end = n if newline < 0 else newline
-                    line = text[i:end]
-                    i = end + 1
-                    candidate = (line.lstrip("\t") if strip_tabs else line).rstrip()
-                    if candidate == delim:
-                        break
-                    body.append(line)
+                body, _closing, i = read_heredoc_body(text, i, delim, strip_tabs)
                 owner.heredocs.append("\n".join(body))
             pending.clear()
             continue

@@ -26,12 +26,11 @@ from __future__ import annotations
 import re
 from typing import Literal, Sequence
 
-from tbscale.shell.parse import match_paren, read_quoted
+from tbscale.shell.parse import HEREDOC_OP, heredoc_delimiter, match_paren, read_heredoc_body, read_quoted
 from tbscale.types.actions import Action
 
 Match = Literal["normalized", "exact"]
 
-_HEREDOC = re.compile(r"""<<(-?)[ \t]*(?:'([^'\n]*)'|"([^"\n]*)"|\\?([^\s;&|<>()'"]+))""")
 _OPERATORS = (";;&", ";;", ";&", "&&", "||", "|&", ";", "|")  # longest first
 
 
@@ -85,26 +84,17 @@ def normalize_command(text: str) -> str:
         elif ch == "#" and (space or not line):
             newline = text.find("\n", i)
             i = n if newline < 0 else newline
-        elif ch == "<" and text.startswith("<<", i) and not text.startswith("<<<", i) and _HEREDOC.match(text, i):
-            m = _HEREDOC.match(text, i)
-            delim = m.group(2) if m.group(2) is not None else m.group(3) if m.group(3) is not None else m.group(4)
-            heredocs.append((delim, bool(m.group(1))))
+        elif ch == "<" and text.startswith("<<", i) and not text.startswith("<<<", i) and HEREDOC_OP.match(text, i):
+            m = HEREDOC_OP.match(text, i)
+            heredocs.append(heredoc_delimiter(m))
             emit(re.sub(r"[ \t]+", "", m.group(0)))
             i = m.end()
         elif ch == "\n":
             end_line()
             i += 1
             for delim, strip_tabs in heredocs:  # bodies are data: kept line for line
-                body: list[str] = []
-                while i < n:
-                    newline = text.find("\n", i)
-                    end = n if newline < 0 else newline
-                    raw = text[i:end]
-                    i = end + 1
-                    body.append(raw)
-                    if (raw.lstrip("\t") if strip_tabs else raw).rstrip() == delim:
-                        break
-                lines.append("\n".join(body))
+                body, closing, i = read_heredoc_body(text, i, delim, strip_tabs)
+                lines.append("\n".join(body if closing is None else [*body, closing]))
             heredocs.clear()
         else:
             op = next((o for o in _OPERATORS if text.startswith(o, i)), None)

@@ -11,9 +11,18 @@ from __future__ import annotations
 import re
 from ipaddress import ip_address, ip_network
 from pathlib import PurePosixPath
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 KNOWN_SCHEMA_VERSIONS = ("1.0", "1.1", "1.2", "1.3", "1.4")
 MAIN_SERVICE = "main"
@@ -27,10 +36,23 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def _positive(value: float | int | None, key: str) -> Any:
-    if value is not None and value <= 0:
-        raise ValueError(f"`{key}` must be a positive number, got {value!r}")
+def _positive(value: float | int, info: ValidationInfo) -> Any:
+    if value <= 0:
+        raise ValueError(f"`{info.field_name}` must be a positive number, got {value!r}")
     return value
+
+
+def _not_negative(value: float | int, info: ValidationInfo) -> Any:
+    if value < 0:
+        raise ValueError(f"`{info.field_name}` must not be negative, got {value!r}")
+    return value
+
+
+# Field types that check themselves and name their key in the message (None passes untouched).
+PositiveFloat = Annotated[float, AfterValidator(_positive)]
+PositiveInt = Annotated[int, AfterValidator(_positive)]
+NonNegativeFloat = Annotated[float, AfterValidator(_not_negative)]
+NonNegativeInt = Annotated[int, AfterValidator(_not_negative)]
 
 
 def _service_name(value: str | None) -> str | None:
@@ -122,23 +144,11 @@ class PackageInfo(Strict):
 
 class Healthcheck(Strict):
     command: str
-    interval_sec: float = 5.0
-    timeout_sec: float = 30.0
-    start_period_sec: float = 0.0
-    start_interval_sec: float = 5.0
-    retries: int = 3
-
-    @field_validator("interval_sec", "timeout_sec", "start_interval_sec", "retries")
-    @classmethod
-    def _pos(cls, v, info):
-        return _positive(v, info.field_name)
-
-    @field_validator("start_period_sec")
-    @classmethod
-    def _nonneg(cls, v):
-        if v < 0:
-            raise ValueError(f"`start_period_sec` must not be negative, got {v!r}")
-        return v
+    interval_sec: PositiveFloat = 5.0
+    timeout_sec: PositiveFloat = 30.0
+    start_period_sec: NonNegativeFloat = 0.0
+    start_interval_sec: PositiveFloat = 5.0
+    retries: PositiveInt = 3
 
 
 class TpuSpec(Strict):
@@ -218,13 +228,17 @@ def _artifact_list(v: Any) -> Any:
     return v
 
 
+# `artifacts = ["/app/out", {source = ...}]`: a bare string is the source path.
+ArtifactList = Annotated[list[Artifact], BeforeValidator(_artifact_list)]
+
+
 class CollectHook(Strict):
     """[[verifier.collect]]: a command run in a service after the agent phase, before artifacts
     are collected."""
 
     command: str
     service: str = MAIN_SERVICE
-    timeout_sec: float = 60.0
+    timeout_sec: PositiveFloat = 60.0
     user: str | int | None = None
 
     @field_validator("service")
@@ -232,20 +246,15 @@ class CollectHook(Strict):
     def _service(cls, v):
         return _service_name(v)
 
-    @field_validator("timeout_sec")
-    @classmethod
-    def _pos(cls, v):
-        return _positive(v, "timeout_sec")
-
 
 class EnvironmentConfig(NetworkFields):
-    build_timeout_sec: float = 600.0
+    build_timeout_sec: PositiveFloat = 600.0
     docker_image: str | None = None
     os: Literal["linux", "windows"] = "linux"
-    cpus: int | None = None
-    memory_mb: int | None = None
-    storage_mb: int | None = None
-    gpus: int | None = None
+    cpus: PositiveInt | None = None
+    memory_mb: PositiveInt | None = None
+    storage_mb: PositiveInt | None = None
+    gpus: NonNegativeInt | None = None
     gpu_types: list[str] | None = None
     tpu: TpuSpec | None = None
     mcp_servers: list[McpServer] = Field(default_factory=list)
@@ -259,18 +268,6 @@ class EnvironmentConfig(NetworkFields):
     @classmethod
     def _os_lower(cls, v):
         return v.lower() if isinstance(v, str) else v
-
-    @field_validator("build_timeout_sec", "cpus", "memory_mb", "storage_mb")
-    @classmethod
-    def _pos(cls, v, info):
-        return _positive(v, info.field_name)
-
-    @field_validator("gpus")
-    @classmethod
-    def _gpus(cls, v):
-        if v is not None and v < 0:
-            raise ValueError(f"`gpus` must not be negative, got {v!r}")
-        return v
 
     @field_validator("workdir", "skills_dir")
     @classmethod
@@ -328,27 +325,17 @@ def parse_size_mb(text: str, key: str) -> int:
 
 
 class AgentConfig(NetworkFields):
-    timeout_sec: float | None = None
+    timeout_sec: PositiveFloat | None = None
     user: str | int | None = None
-
-    @field_validator("timeout_sec")
-    @classmethod
-    def _pos(cls, v):
-        return _positive(v, "timeout_sec")
 
 
 class VerifierConfig(NetworkFields):
-    timeout_sec: float = 600.0
+    timeout_sec: PositiveFloat = 600.0
     env: dict[str, str] = Field(default_factory=dict)
     user: str | int | None = None
     environment_mode: Literal["shared", "separate"] | None = None
     environment: EnvironmentConfig | None = None
     collect: list[CollectHook] = Field(default_factory=list)
-
-    @field_validator("timeout_sec")
-    @classmethod
-    def _pos(cls, v):
-        return _positive(v, "timeout_sec")
 
     @model_validator(mode="after")
     def _shared_has_no_environment(self):
@@ -360,7 +347,7 @@ class VerifierConfig(NetworkFields):
 
 class StepVerifierConfig(VerifierConfig):
     # Unset falls back to the task-level [verifier].timeout_sec (see docs/tasks.md).
-    timeout_sec: float | None = None
+    timeout_sec: PositiveFloat | None = None
 
 
 class SolutionConfig(Strict):
@@ -373,12 +360,7 @@ class StepConfig(Strict):
     verifier: StepVerifierConfig = Field(default_factory=StepVerifierConfig)
     min_reward: float | dict[str, float] | None = None
     healthcheck: Healthcheck | None = None
-    artifacts: list[Artifact] = Field(default_factory=list)
-
-    @field_validator("artifacts", mode="before")
-    @classmethod
-    def _artifact_strings(cls, v):
-        return _artifact_list(v)
+    artifacts: ArtifactList = Field(default_factory=list)
 
     @field_validator("name")
     @classmethod
@@ -399,12 +381,7 @@ class TaskConfig(Strict):
     source: str | None = None
     multi_step_reward_strategy: Literal["mean", "final"] | None = None
     steps: list[StepConfig] | None = None
-    artifacts: list[Artifact] = Field(default_factory=list)
-
-    @field_validator("artifacts", mode="before")
-    @classmethod
-    def _artifact_strings(cls, v):
-        return _artifact_list(v)
+    artifacts: ArtifactList = Field(default_factory=list)
 
     @model_validator(mode="before")
     @classmethod

@@ -49,6 +49,7 @@ from typing import Any, Awaitable, Callable, Iterator
 
 from tbscale.errors import ModelUnavailable, TbscaleError
 from tbscale.logs import EventLog
+from tbscale.runner.executors.local import run_bounded
 from tbscale.runner.executors.taskfiles import materialize_task, pack_task
 from tbscale.secrets import redact, register_secret
 from tbscale.types.results import TrialResult
@@ -358,20 +359,9 @@ class RayExecutor:
             # Task by task (plan order within a task): a task's image is needed for a stretch of the
             # run and then by no pending trial, so an image disk budget can evict it.
             specs = sorted(specs, key=lambda s: s.task.id)
-            gate = asyncio.Semaphore(self.exp.concurrency)
-
-            async def guarded(spec) -> None:
-                async with gate:
-                    await run_one(spec)
-
-            tasks = [asyncio.create_task(guarded(s)) for s in specs]
             try:
-                for finished in asyncio.as_completed(tasks):
-                    await finished
+                await run_bounded(specs, run_one, self.exp.concurrency)
             finally:
-                for t in tasks:
-                    t.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
                 await self._drain_cancelled()
         finally:
             self.shutdown()
