@@ -47,7 +47,7 @@ def test_every_conformance_task_passes_its_oracle_and_fails_its_nop(tmp_path: Pa
     code, data = check(CONFORMANCE, tmp_path / "run")
     reasons = {t: (r["category"], r["detail"]) for t, r in data["reasons"].items()}
     tasks = sorted(p.name for p in CONFORMANCE.iterdir() if p.is_dir())
-    assert sorted(reasons) == tasks and len(tasks) == 29
+    assert sorted(reasons) == tasks and len(tasks) == 30
     caps = engine_caps()
     expected_refusals = {t for t, key in (("gpu-required", "gpus"), ("storage-limit", "storage_quota"))
                          if not caps[key]}

@@ -18,12 +18,14 @@ import os
 import re
 import shlex
 import tarfile
+import tempfile
 import threading
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from tbscale.environments.dockerfile import for_classic_builder
 from tbscale.environments.base import BoundedOutput, ExecResult, LiveSet, StartSpec
 from tbscale.environments.network import NetworkSwitch
 from tbscale.errors import ImageBuildError, SandboxError, TaskRefused, TbscaleError
@@ -129,18 +131,38 @@ def ensure_image(task, build_timeout_sec: float | None = None, host: str | None 
                 return tag, True
             except docker.errors.APIError as e:
                 raise ImageBuildError(f"image {tag} is not present and cannot be pulled: {e.explanation}") from None
-        try:
-            engine.images.build(
-                path=str(task.environment_dir), dockerfile=task.dockerfile, tag=tag, rm=True,
-                forcerm=True, labels={LABEL_APP: "1", "org.tbscale.task": task.id},
-                timeout=int(build_timeout_sec or task.build_timeout_sec),
-            )
-        except docker.errors.BuildError as e:
-            tail = "".join(str(x.get("stream", x.get("error", ""))) for x in list(e.build_log)[-8:])
-            raise ImageBuildError(f"building {task.id} failed: {e.msg}\n{tail}") from None
-        except docker.errors.APIError as e:
-            raise ImageBuildError(f"building {task.id} failed: {e.explanation}") from None
+        context = Path(task.environment_dir)
+        with classic_dockerfile(context / task.dockerfile, context) as dockerfile:
+            try:
+                engine.images.build(
+                    path=str(task.environment_dir), dockerfile=dockerfile or task.dockerfile, tag=tag, rm=True,
+                    forcerm=True, labels={LABEL_APP: "1", "org.tbscale.task": task.id},
+                    timeout=int(build_timeout_sec or task.build_timeout_sec),
+                )
+            except docker.errors.BuildError as e:
+                tail = "".join(str(x.get("stream", x.get("error", ""))) for x in list(e.build_log)[-8:])
+                raise ImageBuildError(f"building {task.id} failed: {e.msg}\n{tail}") from None
+            except docker.errors.APIError as e:
+                raise ImageBuildError(f"building {task.id} failed: {e.explanation}") from None
         return tag, True
+
+
+@contextlib.contextmanager
+def classic_dockerfile(path: Path, context: Path):
+    """The path of a rewritten copy of the Dockerfile (outside the build context, which the SDK
+    then sends with the context) when the classic builder needs one, else None."""
+    try:
+        rewritten = for_classic_builder(path.read_text(encoding="utf-8"),
+                                        is_dir=lambda source: (context / source.lstrip("/")).is_dir())
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ImageBuildError(f"{path}: {e}") from None
+    if rewritten is None:
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="tbscale-dockerfile-") as tmp:
+        copy = Path(tmp) / "Dockerfile"
+        copy.write_text(rewritten, encoding="utf-8")
+        yield str(copy)
 
 
 class Container:

@@ -1,0 +1,2 @@
+#!/bin/bash
+greet > /app/greeting.txt

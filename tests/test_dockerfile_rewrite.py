@@ -1,0 +1,51 @@
+"""`COPY --chmod` for the classic builder (environments/dockerfile.py). The conformance task
+`copy-chmod` builds and runs such a Dockerfile; these pin down each form of the rewrite."""
+
+from __future__ import annotations
+
+import pytest
+
+from tbscale.environments.dockerfile import for_classic_builder
+
+
+def test_a_dockerfile_without_buildkit_flags_is_left_alone() -> None:
+    assert for_classic_builder("FROM debian\nCOPY --chown=1:1 a /b\nRUN echo \\\n  hi\n") is None
+
+
+def test_one_file_to_a_path_checks_at_build_whether_the_path_is_a_folder() -> None:
+    out = for_classic_builder("FROM debian\nCOPY --chmod=755 run.sh /usr/local/bin/run\n")
+    assert out == ("FROM debian\nCOPY run.sh /usr/local/bin/run\n"
+                   "RUN if [ -d /usr/local/bin/run ]; then chmod 755 /usr/local/bin/run/run.sh; "
+                   "else chmod 755 /usr/local/bin/run; fi\n")
+
+
+def test_several_files_into_a_folder_under_another_user() -> None:
+    out = for_classic_builder("FROM debian\nUSER app\nCOPY --chown=app --chmod=0640 a.txt 'b c.txt' data/\n")
+    assert out.splitlines()[2:] == ["COPY --chown=app a.txt 'b c.txt' data/", "USER root",
+                                    "RUN chmod 0640 data/a.txt 'data/b c.txt'", "USER app"]
+
+
+def test_a_folder_source_gives_its_mode_to_the_destination_recursively() -> None:
+    out = for_classic_builder("FROM debian\nCOPY --chmod=u+x scripts /opt/s\n", is_dir=lambda s: s == "scripts")
+    assert out.splitlines()[-1] == "RUN chmod -R u+x /opt/s"
+
+
+def test_link_is_dropped_and_from_stage_sources_are_files() -> None:
+    out = for_classic_builder("FROM a AS build\nFROM debian\nCOPY --link --from=build --chmod=755 /out/tool /usr/bin/\n",
+                              is_dir=lambda s: True)
+    assert out.splitlines()[2:] == ["COPY --from=build /out/tool /usr/bin/", "RUN chmod 755 /usr/bin/tool"]
+
+
+def test_the_user_is_reset_by_each_stage_and_json_form_and_globs_work() -> None:
+    text = "FROM a\nUSER x\nFROM b\nCOPY --chmod=700 [\"*.sh\", \"/bin/\"]\n"
+    assert for_classic_builder(text).splitlines()[3:] == ['COPY ["*.sh", "/bin/"]', "RUN chmod 700 /bin/*.sh"]
+
+
+def test_continued_instructions_are_joined_before_rewriting() -> None:
+    out = for_classic_builder("FROM debian\nCOPY --chmod=755 \\\n    run.sh \\\n    /r.sh\n")
+    assert "RUN if [ -d /r.sh ]" in out and "--chmod" not in out
+
+
+def test_a_mode_that_is_not_a_mode_is_an_error() -> None:
+    with pytest.raises(ValueError, match="--chmod=\\$MODE: not a file mode"):
+        for_classic_builder("FROM debian\nCOPY --chmod=$MODE a /b\n")
