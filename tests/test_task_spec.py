@@ -611,6 +611,7 @@ CONFORMANCE_KEYS = {
     "prebuilt-image": lambda t: t.image == "python:3.11-slim-bookworm" and t.environment.dockerfile is not None,
     "prebuilt-upload": lambda t: t.image == "debian:bookworm-slim" and t.environment.upload_dir is not None,
     "compose-sidecar": lambda t: t.environment.sidecars == ["kv"],
+    "copy-chmod": lambda t: "COPY --chmod=755" in t.environment.dockerfile.read_text(),
     "skills-dir": lambda t: t.environment.skills_dir == "/opt/skills",
     "mcp-servers": lambda t: [m.transport for m in t.environment.mcp_servers] == ["stdio", "streamable-http"],
     "resource-limits": lambda t: (t.cpus, t.memory_mb) == (2.0, 384),
