@@ -279,19 +279,22 @@ def trajectory_files(df: pd.DataFrame) -> np.ndarray:
     has = (rel.notna() & (rel.astype(str) != "")).to_numpy(dtype=bool)
     if not has.any():
         return found
-    parts = rel[has].astype(str).str.rpartition("/")
-    where = pd.DataFrame({"run": df["run_dir"][has].astype(str).to_numpy(), "dir": parts[0].to_numpy(),
-                          "name": parts[2].to_numpy()})
+    # The folders first (vectorized string operations, a few distinct values): per trial names are
+    # made only when some folder holds files (runs that kept no trajectories make none).
+    rel = rel[has].astype(str)
+    folders = rel.str.replace(r"/[^/]*$", "", regex=True).where(rel.str.contains("/", regex=False), "")
+    where = pd.DataFrame({"run": df["run_dir"][has].astype(str), "dir": folders})
     listings: dict[tuple[str, str], set[str]] = {}
-    for run, folder in where[["run", "dir"]].drop_duplicates().itertuples(index=False):
+    for run, folder in where.drop_duplicates().itertuples(index=False):
         try:
             listings[(run, folder)] = set(os.listdir(os.path.join(run, folder)))
         except OSError:  # no such folder (trajectories not kept), or not a folder
             listings[(run, folder)] = set()
     if not any(listings.values()):
         return found
-    positions = np.flatnonzero(has)
-    for pos, run, folder, name in zip(positions, where["run"], where["dir"], where["name"]):
+    for pos, run, folder, path in zip(np.flatnonzero(has), where["run"].tolist(), where["dir"].tolist(),
+                                      rel.tolist()):
+        name = path.rpartition("/")[2]
         if name in listings[(run, folder)] and os.path.isfile(os.path.join(run, folder, name)):
             found[pos] = True
     return found

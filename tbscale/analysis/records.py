@@ -12,9 +12,9 @@ from collections import defaultdict
 from typing import Any, Iterable, Iterator
 
 import pandas as pd
-from pydantic_core import from_json
 
 from tbscale.analysis.tables import ROLES, by_label
+from tbscale.rundata.compact import unpack_json
 from tbscale.rundata.trials import TOKEN_KINDS
 
 
@@ -54,14 +54,14 @@ def iter_strategy_rows(df: pd.DataFrame, kinds: Iterable[str], tokens: bool = Tr
 
 def _decoded(part: pd.DataFrame, tokens: bool) -> Iterator[dict[str, Any]]:
     cols = list(part.columns)
-    # Plain columns as lists; the JSON text columns element by element, so only one trial's text
-    # and records are decoded at a time.
+    # Plain columns as lists; the packed records element by element, so only one trial's records
+    # are decoded at a time.
     values = [iter(part[c].array) if c in ("attempts", "strategy_record") else part[c].tolist() for c in cols]
     for row in zip(*values):
         r = dict(zip(cols, row))
         for key in ("attempts", "strategy_record"):
-            if isinstance(r.get(key), str):
-                r[key] = from_json(r[key])  # pydantic's JSON parser: the same values, 3-4x faster
+            if isinstance(r.get(key), (bytes, str)):
+                r[key] = unpack_json(r[key])
         if tokens:
             r["tokens"] = {role: {k: r.get(f"{role}_{k}", 0.0) for k in TOKEN_KINDS} for role in ROLES
                            if any(r.get(f"{role}_{k}") for k in TOKEN_KINDS)}

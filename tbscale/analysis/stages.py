@@ -67,10 +67,11 @@ def stage_order(stage: str) -> tuple[int, int]:
     return (10**5, 0)
 
 
-def trial_stages(row: dict[str, Any]) -> list[dict[str, Any]]:
+def trial_stages(row: dict[str, Any], atts: dict[int, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """One trial's stages in order: label, pass rate of the attempts the stage holds (an
-    iteration's attempts, a selection's survivors; Final: the returned attempt), and count."""
-    rec, atts = _record(row), attempts_of(row)
+    iteration's attempts, a selection's survivors; Final: the returned attempt), and count.
+    `atts`: the row's attempts by index, when the caller has them already."""
+    rec, atts = _record(row), attempts_of(row) if atts is None else atts
     if rec is None:
         return []
     out = []
@@ -103,8 +104,8 @@ class StageTable:
         # stage are averaged over every trial, once every stage is known.
         self.stage_usage: list[dict[str, Any]] = []
 
-    def add(self, r: dict[str, Any]) -> None:
-        for st in trial_stages(r):
+    def add(self, r: dict[str, Any], atts: dict[int, dict[str, Any]] | None = None) -> None:
+        for st in trial_stages(r, atts):
             if st["stage"] not in self.order:
                 self.order.append(st["stage"])
             self.per_stage[st["stage"]].append((r["task_id"], st["pass"]))
@@ -112,20 +113,28 @@ class StageTable:
         self.stage_usage.append((_record(r) or {}).get("stage_usage", {}))
 
     def frame(self) -> tuple[pd.DataFrame, pd.DataFrame]:
-        usage: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        # Per stage and role, each trial's tokens, averaged over every trial. A trial without usage
+        # for the stage adds 0.0, which leaves a float sum as it is, so only the others are listed
+        # (most trials record none) and the sum is divided by the number of trials.
+        usage: dict[str, dict[str, list[float]]] = {s: {f"{role}_{k}": [] for role in ROLES
+                                                         for k in ("in", "out", "calls")} for s in self.order}
         for su in self.stage_usage:
             for stage in self.order:
+                by_role = su.get(stage)
+                if not by_role:
+                    continue
                 for role in ROLES:
-                    u = su.get(stage, {}).get(role, {})
+                    u = by_role.get(role, {})
                     usage[stage][f"{role}_in"].append(float(u.get("input", 0)))
                     usage[stage][f"{role}_out"].append(float(u.get("output", 0)))
                     usage[stage][f"{role}_calls"].append(float(u.get("calls", 0)))
+        trials = len(self.stage_usage)
         order = sorted(self.order, key=stage_order)
         wide = {stage_label(s): task_mean(self.per_stage[s]) for s in order}
         long = []
         cum = 0.0
         for s in order:
-            u = {k: float(mean(v)) if v else 0.0 for k, v in usage[s].items()}
+            u = {k: float(sum(v) / trials) for k, v in usage[s].items()}
             tin = sum(u.get(f"{role}_in", 0) for role in ROLES)
             tout = sum(u.get(f"{role}_out", 0) for role in ROLES)
             cum += tin + tout
@@ -142,8 +151,8 @@ class StepsTable:
     def __init__(self) -> None:
         self.by: dict[str, list[tuple[int, bool]]] = defaultdict(list)
 
-    def add(self, r: dict[str, Any]) -> None:
-        atts = attempts_of(r)
+    def add(self, r: dict[str, Any], atts: dict[int, dict[str, Any]] | None = None) -> None:
+        atts = attempts_of(r) if atts is None else atts
         for st in (_record(r) or {}).get("stages", []):
             if st["kind"] == "iteration":
                 self.by[st["stage"]] += [(int(atts[i]["turns"]), attempt_passed(atts[i])) for i in st["attempts"]
@@ -176,8 +185,8 @@ class RoundsTable:
         self.passn: dict[tuple[str, int], list[tuple[str, float]]] = defaultdict(list)
         self.size: dict[tuple[str, int], list[int]] = defaultdict(list)
 
-    def add(self, r: dict[str, Any]) -> None:
-        atts = attempts_of(r)
+    def add(self, r: dict[str, Any], atts: dict[int, dict[str, Any]] | None = None) -> None:
+        atts = attempts_of(r) if atts is None else atts
         for stage, t in _tournaments(r):
             if t.get("method") not in ("rtv", "judge"):
                 continue
@@ -202,8 +211,8 @@ class GroupAccuracyTable:
         self.acc: dict[tuple[str, str], list[bool]] = defaultdict(list)
         self.groups_all: dict[tuple[str, str], int] = defaultdict(int)
 
-    def add(self, r: dict[str, Any]) -> None:
-        atts = attempts_of(r)
+    def add(self, r: dict[str, Any], atts: dict[int, dict[str, Any]] | None = None) -> None:
+        atts = attempts_of(r) if atts is None else atts
         for stage, t in _tournaments(r):
             if t.get("method") not in ("rtv", "judge"):
                 continue
@@ -239,8 +248,8 @@ class StratifiedTable:
         self.by: dict[tuple[str, int, int], list[bool]] = defaultdict(list)
         self.trials: dict[tuple[str, int, int], set] = defaultdict(set)
 
-    def add(self, r: dict[str, Any]) -> None:
-        atts = attempts_of(r)
+    def add(self, r: dict[str, Any], atts: dict[int, dict[str, Any]] | None = None) -> None:
+        atts = attempts_of(r) if atts is None else atts
         for a in atts.values():
             ctx = a.get("context") or []
             if not ctx:
@@ -265,8 +274,8 @@ class TransitionMatrix:
         self.pairs: list[tuple[int, int]] = []
         self.n_max = 0
 
-    def add(self, r: dict[str, Any]) -> None:
-        atts = attempts_of(r)
+    def add(self, r: dict[str, Any], atts: dict[int, dict[str, Any]] | None = None) -> None:
+        atts = attempts_of(r) if atts is None else atts
         its = {st["stage"]: st["attempts"] for st in (_record(r) or {}).get("stages", []) if st["kind"] == "iteration"}
         if self.src in its and self.dst in its:
             c0 = sum(attempt_passed(atts.get(i)) for i in its[self.src])
@@ -370,8 +379,9 @@ def stage_sections(ctx: ReportContext) -> None:
         for r in rows:
             for st in (_record(r) or {}).get("stages", []):
                 stage_keys.setdefault(stage_label(st["stage"]), stage_order(st["stage"]))
+            atts = attempts_of(r)
             for t in tabs:
-                t.add(r)
+                t.add(r, atts)
         w, lg = tabs[0].frame()
         wide.append(_with_setting(w, lab))
         long.append(_with_setting(lg, lab))

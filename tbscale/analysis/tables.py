@@ -7,6 +7,8 @@ over tasks, so every interval is a bootstrap over tasks (SPEC: metric definition
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+
 import numpy as np
 import pandas as pd
 
@@ -21,14 +23,28 @@ def settings_order(df: pd.DataFrame) -> list[str]:
     return [str(lab) for lab in pd.unique(df["label"])] if len(df) else []
 
 
-def by_label(df: pd.DataFrame, cols: list[str] | None = None) -> dict[str, pd.DataFrame]:
+def by_label(df: pd.DataFrame, cols: list[str] | None = None) -> ByLabel:
+    return ByLabel(df, cols)
+
+
+class ByLabel(Mapping):
     """Each setting's trials (only `cols`, when given), in settings_order: one grouping pass
-    instead of a full-table boolean filter per setting. Rows keep their order and index."""
-    if df.empty:
-        return {}
-    frame = df if cols is None else df[[c for c in dict.fromkeys(cols) if c in df.columns]]
-    positions = df.groupby("label", sort=False).indices
-    return {lab: frame.take(positions[lab]) for lab in settings_order(df)}
+    instead of a full-table boolean filter per setting. Rows keep their order and index. A
+    setting's rows are copied out when asked for, so only one setting's copy need be alive."""
+
+    def __init__(self, df: pd.DataFrame, cols: list[str] | None = None):
+        self.frame = df if cols is None else df[[c for c in dict.fromkeys(cols) if c in df.columns]]
+        self.positions = df.groupby("label", sort=False).indices if len(df) else {}
+        self.labels = settings_order(df)
+
+    def __getitem__(self, label: str) -> pd.DataFrame:
+        return self.frame.take(self.positions[label])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.labels)
+
+    def __len__(self) -> int:
+        return len(self.labels)
 
 
 def baseline_label(df: pd.DataFrame, explicit: str | None = None) -> str | None:
@@ -99,7 +115,7 @@ def pass_k(df: pd.DataFrame) -> pd.DataFrame:
     frames = []
     for lab, sub in by_label(df, ["label", "task_id", "passed"]).items():
         pt = _per_task(sub)
-        curve = metrics.pass_at_k_curve(list(zip(pt["n"].astype(int), pt["c"].astype(int))))
+        curve = metrics.pass_at_k_curve(list(zip(pt["n"].astype(int).tolist(), pt["c"].astype(int).tolist())))
         curve.insert(0, "setting", lab)
         frames.append(curve)
     return pd.concat(frames, ignore_index=True)

@@ -5,9 +5,10 @@ Only trials that belong to a run's current configuration are kept: a line whose 
 content or trial index the manifest no longer names (the config changed, a task was edited, fewer
 trials were asked for) is set aside and counted, so a report never mixes two configurations.
 Infrastructure errors stay in the table, flagged; the analyses decide what to do with them.
-Reading is streamed: each line is validated and reduced to a tuple of its columns at once, so
-memory grows with the columns kept, not with the lines' size; per-attempt records and strategy
-records stay JSON text until a section asks for them.
+Reading is streamed: lines are validated a chunk at a time (rundata/lines.py) and reduced to
+their columns at once, so memory grows with the columns kept, not with the lines' size;
+per-attempt records and strategy records stay packed JSON (rundata/compact.py) until a section
+asks for them.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pydantic_core import to_json
 
 from tbscale.errors import TbscaleError
 from tbscale.jsonl import ReadProblems
+from tbscale.rundata.compact import pack_json, system_allocator
 from tbscale.rundata.lines import read_chunks
 from tbscale.types.events import UsageRecord
 from tbscale.types.results import TrialResult
@@ -154,9 +155,10 @@ def _columns(values: dict[str, list[Any]], run_dir: str) -> dict[str, Any]:
     attempts: list[str | None] = [None] * m
     for i, (n_attempts, atts) in enumerate(zip(values["n_attempts"], values["attempts"])):
         if n_attempts > 1:
-            # Kept as JSON text: nested records of 100k trials as Python objects would take gigabytes;
-            # the sections that read them decode only the trials they need (analysis/records.py).
-            attempts[i] = to_json(atts or []).decode()
+            # Kept as packed JSON (compact.pack_json): nested records of 100k trials as Python objects
+            # would take gigabytes; the sections that read them decode only the trials they need
+            # (analysis/records.py).
+            attempts[i] = pack_json(atts or [])
     records = values["strategy_record"]
     out.update({
         "run_dir": [run_dir] * m, "simulated_roles": [tuple(v) for v in values["simulated_roles"]],
@@ -165,7 +167,7 @@ def _columns(values: dict[str, list[Any]], run_dir: str) -> dict[str, Any]:
         "error_type": [e["type"] if e else None for e in values["error"]],
         "strategy_kind": [(r or {}).get("kind") for r in records],
         "policy_params": _params_text(values["policy_params"]), "attempts": attempts,
-        "strategy_record": [to_json(r).decode() if r else None for r in records],
+        "strategy_record": [pack_json(r) if r else None for r in records],
         "steps": [s if s else None for s in values["steps"]],
     })
     out.update(_token_columns(values["tokens"]))
@@ -175,7 +177,8 @@ def _columns(values: dict[str, list[Any]], run_dir: str) -> dict[str, Any]:
 class _ChunkedFrames:
     """Kept lines' columns turned into a DataFrame every CHUNK rows (as many as the trial table
     always had per frame, so each column's type is inferred as before), so the Python values of at
-    most one frame are alive at a time; superseded rows are dropped when the frames are joined."""
+    most one frame are alive at a time; superseded rows (a trial's earlier lines) are dropped when
+    the frames are joined."""
 
     CHUNK = 10_000
 
@@ -183,20 +186,18 @@ class _ChunkedFrames:
         self.frames: list[pd.DataFrame] = []
         self.pending: list[dict[str, Any]] = []
         self.pending_rows = 0
-        self.dropped: list[int] = []
+        self.folders: list[np.ndarray] = []  # which run folder each row comes from
         self.count = 0
 
-    def append(self, columns: dict[str, Any]) -> None:
+    def append(self, columns: dict[str, Any], folder: int) -> None:
         m = len(columns["run"])
+        self.folders.append(np.full(m, folder))
         self.pending.append(columns)
         self.pending_rows += m
         self.count += m
         while self.pending_rows >= self.CHUNK:
             self._flush(self.CHUNK)
 
-    @property
-    def kept(self) -> int:
-        return self.count - len(self.dropped)
 
     def _flush(self, rows: int) -> None:
         """A frame of the first `rows` pending rows."""
@@ -230,19 +231,26 @@ class _ChunkedFrames:
             for name in COLUMNS:
                 columns[name] = pd.concat([f.pop(name) for f in frames], ignore_index=True)
             df = pd.DataFrame(columns, copy=False)
-        if self.dropped:
-            df = df.drop(index=sorted(self.dropped)).reset_index(drop=True)
+        # One trial per (setting, task, trial index) in a run folder: a later line (a rerun) wins.
+        ident = df[["run", "setting", "task_id", "trial"]].assign(folder=np.concatenate(self.folders))
+        superseded = ident.duplicated(keep="last").to_numpy()
+        if superseded.any():
+            df = df[~superseded].reset_index(drop=True)
         return df
 
 
 def read_trial_table(run_dirs: list[Path], *, current_only: bool = True) -> TrialTable:
+    with system_allocator():
+        return _read_trial_table(run_dirs, current_only)
+
+
+def _read_trial_table(run_dirs: list[Path], current_only: bool) -> TrialTable:
     rows = _ChunkedFrames()
     table = TrialTable(pd.DataFrame(), list(run_dirs))
-    for run in run_dirs:
+    for folder, run in enumerate(run_dirs):
         problems = ReadProblems(Path(run) / "trials.jsonl")
         table.problems.append(problems)
         current = current_config(run) if current_only else None
-        latest: dict[tuple, int] = {}
         for chunk in read_chunks(Path(run) / "trials.jsonl", problems):
             v = chunk.values
             corrupt = {i for i, model in chunk.models.items() if model is None}  # already reported
@@ -254,18 +262,11 @@ def read_trial_table(run_dirs: list[Path], *, current_only: bool = True) -> Tria
                 keep = [i for i in keep if fits[i]]
                 if not table.set_aside[str(run)]:
                     del table.set_aside[str(run)]
-            # One trial per (setting, task, trial index): a later line (a rerun) wins.
-            idents = list(zip(v["run"], v["setting"], v["task_id"], v["trial"]))
-            for position, i in enumerate(keep, rows.count):
-                superseded = latest.get(idents[i])
-                if superseded is not None:
-                    rows.dropped.append(superseded)
-                latest[idents[i]] = position
             if keep:
                 if len(keep) < len(chunk.numbers):
                     v = {name: [col[i] for i in keep] for name, col in v.items()}
-                rows.append(_columns(v, str(run)))
-    if not rows.kept:
+                rows.append(_columns(v, str(run)), folder)
+    if not rows.count:
         bad = sum(len(p.corrupt) for p in table.problems)
         where = ", ".join(map(str, run_dirs))
         if bad:
