@@ -178,11 +178,17 @@ def _resampled_means(
     """
     n = values.size
     rows_per_chunk = max(1, _MAX_CHUNK_ELEMENTS // n)
+    # The draws stay as they always were (the chunks' sizes decide the stream); they are kept as
+    # int32 (the same numbers: one generator routine fills both types for n < 2**32) and averaged
+    # a few rows at a time, so a chunk's transient memory is a few MB, not 16.
+    kind = np.int32 if n < 2**31 else np.int64
+    block = max(1, rows_per_chunk // 8)
     means = np.empty(n_resamples, dtype=float)
     for start in range(0, n_resamples, rows_per_chunk):
         stop = min(n_resamples, start + rows_per_chunk)
-        idx = rng.integers(0, n, size=(stop - start, n))
-        means[start:stop] = _index_means(values, weights, idx)
+        idx = rng.integers(0, n, size=(stop - start, n), dtype=kind)
+        for b in range(0, stop - start, block):
+            means[start + b:start + min(b + block, stop - start)] = _index_means(values, weights, idx[b:b + block])
     return means
 
 

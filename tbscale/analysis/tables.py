@@ -8,6 +8,7 @@ over tasks, so every interval is a bootstrap over tasks (SPEC: metric definition
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
@@ -90,25 +91,31 @@ def summary(df: pd.DataFrame, n_resamples: int = 10_000, seed: int = 0,
                                      "task_id", "infra_error", "selection_turns", "cost_usd", "selector_fallbacks"])
     scored_by = by_label(df, ["label", "task_id", "passed", "turns"])
     empty = df.iloc[:0][["label", "task_id", "passed", "turns"]]
-    for lab, every in every_by.items():
-        sub = scored_by.get(lab, empty)
-        first = every.iloc[0]
-        row = {"setting": lab, "agent": first["agent"], "policy": first["policy"], "N": int(first["n"]),
-               "trajectory": first["trajectory"], "generator": first["generator_model"],
-               "selector": first["selector_model"], "tasks": every["task_id"].nunique(), "trials": len(sub),
-               "infra_errors": int(every["infra_error"].sum())}
-        if len(sub):
-            pt = _per_task(sub)
-            mean, lo, hi = metrics.bootstrap_ci(pt["pass_rate"].to_numpy(), n_resamples=n_resamples, seed=seed)
-        else:
-            mean = lo = hi = np.nan
-        selections = every["selection_turns"].sum()
-        row.update({"pass@1": mean, "ci_lo": lo, "ci_hi": hi, "turns_mean": sub["turns"].mean(),
-                    "turns_solved": sub.loc[sub["passed"], "turns"].mean(),
-                    "cost_usd_per_trial": every["cost_usd"].mean(skipna=False),
-                    "fallback": every["selector_fallbacks"].sum() / selections if selections else np.nan})
-        out.append(row)
-    return pd.DataFrame(out)
+    # The bootstraps (most of the time at scale) run on two threads: numpy draws and averages the
+    # resamples without holding the GIL, and each interval has its own seeded generator, so the
+    # numbers are those of running them one after the other.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for lab, every in every_by.items():
+            sub = scored_by.get(lab, empty)
+            first = every.iloc[0]
+            row = {"setting": lab, "agent": first["agent"], "policy": first["policy"], "N": int(first["n"]),
+                   "trajectory": first["trajectory"], "generator": first["generator_model"],
+                   "selector": first["selector_model"], "tasks": every["task_id"].nunique(), "trials": len(sub),
+                   "infra_errors": int(every["infra_error"].sum())}
+            ci = None
+            if len(sub):
+                ci = pool.submit(metrics.bootstrap_ci, _per_task(sub)["pass_rate"].to_numpy(),
+                                 n_resamples=n_resamples, seed=seed)
+            selections = every["selection_turns"].sum()
+            row.update({"pass@1": np.nan, "ci_lo": np.nan, "ci_hi": np.nan, "turns_mean": sub["turns"].mean(),
+                        "turns_solved": sub.loc[sub["passed"], "turns"].mean(),
+                        "cost_usd_per_trial": every["cost_usd"].mean(skipna=False),
+                        "fallback": every["selector_fallbacks"].sum() / selections if selections else np.nan})
+            out.append((row, ci))
+        for row, ci in out:
+            if ci is not None:
+                row["pass@1"], row["ci_lo"], row["ci_hi"] = ci.result()
+    return pd.DataFrame([row for row, _ in out])
 
 
 def pass_k(df: pd.DataFrame) -> pd.DataFrame:

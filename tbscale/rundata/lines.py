@@ -62,16 +62,26 @@ def _scalar_types(annotation: Any) -> tuple[type, ...] | None:
     return tuple(out)
 
 
-def _mapping_check(annotation: Any) -> Callable[[list[Any]], set[int]] | None:
+@dataclass
+class Entries:
+    """A mapping field's entries over a chunk, flattened: the line each comes from, its key, and
+    (for a mapping of models) each model field's values, defaults filled."""
+
+    owner: list[int]
+    keys: list[str]
+    fields: dict[str, tuple[Any, ...]] | None = None
+
+
+def _mapping_check(annotation: Any) -> Callable[[list[Any]], tuple[set[int], Entries]] | None:
     """For dict[str, scalar] and dict[str, a model of scalar fields] (timing, tokens): a strict
     check of a chunk's column in plain Python, a field at a time over every entry (cheaper than a
-    model per entry), giving the positions that fail; None for other annotations."""
+    model per entry), giving the positions that fail and the entries; None for other annotations."""
     if typing.get_origin(annotation) is not dict or typing.get_args(annotation)[0] is not str:
         return None
     value = typing.get_args(annotation)[1]
     ok = _scalar_types(value)
     if ok is not None:
-        return lambda col: _bad_entries(col, lambda entries: _bad_rows(entries, ok))
+        return lambda col: _bad_entries(col, lambda entries: (_bad_rows(entries, ok), None))
     if not (isinstance(value, type) and issubclass(value, BaseModel)):
         return None
     fields = {n: _scalar_types(f.annotation) for n, f in value.model_fields.items()}
@@ -82,26 +92,29 @@ def _mapping_check(annotation: Any) -> Callable[[list[Any]], set[int]] | None:
     base = {n: f.get_default(call_default_factory=True) for n, f in value.model_fields.items() if not f.is_required()}
     get = operator.itemgetter(*fields)
 
-    def bad_models(entries: list[Any]) -> set[int]:
+    def bad_models(entries: list[Any]) -> tuple[set[int], dict[str, tuple[Any, ...]]]:
         bad = {j for j, u in enumerate(entries) if type(u) is not dict or not (u.keys() <= keys and required <= u.keys())}
         rows = [get({**base, **u}) if j not in bad else get(base) for j, u in enumerate(entries)]
-        for column, ok in zip(zip(*rows), fields.values()):
-            bad |= _bad_rows(list(column), ok)
-        return bad
+        columns = dict(zip(fields, zip(*rows))) if rows else {n: () for n in fields}
+        for name, ok in fields.items():
+            bad |= _bad_rows(columns[name], ok)
+        return bad, columns
     return lambda col: _bad_entries(col, bad_models)
 
 
-def _bad_entries(col: list[Any], bad_values: Callable[[list[Any]], set[int]]) -> set[int]:
-    """Positions in `col` (one mapping per line) that are not dicts or hold an entry that
-    `bad_values` (over every line's entries at once) rejects."""
-    bad, owner, entries = set(), [], []
+def _bad_entries(col: list[Any], check: Callable[[list[Any]], tuple[set[int], Any]]) -> tuple[set[int], Entries]:
+    """Positions in `col` (one mapping per line) that are not dicts or hold an entry that `check`
+    (over every line's entries at once) rejects; and the entries."""
+    bad, owner, keys, entries = set(), [], [], []
     for i, d in enumerate(col):
         if type(d) is not dict:
             bad.add(i)
             continue
         owner.extend([i] * len(d))
+        keys.extend(d)
         entries.extend(d.values())
-    return bad | {owner[j] for j in bad_values(entries)}
+    bad_entries, fields = check(entries)
+    return bad | {owner[j] for j in bad_entries}, Entries(owner, keys, fields)
 
 
 class _Reject(Exception):
@@ -189,7 +202,7 @@ def _compile_model(model: type[BaseModel]) -> Callable[[Any], dict[str, Any]] | 
 
 
 SCALARS: dict[str, tuple[type, ...]] = {}
-MAPPINGS: dict[str, Callable[[list[Any]], set[int]]] = {}  # plain dicts as read; missing keys: the model's defaults
+MAPPINGS: dict[str, Callable[[list[Any]], tuple[set[int], Entries]]] = {}  # plain dicts as read; missing keys: the model's defaults
 NESTED: dict[str, Callable[[Any], Any]] = {}  # as the model would dump them
 for _name, _f in _FIELDS.items():
     if (_types := _scalar_types(_f.annotation)) is not None:
@@ -216,6 +229,8 @@ class Chunk:
     numbers: list[int] = field(default_factory=list)
     values: dict[str, list[Any]] = field(default_factory=dict)
     models: dict[int, TrialResult | None] = field(default_factory=dict)  # position in chunk -> model
+    # MAPPINGS fields' entries flattened, when no line needed the model (else their values differ)
+    entries: dict[str, Entries] = field(default_factory=dict)
 
 
 def _slow(n: int, line: bytes, problems: ReadProblems) -> TrialResult | None:
@@ -233,6 +248,13 @@ def _slow(n: int, line: bytes, problems: ReadProblems) -> TrialResult | None:
         return None
 
 
+def _parsed(line: bytes) -> Any:
+    try:
+        return from_json(line)
+    except ValueError:
+        return None
+
+
 def _bad_rows(column: list[Any], ok: tuple[type, ...]) -> set[int]:
     if set(map(type, column)) <= set(ok):
         return set()
@@ -240,23 +262,23 @@ def _bad_rows(column: list[Any], ok: tuple[type, ...]) -> set[int]:
 
 
 def _validate_chunk(lines: list[tuple[int, bytes]], path: str, problems: ReadProblems) -> Chunk:
-    rows, bad = [], set()
-    for i, (_, line) in enumerate(lines):
-        try:
-            obj = from_json(line)
-        except ValueError:
-            obj = None
-        if type(obj) is dict and obj.keys() <= NAMES and REQUIRED <= obj.keys():
-            rows.append(_GET({**_BASE, **obj}))
-        else:  # redone through the model below
-            rows.append(_PLACEHOLDER)
-            bad.add(i)
+    try:
+        objs = [from_json(line) for _, line in lines]
+    except ValueError:  # some line is not JSON: parse them one by one
+        objs = [_parsed(line) for _, line in lines]
+    bad = {i for i, obj in enumerate(objs)
+           if not (type(obj) is dict and obj.keys() <= NAMES and REQUIRED <= obj.keys())}  # redone below
+    rows = [_GET({**_BASE, **obj}) for obj in objs] if not bad else \
+        [_GET({**_BASE, **obj}) if i not in bad else _PLACEHOLDER for i, obj in enumerate(objs)]
+    del objs
     values = dict(zip(ORDER, map(list, zip(*rows))))
     del rows
     for name, ok in SCALARS.items():
         bad |= _bad_rows(values[name], ok)
-    for name, bad_positions in MAPPINGS.items():
-        bad |= bad_positions(values[name])
+    entries = {}
+    for name, check in MAPPINGS.items():
+        wrong, entries[name] = check(values[name])
+        bad |= wrong
     for name, dump in NESTED.items():
         col = values[name]
         dumped = []
@@ -270,7 +292,7 @@ def _validate_chunk(lines: list[tuple[int, bytes]], path: str, problems: ReadPro
                 bad.add(i)
                 dumped.append(None)
         values[name] = dumped
-    chunk = Chunk([n for n, _ in lines], values)
+    chunk = Chunk([n for n, _ in lines], values, entries={} if bad else entries)
     for i in sorted(bad):
         n, line = lines[i]
         model = chunk.models[i] = _slow(n, line, problems)  # None: corrupt, skipped by the caller

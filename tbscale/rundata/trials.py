@@ -13,9 +13,9 @@ asks for them.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
-from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ import pandas as pd
 from tbscale.errors import TbscaleError
 from tbscale.jsonl import ReadProblems
 from tbscale.rundata.compact import pack_json, system_allocator
-from tbscale.rundata.lines import read_chunks
+from tbscale.rundata.lines import Entries, read_chunks
 from tbscale.types.events import UsageRecord
 from tbscale.types.results import TrialResult
 
@@ -125,30 +125,41 @@ def _params_text(values: list[dict[str, Any]]) -> list[str | None]:
 _USAGE_DEFAULTS = {n: f.default for n, f in UsageRecord.model_fields.items()}
 
 
-def _token_columns(tokens: list[dict[str, dict[str, Any]]]) -> dict[str, np.ndarray]:
+def _token_columns(tokens: list[dict[str, dict[str, Any]]], entries: Entries | None = None) -> dict[str, np.ndarray]:
     """The per-role token columns (a missing role: zeros) and the other roles' input and output,
-    from each trial's usage per role (plain dicts, see rundata/lines.py)."""
+    from each trial's usage per role (plain dicts, see rundata/lines.py), or from the same usage
+    already flattened a field at a time by the reader (`entries`)."""
     m = len(tokens)
     cols = {name: np.zeros(m) for name in _TOKENS}
     other_in, other_out = np.zeros(m), np.zeros(m)
-    by_role: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
-    for i, usage in enumerate(tokens):
-        for role, u in usage.items():
-            by_role[role].append((i, u))
-    for role, hits in by_role.items():
-        rows = np.array([i for i, _ in hits], dtype=np.intp)
-        get = {k: [u.get(k, _USAGE_DEFAULTS[k]) for _, u in hits] for k in (*TOKEN_KINDS, "cost_usd")}
+    if entries is None:
+        owner, keys, fields = [], [], {k: [] for k in _USAGE_DEFAULTS}
+        for i, usage in enumerate(tokens):
+            for role, u in usage.items():
+                owner.append(i)
+                keys.append(role)
+                for k, default in _USAGE_DEFAULTS.items():
+                    fields[k].append(u.get(k, default))
+    else:
+        owner, keys, fields = entries.owner, entries.keys, entries.fields
+    if not owner:
+        return {**cols, "other_input": other_in, "other_output": other_out}
+    owner_a, keys_a = np.asarray(owner, dtype=np.intp), np.asarray(keys, dtype=object)
+    values = {k: np.asarray(fields[k], dtype=float) for k in ("input", "output", "reasoning", "cached", "calls")}
+    values["cost"] = np.array([_NAN if c is None else c for c in fields["cost_usd"]], dtype=float)
+    for role in dict.fromkeys(keys):
+        sel = keys_a == role
+        rows = owner_a[sel]
         if role in ROLES:
-            for kind in TOKEN_KINDS:
-                cols[f"{role}_{kind}"][rows] = get[kind]
-            cols[f"{role}_cost"][rows] = [_NAN if c is None else c for c in get["cost_usd"]]
+            for kind in (*TOKEN_KINDS, "cost"):
+                cols[f"{role}_{kind}"][rows] = values[kind][sel]
         else:  # roles beyond the five (a strategy's own) still count in totals
-            other_in[rows] += get["input"]
-            other_out[rows] += get["output"]
+            other_in[rows] += values["input"][sel]
+            other_out[rows] += values["output"][sel]
     return {**cols, "other_input": other_in, "other_output": other_out}
 
 
-def _columns(values: dict[str, list[Any]], run_dir: str) -> dict[str, Any]:
+def _columns(values: dict[str, list[Any]], run_dir: str, entries: dict[str, Entries]) -> dict[str, Any]:
     """Kept lines (validated values, see rundata/lines.py) as the table's columns (lists or arrays)."""
     m = len(values["run"])
     out: dict[str, Any] = {name: values[name] for name in _SCALARS}
@@ -170,7 +181,7 @@ def _columns(values: dict[str, list[Any]], run_dir: str) -> dict[str, Any]:
         "strategy_record": [pack_json(r) if r else None for r in records],
         "steps": [s if s else None for s in values["steps"]],
     })
-    out.update(_token_columns(values["tokens"]))
+    out.update(_token_columns(values["tokens"], entries.get("tokens")))
     return out
 
 
@@ -215,7 +226,7 @@ class _ChunkedFrames:
             taken += m
         self.pending, self.pending_rows = rest, self.pending_rows - rows
         joined = {name: np.concatenate([p[name] for p in parts]) if isinstance(parts[0][name], np.ndarray)
-                  else [v for p in parts for v in p[name]] for name in COLUMNS}
+                  else list(itertools.chain.from_iterable(p[name] for p in parts)) for name in COLUMNS}
         self.frames.append(pd.DataFrame(joined, columns=list(COLUMNS)))
 
     def frame(self) -> pd.DataFrame:
@@ -254,7 +265,7 @@ def _read_trial_table(run_dirs: list[Path], current_only: bool) -> TrialTable:
         for chunk in read_chunks(Path(run) / "trials.jsonl", problems):
             v = chunk.values
             corrupt = {i for i, model in chunk.models.items() if model is None}  # already reported
-            keep = [i for i in range(len(chunk.numbers)) if i not in corrupt]
+            keep = [i for i in range(len(chunk.numbers)) if i not in corrupt] if corrupt else range(len(chunk.numbers))
             if current:
                 fits = [_belongs(*args, current) for args in zip(v["setting"], v["setting_key"], v["trial"],
                                                                    v["task_id"], v["task_hash"])]
@@ -263,9 +274,10 @@ def _read_trial_table(run_dirs: list[Path], current_only: bool) -> TrialTable:
                 if not table.set_aside[str(run)]:
                     del table.set_aside[str(run)]
             if keep:
-                if len(keep) < len(chunk.numbers):
-                    v = {name: [col[i] for i in keep] for name, col in v.items()}
-                rows.append(_columns(v, str(run)), folder)
+                entries = chunk.entries
+                if len(keep) < len(chunk.numbers):  # the reader's flattened entries no longer line up
+                    v, entries = {name: [col[i] for i in keep] for name, col in v.items()}, {}
+                rows.append(_columns(v, str(run), entries), folder)
     if not rows.count:
         bad = sum(len(p.corrupt) for p in table.problems)
         where = ", ".join(map(str, run_dirs))
