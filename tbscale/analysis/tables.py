@@ -21,7 +21,7 @@ from tbscale.types.results import ENDINGS
 
 def settings_order(df: pd.DataFrame) -> list[str]:
     """Setting labels in order of first appearance (pd.unique keeps it; no Python loop over rows)."""
-    return [str(lab) for lab in pd.unique(df["label"])] if len(df) else []
+    return list(pd.unique(df["label"])) if len(df) else []
 
 
 def by_label(df: pd.DataFrame, cols: list[str] | None = None) -> ByLabel:
