@@ -36,7 +36,7 @@ import pandas as pd
 
 from tbscale.analysis import metrics
 from tbscale.analysis.context import ReportContext, Section
-from tbscale.analysis.tables import ROLES, settings_order
+from tbscale.analysis.tables import ROLES, by_label
 from tbscale.errors import TbscaleError
 from tbscale.logs import numbered_jsonl
 
@@ -54,8 +54,9 @@ def adaptive_params(params: Any) -> dict[str, Any] | None:
 
 def _settings(df: pd.DataFrame) -> dict[str, dict[str, Any]]:
     out = {}
-    for lab in settings_order(df):
-        first = df[df["label"] == lab].iloc[0]
+    for lab, sub in by_label(df, ["label", "policy", "n", "policy_params", "generator_model", "selector_model",
+                                  "trajectory"]).items():
+        first = sub.iloc[0]
         out[lab] = {"policy": first["policy"], "n": int(first["n"]), "adaptive": adaptive_params(policy_params(first)),
                     "models": (first["generator_model"], first["selector_model"], first["trajectory"])}
     return out

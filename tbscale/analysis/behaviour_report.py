@@ -47,6 +47,7 @@ import pandas as pd
 from tbscale.analysis import metrics
 from tbscale.analysis.behaviours import preference_significance
 from tbscale.analysis.context import ReportContext, Section
+from tbscale.analysis.tables import settings_order
 from tbscale.rundata.trajectories import AttemptTrace, TurnTrace, read_trial
 from tbscale.shell import BEHAVIOURS, HistoryState, label_candidate
 
@@ -223,18 +224,19 @@ class Collected:
 def collect(df: pd.DataFrame, counter: TokenCounter | None = None) -> Collected:
     counter = counter or TokenCounter()
     rows: list[dict[str, Any]] = []
-    excluded: dict[str, Counter] = {}
-    sources: dict[str, Counter] = {}
-    missing: dict[str, int] = {}
-    # Only the columns this needs: iterating whole rows costs more than reading small trajectories.
+    labels = settings_order(df)
+    excluded: dict[str, Counter] = {lab: Counter() for lab in labels}
+    sources: dict[str, Counter] = {lab: Counter() for lab in labels}
+    found = trajectory_files(df)
+    lost = df.loc[~found, "label"]
+    counts = lost.value_counts()
+    missing: dict[str, int] = {lab: int(counts[lab]) for lab in pd.unique(lost)}  # in order of the first missing
+    # Only the trials with a file, only the columns this needs: iterating whole rows of 100k trials
+    # costs more than reading small trajectories.
     cols = ("label", "run_dir", "trajectory_path", "generator_model", "task_id", "trial", "trial_key")
-    for label, run_dir, rel, model, task_id, trial, trial_key in zip(*(df[c].tolist() for c in cols)):
-        excluded.setdefault(label, Counter())
-        sources.setdefault(label, Counter())
-        path = Path(run_dir) / str(rel or "")
-        if not rel or not path.is_file():
-            missing[label] = missing.get(label, 0) + 1
-            continue
+    have = df.loc[found, list(cols)]
+    for label, run_dir, rel, model, task_id, trial, trial_key in zip(*(have[c].tolist() for c in cols)):
+        path = Path(run_dir) / str(rel)
         model = model if isinstance(model, str) else None
         for lt in label_trial(path):
             n = len(lt.labels)
@@ -268,8 +270,38 @@ def collect(df: pd.DataFrame, counter: TokenCounter | None = None) -> Collected:
     return Collected(turns, excluded, sources, missing, dict(counter.method))
 
 
+def trajectory_files(df: pd.DataFrame) -> np.ndarray:
+    """Which trials' trajectory files exist (`run_dir / trajectory_path` is a file). Each folder
+    holding trajectories is listed once instead of testing 100k paths one by one; a name found in
+    a listing is then checked to be a file (or a link to one)."""
+    found = np.zeros(len(df), dtype=bool)
+    rel = df["trajectory_path"]
+    has = (rel.notna() & (rel.astype(str) != "")).to_numpy(dtype=bool)
+    if not has.any():
+        return found
+    # The folders first (vectorized string operations, a few distinct values): per trial names are
+    # made only when some folder holds files (runs that kept no trajectories make none).
+    rel = rel[has].astype(str)
+    folders = rel.str.replace(r"/[^/]*$", "", regex=True).where(rel.str.contains("/", regex=False), "")
+    where = pd.DataFrame({"run": df["run_dir"][has].astype(str), "dir": folders})
+    listings: dict[tuple[str, str], set[str]] = {}
+    for run, folder in where.drop_duplicates().itertuples(index=False):
+        try:
+            listings[(run, folder)] = set(os.listdir(os.path.join(run, folder)))
+        except OSError:  # no such folder (trajectories not kept), or not a folder
+            listings[(run, folder)] = set()
+    if not any(listings.values()):
+        return found
+    for pos, run, folder, path in zip(np.flatnonzero(has), where["run"].tolist(), where["dir"].tolist(),
+                                      rel.tolist()):
+        name = path.rpartition("/")[2]
+        if name in listings[(run, folder)] and os.path.isfile(os.path.join(run, folder, name)):
+            found[pos] = True
+    return found
+
+
 def _order(df: pd.DataFrame) -> list[str]:
-    return list(dict.fromkeys(df["label"]))
+    return settings_order(df)
 
 
 def preference(collected: Collected, labels: list[str], baseline: str | None,

@@ -17,6 +17,7 @@ from typing import Any
 
 from tbscale.analysis.context import ReportContext, Section
 from tbscale.analysis.context import fmt as _fmt
+from tbscale.analysis.tables import settings_order
 from tbscale.viewer import index_href
 
 CSS = """
@@ -92,7 +93,7 @@ def build_html(ctx: ReportContext) -> str:
     runs = ", ".join(html.escape(str(r)) for r in ctx.run_dirs)
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     trials = len(ctx.df)
-    settings = ", ".join(html.escape(s) for s in dict.fromkeys(ctx.df["label"]))
+    settings = ", ".join(html.escape(s) for s in settings_order(ctx.df))
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>tbscale report</title>'
             f"<style>{CSS}</style></head><body><main><h1>tbscale report</h1>"
             f'<p class="meta">Runs: {runs}<br>Settings: {settings} &middot; {trials} trials &middot; '

@@ -14,6 +14,7 @@ import pandas as pd
 
 from tbscale.analysis import metrics
 from tbscale.analysis.context import ReportContext, Section
+from tbscale.analysis.tables import settings_order
 from tbscale.logs import read_jsonl
 from tbscale.posthoc.judge.rubrics import RH_CATEGORIES, RH_TITLES, RUBRICS, SOURCE_TITLES
 
@@ -149,7 +150,7 @@ def judge_sections(ctx: ReportContext) -> None:
     if j is None:
         return
     meta = ctx.df[["trial_key", "label", "task_id", "passed"]]
-    labels = list(dict.fromkeys(ctx.df["label"]))
+    labels = settings_order(ctx.df)
     sim_note = (" SIMULATED JUDGE: these flags come from sim/rubric_judge, tbscale's rule-based stand-in for an "
                 "LLM judge, with noise; they exercise the pipeline and measure nothing." if j.simulated else "")
     model_note = f" Judge: {', '.join(j.models)}." if j.models else ""

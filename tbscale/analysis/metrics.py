@@ -21,6 +21,7 @@ and trials of one task are correlated. When two settings ran the same tasks, com
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -78,14 +79,27 @@ def _eligible(counts: Counts, k: int) -> list[tuple[int, int]]:
     return eligible
 
 
+def _per_task(estimator, counts: Counts, k: int) -> np.ndarray:
+    """`estimator(n, c, k)` of every task with at least k trials, in input order. Tasks share few
+    distinct (n, c) pairs (n is the trials per task), so each pair is computed once."""
+    seen: dict[tuple[int, int], float] = {}
+    out = []
+    for pair in _eligible(counts, k):
+        value = seen.get(pair)
+        if value is None:
+            value = seen[pair] = estimator(pair[0], pair[1], k)
+        out.append(value)
+    return np.array(out, dtype=float)
+
+
 def per_task_pass_at_k(counts: Counts, k: int) -> np.ndarray:
     """pass@k of every task with at least k trials, in input order; feed this to the bootstraps."""
-    return np.array([pass_at_k(n, c, k) for n, c in _eligible(counts, k)], dtype=float)
+    return _per_task(pass_at_k, counts, k)
 
 
 def per_task_pass_hat_k(counts: Counts, k: int) -> np.ndarray:
     """pass^k of every task with at least k trials, in input order."""
-    return np.array([pass_hat_k(n, c, k) for n, c in _eligible(counts, k)], dtype=float)
+    return _per_task(pass_hat_k, counts, k)
 
 
 def mean_pass_at_k(counts: Counts, k: int) -> float:
@@ -164,11 +178,17 @@ def _resampled_means(
     """
     n = values.size
     rows_per_chunk = max(1, _MAX_CHUNK_ELEMENTS // n)
+    # The draws stay as they always were (the chunks' sizes decide the stream); they are kept as
+    # int32 (the same numbers: one generator routine fills both types for n < 2**32) and averaged
+    # a few rows at a time, so a chunk's transient memory is a few MB, not 16.
+    kind = np.int32 if n < 2**31 else np.int64
+    block = max(1, rows_per_chunk // 8)
     means = np.empty(n_resamples, dtype=float)
     for start in range(0, n_resamples, rows_per_chunk):
         stop = min(n_resamples, start + rows_per_chunk)
-        idx = rng.integers(0, n, size=(stop - start, n))
-        means[start:stop] = _index_means(values, weights, idx)
+        idx = rng.integers(0, n, size=(stop - start, n), dtype=kind)
+        for b in range(0, stop - start, block):
+            means[start + b:start + min(b + block, stop - start)] = _index_means(values, weights, idx[b:b + block])
     return means
 
 
@@ -202,9 +222,25 @@ def bootstrap_ci(
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     if n_resamples < 1:
         raise ValueError("n_resamples must be >= 1")
-    means = _resampled_means(values, w, n_resamples, np.random.default_rng(seed))
+    if type(seed) is not int:  # a Generator or SeedSequence: its state moves, so nothing is reused
+        return _bootstrap_ci(values, w, n_resamples, alpha, seed)
+    return _cached_bootstrap_ci(values.tobytes(), None if w is None else w.tobytes(), n_resamples, alpha, seed)
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_bootstrap_ci(values: bytes, weights: bytes | None, n_resamples: int, alpha: float,
+                         seed: int) -> tuple[float, float, float]:
+    """bootstrap_ci on the arrays' bytes: with an integer seed the same input gives the same
+    interval, so a report asking twice (the summary, the Pareto table) resamples once."""
+    return _bootstrap_ci(np.frombuffer(values), None if weights is None else np.frombuffer(weights), n_resamples,
+                         alpha, seed)
+
+
+def _bootstrap_ci(v: np.ndarray, w: np.ndarray | None, n_resamples: int, alpha: float,
+                  seed) -> tuple[float, float, float]:
+    means = _resampled_means(v, w, n_resamples, np.random.default_rng(seed))
     lo, hi = np.quantile(means, [alpha / 2, 1 - alpha / 2])
-    return _point_estimate(values, w), float(lo), float(hi)
+    return _point_estimate(v, w), float(lo), float(hi)
 
 
 @dataclass(frozen=True)

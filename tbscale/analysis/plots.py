@@ -183,8 +183,9 @@ def pareto_frontier(points: list[tuple[float, float]]) -> list[int]:
 def pareto_table(df: pd.DataFrame) -> pd.DataFrame:
     s = tables.summary(df)
     tokens = []
+    by = tables.by_label(df, ["label", *(f"{r}_{k}" for r in tables.ROLES for k in ("input", "output"))])
     for lab in s["setting"]:
-        sub = df[df["label"] == lab]
+        sub = by[lab]
         tokens.append(float(sum(sub[f"{r}_input"].mean() + sub[f"{r}_output"].mean() for r in tables.ROLES)))
     s = s.assign(total_tokens=tokens)
     front = set(pareto_frontier(list(zip(s["total_tokens"], s["pass@1"]))))

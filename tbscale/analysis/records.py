@@ -7,14 +7,14 @@ its per-role `tokens` mapping (the table keeps tokens as flat columns)."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from typing import Any, Iterable, Iterator
 
 import pandas as pd
 
-from tbscale.analysis.tables import ROLES, settings_order
+from tbscale.analysis.tables import ROLES, by_label
+from tbscale.rundata.compact import unpack_json
 from tbscale.rundata.trials import TOKEN_KINDS
 
 
@@ -28,6 +28,15 @@ def strategy_rows(df: pd.DataFrame, kinds: Iterable[str]) -> Iterator[tuple[str,
     """(label, row dicts) for each setting with trials whose strategy record's kind is one of
     `kinds`, one setting at a time: records are decoded per setting and freed when the caller moves
     on, so the peak is one setting's records, not every trial's."""
+    for lab, rows in iter_strategy_rows(df, kinds):
+        yield lab, list(rows)
+
+
+def iter_strategy_rows(df: pd.DataFrame, kinds: Iterable[str], tokens: bool = True
+                       ) -> Iterator[tuple[str, Iterator[dict[str, Any]]]]:
+    """As strategy_rows, but each setting's rows come one at a time, decoded as they are asked for:
+    a section that reads each trial once (stages.py) never holds more than one trial's records.
+    Without `tokens` the rows leave out the per-role token mapping and columns."""
     kinds = set(kinds)
     if df.empty or "strategy_record" not in df.columns:
         return
@@ -37,19 +46,26 @@ def strategy_rows(df: pd.DataFrame, kinds: Iterable[str]) -> Iterator[tuple[str,
         mask = df["strategy_record"].map(lambda r: isinstance(r, dict) and r.get("kind") in kinds).astype(bool)
     if not mask.any():
         return
-    token_cols = [f"{role}_{k}" for role in ROLES for k in TOKEN_KINDS]
+    token_cols = [f"{role}_{k}" for role in ROLES for k in TOKEN_KINDS] if tokens else []
     sub = df.loc[mask, [c for c in (*RECORD_COLUMNS, *token_cols) if c in df.columns]]
-    for lab in settings_order(sub):
-        part = sub[sub["label"] == lab]
-        cols = list(part.columns)
-        rows = [dict(zip(cols, values)) for values in zip(*(part[c].tolist() for c in cols))]
-        for r in rows:
-            for key in ("attempts", "strategy_record"):
-                if isinstance(r.get(key), str):
-                    r[key] = json.loads(r[key])
+    for lab, part in by_label(sub).items():
+        yield lab, _decoded(part, tokens)
+
+
+def _decoded(part: pd.DataFrame, tokens: bool) -> Iterator[dict[str, Any]]:
+    cols = list(part.columns)
+    # Plain columns as lists; the packed records element by element, so only one trial's records
+    # are decoded at a time.
+    values = [iter(part[c].array) if c in ("attempts", "strategy_record") else part[c].tolist() for c in cols]
+    for row in zip(*values):
+        r = dict(zip(cols, row))
+        for key in ("attempts", "strategy_record"):
+            if isinstance(r.get(key), (bytes, str)):
+                r[key] = unpack_json(r[key])
+        if tokens:
             r["tokens"] = {role: {k: r.get(f"{role}_{k}", 0.0) for k in TOKEN_KINDS} for role in ROLES
                            if any(r.get(f"{role}_{k}") for k in TOKEN_KINDS)}
-        yield lab, rows
+        yield r
 
 
 def attempts_of(row: dict[str, Any]) -> dict[int, dict[str, Any]]:

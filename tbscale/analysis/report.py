@@ -41,6 +41,7 @@ from tbscale.analysis import (
 from tbscale.analysis.context import ReportContext, Section, fmt
 from tbscale.errors import TbscaleError
 from tbscale.rundata import read_trial_table
+from tbscale.rundata.compact import system_allocator
 from tbscale.rundata.spend import spend_totals
 from tbscale.rundata.trials import ROLES
 
@@ -224,6 +225,16 @@ def build_report(paths: list[Path], console: Console, *, compare: list[str] | No
                  adaptive_pair: list[str] | None = None, tables_to_console: bool = True) -> ReportContext:
     """Compute the report's sections, write its files under out_dir, and print it to `console`
     (banners always; the tables unless `tables_to_console` is off, as for `--format`)."""
+    with system_allocator():  # the sections copy columns of the trial table too (see compact.py)
+        return _build_report(paths, console, compare=compare, plots=plots, baseline=baseline, out_dir=out_dir,
+                             sections=sections, include_infra_errors=include_infra_errors,
+                             adaptive_pair=adaptive_pair, tables_to_console=tables_to_console)
+
+
+def _build_report(paths: list[Path], console: Console, *, compare: list[str] | None, plots: bool,
+                  baseline: str | None, out_dir: Path | None, sections: list[SectionFn] | None,
+                  include_infra_errors: bool, adaptive_pair: list[str] | None,
+                  tables_to_console: bool) -> ReportContext:
     run_dirs = tables.find_run_dirs(paths)
     table = read_trial_table(run_dirs)
     for p in table.problems:

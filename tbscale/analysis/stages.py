@@ -21,17 +21,18 @@ Every pure function takes plain rows (dicts), so it is testable without a run.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
 
 from tbscale.analysis import metrics
 from tbscale.analysis.context import ReportContext, Section
-from tbscale.analysis.records import attempt_passed, attempts_of, mean, strategy_rows, task_mean
-from tbscale.analysis.tables import ROLES, settings_order
+from tbscale.analysis.records import attempt_passed, attempts_of, iter_strategy_rows, mean, task_mean
+from tbscale.analysis.tables import ROLES, by_label
 
 STAGED = ("pdr", "best_of_n")
 
@@ -42,6 +43,7 @@ def _record(row: dict[str, Any]) -> dict[str, Any] | None:
     return rec if isinstance(rec, dict) and rec.get("kind") in STAGED else None
 
 
+@functools.lru_cache(maxsize=256)
 def stage_label(stage: str) -> str:
     if stage.startswith("iter"):
         return f"Iter {stage[4:]}"
@@ -65,10 +67,11 @@ def stage_order(stage: str) -> tuple[int, int]:
     return (10**5, 0)
 
 
-def trial_stages(row: dict[str, Any]) -> list[dict[str, Any]]:
+def trial_stages(row: dict[str, Any], atts: dict[int, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """One trial's stages in order: label, pass rate of the attempts the stage holds (an
-    iteration's attempts, a selection's survivors; Final: the returned attempt), and count."""
-    rec, atts = _record(row), attempts_of(row)
+    iteration's attempts, a selection's survivors; Final: the returned attempt), and count.
+    `atts`: the row's attempts by index, when the caller has them already."""
+    rec, atts = _record(row), attempts_of(row) if atts is None else atts
     if rec is None:
         return []
     out = []
@@ -86,60 +89,86 @@ def trial_stages(row: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 # ---- tables --------------------------------------------------------------------------------------
-def stage_table(rows: list[dict[str, Any]]) -> tuple[pd.DataFrame, pd.DataFrame]:
+# Each table is an accumulator fed one trial at a time (`add`), then read (`frame`), so the report
+# reads each staged trial's records once for all six tables and never holds a setting's decoded
+# records at once; the functions below (stage_table, ...) run one over a list of rows.
+class StageTable:
     """(wide: one row per setting with a pass@1 column per stage; long: per stage, pass@1 and
-    tokens per trial by role). `rows` are one setting's trials."""
-    per_stage: dict[str, list[tuple[str, float]]] = defaultdict(list)
-    order: list[str] = []
-    usage: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    counts: dict[str, list[int]] = defaultdict(list)
-    for r in rows:
-        for st in trial_stages(r):
-            if st["stage"] not in order:
-                order.append(st["stage"])
-            per_stage[st["stage"]].append((r["task_id"], st["pass"]))
-            counts[st["stage"]].append(st["count"])
-    for r in rows:
-        su = (_record(r) or {}).get("stage_usage", {})
-        for stage in order:
-            for role in ROLES:
-                u = su.get(stage, {}).get(role, {})
-                usage[stage][f"{role}_in"].append(float(u.get("input", 0)))
-                usage[stage][f"{role}_out"].append(float(u.get("output", 0)))
-                usage[stage][f"{role}_calls"].append(float(u.get("calls", 0)))
-    order.sort(key=stage_order)
-    wide = {stage_label(s): task_mean(per_stage[s]) for s in order}
-    long = []
-    cum = 0.0
-    for s in order:
-        u = {k: float(mean(v)) if v else 0.0 for k, v in usage[s].items()}
-        tin = sum(u.get(f"{role}_in", 0) for role in ROLES)
-        tout = sum(u.get(f"{role}_out", 0) for role in ROLES)
-        cum += tin + tout
-        long.append({"stage": stage_label(s), "pass@1": task_mean(per_stage[s]),
-                     "attempts": float(mean(counts[s])), "input_tokens": tin, "output_tokens": tout,
-                     **{f"{role}_out": u.get(f"{role}_out", 0.0) for role in ROLES},
-                     "calls": sum(u.get(f"{role}_calls", 0) for role in ROLES), "cumulative_tokens": cum})
-    return pd.DataFrame([wide]), pd.DataFrame(long)
+    tokens per trial by role)."""
+
+    def __init__(self) -> None:
+        self.per_stage: dict[str, list[tuple[str, float]]] = defaultdict(list)
+        self.order: list[str] = []
+        self.counts: dict[str, list[int]] = defaultdict(list)
+        # Each trial's usage per stage (only that part of its record is kept): the tokens of a
+        # stage are averaged over every trial, once every stage is known.
+        self.stage_usage: list[dict[str, Any]] = []
+
+    def add(self, r: dict[str, Any], atts: dict[int, dict[str, Any]] | None = None) -> None:
+        for st in trial_stages(r, atts):
+            if st["stage"] not in self.order:
+                self.order.append(st["stage"])
+            self.per_stage[st["stage"]].append((r["task_id"], st["pass"]))
+            self.counts[st["stage"]].append(st["count"])
+        self.stage_usage.append((_record(r) or {}).get("stage_usage", {}))
+
+    def frame(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        # Per stage and role, each trial's tokens, averaged over every trial. A trial without usage
+        # for the stage adds 0.0, which leaves a float sum as it is, so only the others are listed
+        # (most trials record none) and the sum is divided by the number of trials.
+        usage: dict[str, dict[str, list[float]]] = {s: {f"{role}_{k}": [] for role in ROLES
+                                                         for k in ("in", "out", "calls")} for s in self.order}
+        for su in self.stage_usage:
+            for stage in self.order:
+                by_role = su.get(stage)
+                if not by_role:
+                    continue
+                for role in ROLES:
+                    u = by_role.get(role, {})
+                    usage[stage][f"{role}_in"].append(float(u.get("input", 0)))
+                    usage[stage][f"{role}_out"].append(float(u.get("output", 0)))
+                    usage[stage][f"{role}_calls"].append(float(u.get("calls", 0)))
+        trials = len(self.stage_usage)
+        order = sorted(self.order, key=stage_order)
+        wide = {stage_label(s): task_mean(self.per_stage[s]) for s in order}
+        long = []
+        cum = 0.0
+        for s in order:
+            u = {k: float(sum(v) / trials) for k, v in usage[s].items()}
+            tin = sum(u.get(f"{role}_in", 0) for role in ROLES)
+            tout = sum(u.get(f"{role}_out", 0) for role in ROLES)
+            cum += tin + tout
+            long.append({"stage": stage_label(s), "pass@1": task_mean(self.per_stage[s]),
+                         "attempts": float(mean(self.counts[s])), "input_tokens": tin, "output_tokens": tout,
+                         **{f"{role}_out": u.get(f"{role}_out", 0.0) for role in ROLES},
+                         "calls": sum(u.get(f"{role}_calls", 0) for role in ROLES), "cumulative_tokens": cum})
+        return pd.DataFrame([wide]), pd.DataFrame(long)
 
 
-def steps_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+class StepsTable:
     """pdr-rtv Table 4: mean steps (turns) per attempt of each iteration, all / passing / failing."""
-    by: dict[str, list[tuple[int, bool]]] = defaultdict(list)
-    for r in rows:
-        atts = attempts_of(r)
+
+    def __init__(self) -> None:
+        self.by: dict[str, list[tuple[int, bool]]] = defaultdict(list)
+
+    def add(self, r: dict[str, Any], atts: dict[int, dict[str, Any]] | None = None) -> None:
+        atts = attempts_of(r) if atts is None else atts
         for st in (_record(r) or {}).get("stages", []):
             if st["kind"] == "iteration":
-                by[st["stage"]] += [(int(atts[i]["turns"]), attempt_passed(atts[i])) for i in st["attempts"] if i in atts]
-    out = []
-    for stage, vals in by.items():
-        turns = np.array([t for t, _ in vals], float)
-        ok = np.array([p for _, p in vals], bool)
-        out.append({"iteration": stage_label(stage), "attempts": len(vals), "pass@1": float(ok.mean()) if len(ok) else math.nan,
-                    "steps_all": float(turns.mean()) if len(turns) else math.nan,
-                    "steps_passing": float(turns[ok].mean()) if ok.any() else math.nan,
-                    "steps_failing": float(turns[~ok].mean()) if (~ok).any() else math.nan})
-    return pd.DataFrame(out)
+                self.by[st["stage"]] += [(int(atts[i]["turns"]), attempt_passed(atts[i])) for i in st["attempts"]
+                                         if i in atts]
+
+    def frame(self) -> pd.DataFrame:
+        out = []
+        for stage, vals in self.by.items():
+            turns = np.array([t for t, _ in vals], float)
+            ok = np.array([p for _, p in vals], bool)
+            out.append({"iteration": stage_label(stage), "attempts": len(vals),
+                        "pass@1": float(ok.mean()) if len(ok) else math.nan,
+                        "steps_all": float(turns.mean()) if len(turns) else math.nan,
+                        "steps_passing": float(turns[ok].mean()) if ok.any() else math.nan,
+                        "steps_failing": float(turns[~ok].mean()) if (~ok).any() else math.nan})
+        return pd.DataFrame(out)
 
 
 def _tournaments(row: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -147,104 +176,160 @@ def _tournaments(row: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
             if st["kind"] == "select" and st.get("tournament")]
 
 
-def rounds_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+class RoundsTable:
     """pdr-rtv Figures 11-12: per RTV instance and round (0 = the entrants), the survivors'
     average pass@1 and pass@N (any survivor passes), averaged over trials then tasks."""
-    pass1: dict[tuple[str, int], list[tuple[str, float]]] = defaultdict(list)
-    passn: dict[tuple[str, int], list[tuple[str, float]]] = defaultdict(list)
-    size: dict[tuple[str, int], list[int]] = defaultdict(list)
-    for r in rows:
-        atts = attempts_of(r)
+
+    def __init__(self) -> None:
+        self.pass1: dict[tuple[str, int], list[tuple[str, float]]] = defaultdict(list)
+        self.passn: dict[tuple[str, int], list[tuple[str, float]]] = defaultdict(list)
+        self.size: dict[tuple[str, int], list[int]] = defaultdict(list)
+
+    def add(self, r: dict[str, Any], atts: dict[int, dict[str, Any]] | None = None) -> None:
+        atts = attempts_of(r) if atts is None else atts
         for stage, t in _tournaments(r):
             if t.get("method") not in ("rtv", "judge"):
                 continue
             pools = [(0, t["entrants"])] + [(rd["round"], rd["survivors"]) for rd in t.get("rounds", [])]
             for rd, members in pools:
                 vals = [attempt_passed(atts.get(i)) for i in members]
-                pass1[(stage, rd)].append((r["task_id"], float(mean(vals))))
-                passn[(stage, rd)].append((r["task_id"], float(any(vals))))
-                size[(stage, rd)].append(len(members))
-    out = [{"rtv": stage_label(stage), "round": rd, "survivors": float(mean(size[(stage, rd)])),
-            "avg_pass@1": task_mean(pass1[(stage, rd)]), "pass@N": task_mean(passn[(stage, rd)])}
-           for stage, rd in pass1]
-    return pd.DataFrame(out)
+                self.pass1[(stage, rd)].append((r["task_id"], float(mean(vals))))
+                self.passn[(stage, rd)].append((r["task_id"], float(any(vals))))
+                self.size[(stage, rd)].append(len(members))
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame([{"rtv": stage_label(stage), "round": rd, "survivors": float(mean(self.size[(stage, rd)])),
+                              "avg_pass@1": task_mean(self.pass1[(stage, rd)]),
+                              "pass@N": task_mean(self.passn[(stage, rd)])} for stage, rd in self.pass1])
 
 
-def group_accuracy_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+class GroupAccuracyTable:
     """pdr-rtv Table 6: among groups holding both a passing and a failing attempt, the share where
     the winner passed; per RTV instance and round, and over all groups."""
-    acc: dict[tuple[str, str], list[bool]] = defaultdict(list)
-    groups_all: dict[tuple[str, str], int] = defaultdict(int)
-    for r in rows:
-        atts = attempts_of(r)
+
+    def __init__(self) -> None:
+        self.acc: dict[tuple[str, str], list[bool]] = defaultdict(list)
+        self.groups_all: dict[tuple[str, str], int] = defaultdict(int)
+
+    def add(self, r: dict[str, Any], atts: dict[int, dict[str, Any]] | None = None) -> None:
+        atts = attempts_of(r) if atts is None else atts
         for stage, t in _tournaments(r):
             if t.get("method") not in ("rtv", "judge"):
                 continue
+            label = stage_label(stage)
             for rd in t.get("rounds", []):
+                keys = ((label, str(rd["round"])), (label, "all"), ("all", "all"))
                 for g in rd["groups"]:
                     if g.get("bye"):
                         continue
                     vals = [attempt_passed(atts.get(i)) for i in g["members"]]
                     winners = g.get("winners") or [g.get("winner")]
-                    for key in ((stage_label(stage), str(rd["round"])), (stage_label(stage), "all"), ("all", "all")):
-                        groups_all[key] += 1
-                        if any(vals) and not all(vals):
-                            acc[key].append(all(attempt_passed(atts.get(w)) for w in winners))
-    out = []
-    for key in sorted(groups_all, key=lambda k: (k[0] == "all", k[0], k[1] == "all", k[1])):
-        v = acc.get(key, [])
-        out.append({"rtv": key[0], "round": key[1], "groups": groups_all[key], "mixed_groups": len(v),
-                    "accuracy": float(mean(v)) if v else math.nan})
-    return pd.DataFrame(out)
+                    mixed = any(vals) and not all(vals)
+                    right = mixed and all(attempt_passed(atts.get(w)) for w in winners)
+                    for key in keys:
+                        self.groups_all[key] += 1
+                        if mixed:
+                            self.acc[key].append(right)
+
+    def frame(self) -> pd.DataFrame:
+        out = []
+        for key in sorted(self.groups_all, key=lambda k: (k[0] == "all", k[0], k[1] == "all", k[1])):
+            v = self.acc.get(key, [])
+            out.append({"rtv": key[0], "round": key[1], "groups": self.groups_all[key], "mixed_groups": len(v),
+                        "accuracy": float(mean(v)) if v else math.nan})
+        return pd.DataFrame(out)
 
 
-def stratified_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+class StratifiedTable:
     """pdr-rtv Tables 2 and 5: pass@1 of refined attempts (iteration >= 1), bucketed by how many
     of the attempts in their context passed."""
-    by: dict[tuple[str, int, int], list[bool]] = defaultdict(list)
-    trials: dict[tuple[str, int, int], set] = defaultdict(set)
-    for r in rows:
-        atts = attempts_of(r)
+
+    def __init__(self) -> None:
+        self.by: dict[tuple[str, int, int], list[bool]] = defaultdict(list)
+        self.trials: dict[tuple[str, int, int], set] = defaultdict(set)
+
+    def add(self, r: dict[str, Any], atts: dict[int, dict[str, Any]] | None = None) -> None:
+        atts = attempts_of(r) if atts is None else atts
         for a in atts.values():
             ctx = a.get("context") or []
             if not ctx:
                 continue
             c = sum(attempt_passed(atts.get(int(i))) for i in ctx)
             key = (a["stage"], c, len(ctx))
-            by[key].append(attempt_passed(a))
-            trials[key].add((r["task_id"], r["trial"]))
-    out = [{"iteration": stage_label(s), "context_passing": f"{c}/{k}", "attempts": len(v), "trials": len(trials[(s, c, k)]),
-            "pass@1": float(mean(v))} for (s, c, k), v in sorted(by.items())]
-    return pd.DataFrame(out)
+            self.by[key].append(attempt_passed(a))
+            self.trials[key].add((r["task_id"], r["trial"]))
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame([{"iteration": stage_label(s), "context_passing": f"{c}/{k}", "attempts": len(v),
+                              "trials": len(self.trials[(s, c, k)]), "pass@1": float(mean(v))}
+                             for (s, c, k), v in sorted(self.by.items())])
+
+
+class TransitionMatrix:
+    """pdr-rtv Figure 8: trials counted by (passes among the N attempts of `src`, passes among
+    those of `dst`). Mass above the diagonal: refinement helped."""
+
+    def __init__(self, src: str = "iter0", dst: str = "iter1") -> None:
+        self.src, self.dst = src, dst
+        self.pairs: list[tuple[int, int]] = []
+        self.n_max = 0
+
+    def add(self, r: dict[str, Any], atts: dict[int, dict[str, Any]] | None = None) -> None:
+        atts = attempts_of(r) if atts is None else atts
+        its = {st["stage"]: st["attempts"] for st in (_record(r) or {}).get("stages", []) if st["kind"] == "iteration"}
+        if self.src in its and self.dst in its:
+            c0 = sum(attempt_passed(atts.get(i)) for i in its[self.src])
+            c1 = sum(attempt_passed(atts.get(i)) for i in its[self.dst])
+            self.pairs.append((c0, c1))
+            self.n_max = max(self.n_max, len(its[self.src]), len(its[self.dst]))
+
+    def frame(self) -> pd.DataFrame:
+        if not self.pairs:
+            return pd.DataFrame()
+        m = np.zeros((self.n_max + 1, self.n_max + 1), int)
+        for c0, c1 in self.pairs:
+            m[c0, c1] += 1
+        frame = pd.DataFrame(m, columns=[f"{stage_label(self.dst)}={j}" for j in range(self.n_max + 1)])
+        frame.insert(0, f"{stage_label(self.src)} passes", list(range(self.n_max + 1)))
+        return frame
+
+
+def _fed(acc, rows: Iterable[dict[str, Any]]):
+    for r in rows:
+        acc.add(r)
+    return acc.frame()
+
+
+def stage_table(rows: list[dict[str, Any]]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """StageTable over one setting's trials."""
+    return _fed(StageTable(), rows)
+
+
+def steps_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    return _fed(StepsTable(), rows)
+
+
+def rounds_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    return _fed(RoundsTable(), rows)
+
+
+def group_accuracy_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    return _fed(GroupAccuracyTable(), rows)
+
+
+def stratified_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    return _fed(StratifiedTable(), rows)
 
 
 def transition_matrix(rows: list[dict[str, Any]], src: str = "iter0", dst: str = "iter1") -> pd.DataFrame:
-    """pdr-rtv Figure 8: trials counted by (passes among the N attempts of `src`, passes among
-    those of `dst`). Mass above the diagonal: refinement helped."""
-    pairs, n_max = [], 0
-    for r in rows:
-        atts = attempts_of(r)
-        its = {st["stage"]: st["attempts"] for st in (_record(r) or {}).get("stages", []) if st["kind"] == "iteration"}
-        if src in its and dst in its:
-            c0 = sum(attempt_passed(atts.get(i)) for i in its[src])
-            c1 = sum(attempt_passed(atts.get(i)) for i in its[dst])
-            pairs.append((c0, c1))
-            n_max = max(n_max, len(its[src]), len(its[dst]))
-    if not pairs:
-        return pd.DataFrame()
-    m = np.zeros((n_max + 1, n_max + 1), int)
-    for c0, c1 in pairs:
-        m[c0, c1] += 1
-    frame = pd.DataFrame(m, columns=[f"{stage_label(dst)}={j}" for j in range(n_max + 1)])
-    frame.insert(0, f"{stage_label(src)} passes", list(range(n_max + 1)))
-    return frame
+    return _fed(TransitionMatrix(src, dst), rows)
 
 
 def role_tokens_table(df: pd.DataFrame) -> pd.DataFrame:
     """Tokens per trial by role (input and output), every setting."""
     out = []
-    for lab in settings_order(df):
-        sub = df[df["label"] == lab]
+    cols = ["label", "policy", "trajectory", *(f"{r}_{k}" for r in ROLES for k in ("input", "output"))]
+    for lab, sub in by_label(df, cols).items():
         row: dict[str, Any] = {"setting": lab, "policy": sub.iloc[0]["policy"], "trajectory": sub.iloc[0]["trajectory"]}
         for role in ROLES:
             row[f"{role}_in"] = sub[f"{role}_input"].mean()
@@ -257,8 +342,9 @@ def role_tokens_table(df: pd.DataFrame) -> pd.DataFrame:
 def cost_success_table(df: pd.DataFrame) -> pd.DataFrame:
     """mid-harness: Pass@1 and Pass@3 (unbiased, over trials) against total tokens per trial."""
     out = []
-    for lab in settings_order(df):
-        sub = df[df["label"] == lab]
+    cols = ["label", "policy", "trajectory", "task_id", "passed", "n_attempts",
+            *(f"{r}_{k}" for r in ROLES for k in ("input", "output"))]
+    for lab, sub in by_label(df, cols).items():
         counts = sub.groupby("task_id")["passed"].agg(["size", "sum"])
         pairs = list(zip(counts["size"].astype(int), counts["sum"].astype(int)))
         p1 = metrics.mean_pass_at_k(pairs, 1)
@@ -288,18 +374,22 @@ def stage_sections(ctx: ReportContext) -> None:
     df = ctx.df
     wide, long, steps, rounds, groups, strat, trans = [], [], [], [], [], [], []
     stage_keys: dict[str, tuple[int, int]] = {}
-    for lab, rows in strategy_rows(df, STAGED):  # one setting's records at a time
+    for lab, rows in iter_strategy_rows(df, STAGED, tokens=False):  # one trial's records at a time
+        tabs = (StageTable(), StepsTable(), RoundsTable(), GroupAccuracyTable(), StratifiedTable(), TransitionMatrix())
         for r in rows:
             for st in (_record(r) or {}).get("stages", []):
                 stage_keys.setdefault(stage_label(st["stage"]), stage_order(st["stage"]))
-        w, lg = stage_table(rows)
+            atts = attempts_of(r)
+            for t in tabs:
+                t.add(r, atts)
+        w, lg = tabs[0].frame()
         wide.append(_with_setting(w, lab))
         long.append(_with_setting(lg, lab))
-        steps.append(_with_setting(steps_table(rows), lab))
-        rounds.append(_with_setting(rounds_table(rows), lab))
-        groups.append(_with_setting(group_accuracy_table(rows), lab))
-        strat.append(_with_setting(stratified_table(rows), lab))
-        tm = transition_matrix(rows)
+        steps.append(_with_setting(tabs[1].frame(), lab))
+        rounds.append(_with_setting(tabs[2].frame(), lab))
+        groups.append(_with_setting(tabs[3].frame(), lab))
+        strat.append(_with_setting(tabs[4].frame(), lab))
+        tm = tabs[5].frame()
         if not tm.empty:
             trans.append(_with_setting(tm, lab))
     if wide:

@@ -7,6 +7,9 @@ over tasks, so every interval is a bootstrap over tasks (SPEC: metric definition
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pandas as pd
 
@@ -17,7 +20,32 @@ from tbscale.types.results import ENDINGS
 
 
 def settings_order(df: pd.DataFrame) -> list[str]:
-    return list(dict.fromkeys(df["label"]))
+    """Setting labels in order of first appearance (pd.unique keeps it; no Python loop over rows)."""
+    return list(pd.unique(df["label"])) if len(df) else []
+
+
+def by_label(df: pd.DataFrame, cols: list[str] | None = None) -> ByLabel:
+    return ByLabel(df, cols)
+
+
+class ByLabel(Mapping):
+    """Each setting's trials (only `cols`, when given), in settings_order: one grouping pass
+    instead of a full-table boolean filter per setting. Rows keep their order and index. A
+    setting's rows are copied out when asked for, so only one setting's copy need be alive."""
+
+    def __init__(self, df: pd.DataFrame, cols: list[str] | None = None):
+        self.frame = df if cols is None else df[[c for c in dict.fromkeys(cols) if c in df.columns]]
+        self.positions = df.groupby("label", sort=False).indices if len(df) else {}
+        self.labels = settings_order(df)
+
+    def __getitem__(self, label: str) -> pd.DataFrame:
+        return self.frame.take(self.positions[label])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.labels)
+
+    def __len__(self) -> int:
+        return len(self.labels)
 
 
 def baseline_label(df: pd.DataFrame, explicit: str | None = None) -> str | None:
@@ -27,15 +55,19 @@ def baseline_label(df: pd.DataFrame, explicit: str | None = None) -> str | None:
         if explicit not in labels:
             raise TbscaleError(f"--baseline: no setting named {explicit!r} (have: {', '.join(labels)})")
         return explicit
-    for lab in labels:
-        sub = df[df["label"] == lab].iloc[0]
-        if sub["policy"] == "baseline" and sub["trajectory"] == "single" and sub["agent"] == "bash":
+    for lab, sub in by_label(df, ["label", "policy", "trajectory", "agent"]).items():
+        first = sub.iloc[0]
+        if first["policy"] == "baseline" and first["trajectory"] == "single" and first["agent"] == "bash":
             return lab
     return None
 
 
 def per_task(df: pd.DataFrame, label: str) -> pd.DataFrame:
-    sub = df[df["label"] == label]
+    return _per_task(df[df["label"] == label])
+
+
+def _per_task(sub: pd.DataFrame) -> pd.DataFrame:
+    """Trials run (n), passed (c) and pass rate per task, tasks sorted, of one setting's trials."""
     return sub.groupby("task_id").agg(n=("passed", "size"), c=("passed", "sum"),
                                       pass_rate=("passed", "mean")).reset_index()
 
@@ -43,7 +75,9 @@ def per_task(df: pd.DataFrame, label: str) -> pd.DataFrame:
 def scored(df: pd.DataFrame, include_infra_errors: bool = False) -> pd.DataFrame:
     """The trials that measure the agent: without those the harness failed (model endpoint,
     container engine, image build, verifier), unless they are asked for as failures."""
-    return df if include_infra_errors else df[~df["infra_error"]]
+    if include_infra_errors or not df["infra_error"].any():
+        return df  # not a filtered copy of a 100k-row table when nothing is left out
+    return df[~df["infra_error"]]
 
 
 def summary(df: pd.DataFrame, n_resamples: int = 10_000, seed: int = 0,
@@ -53,33 +87,42 @@ def summary(df: pd.DataFrame, n_resamples: int = 10_000, seed: int = 0,
     and `fallback` is the share of selection turns where every selector call failed."""
     all_trials = df if all_trials is None else all_trials
     out = []
-    for lab in settings_order(all_trials):
-        every = all_trials[all_trials["label"] == lab]
-        sub = df[df["label"] == lab]
-        first = every.iloc[0]
-        row = {"setting": lab, "agent": first["agent"], "policy": first["policy"], "N": int(first["n"]),
-               "trajectory": first["trajectory"], "generator": first["generator_model"],
-               "selector": first["selector_model"], "tasks": every["task_id"].nunique(), "trials": len(sub),
-               "infra_errors": int(every["infra_error"].sum())}
-        if len(sub):
-            pt = per_task(df, lab)
-            mean, lo, hi = metrics.bootstrap_ci(pt["pass_rate"].to_numpy(), n_resamples=n_resamples, seed=seed)
-        else:
-            mean = lo = hi = np.nan
-        selections = every["selection_turns"].sum()
-        row.update({"pass@1": mean, "ci_lo": lo, "ci_hi": hi, "turns_mean": sub["turns"].mean(),
-                    "turns_solved": sub.loc[sub["passed"], "turns"].mean(),
-                    "cost_usd_per_trial": every["cost_usd"].mean(skipna=False),
-                    "fallback": every["selector_fallbacks"].sum() / selections if selections else np.nan})
-        out.append(row)
-    return pd.DataFrame(out)
+    every_by = by_label(all_trials, ["label", "agent", "policy", "n", "trajectory", "generator_model", "selector_model",
+                                     "task_id", "infra_error", "selection_turns", "cost_usd", "selector_fallbacks"])
+    scored_by = by_label(df, ["label", "task_id", "passed", "turns"])
+    empty = df.iloc[:0][["label", "task_id", "passed", "turns"]]
+    # The bootstraps (most of the time at scale) run on two threads: numpy draws and averages the
+    # resamples without holding the GIL, and each interval has its own seeded generator, so the
+    # numbers are those of running them one after the other.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for lab, every in every_by.items():
+            sub = scored_by.get(lab, empty)
+            first = every.iloc[0]
+            row = {"setting": lab, "agent": first["agent"], "policy": first["policy"], "N": int(first["n"]),
+                   "trajectory": first["trajectory"], "generator": first["generator_model"],
+                   "selector": first["selector_model"], "tasks": every["task_id"].nunique(), "trials": len(sub),
+                   "infra_errors": int(every["infra_error"].sum())}
+            ci = None
+            if len(sub):
+                ci = pool.submit(metrics.bootstrap_ci, _per_task(sub)["pass_rate"].to_numpy(),
+                                 n_resamples=n_resamples, seed=seed)
+            selections = every["selection_turns"].sum()
+            row.update({"pass@1": np.nan, "ci_lo": np.nan, "ci_hi": np.nan, "turns_mean": sub["turns"].mean(),
+                        "turns_solved": sub.loc[sub["passed"], "turns"].mean(),
+                        "cost_usd_per_trial": every["cost_usd"].mean(skipna=False),
+                        "fallback": every["selector_fallbacks"].sum() / selections if selections else np.nan})
+            out.append((row, ci))
+        for row, ci in out:
+            if ci is not None:
+                row["pass@1"], row["ci_lo"], row["ci_hi"] = ci.result()
+    return pd.DataFrame([row for row, _ in out])
 
 
 def pass_k(df: pd.DataFrame) -> pd.DataFrame:
     frames = []
-    for lab in settings_order(df):
-        pt = per_task(df, lab)
-        curve = metrics.pass_at_k_curve(list(zip(pt["n"].astype(int), pt["c"].astype(int))))
+    for lab, sub in by_label(df, ["label", "task_id", "passed"]).items():
+        pt = _per_task(sub)
+        curve = metrics.pass_at_k_curve(list(zip(pt["n"].astype(int).tolist(), pt["c"].astype(int).tolist())))
         curve.insert(0, "setting", lab)
         frames.append(curve)
     return pd.concat(frames, ignore_index=True)
@@ -93,8 +136,8 @@ def costs(df: pd.DataFrame, baseline: str | None) -> pd.DataFrame:
     if baseline is not None:
         base_gen = df.loc[df["label"] == baseline, "generator_output"].mean()
     rows = []
-    for lab in settings_order(df):
-        sub = df[df["label"] == lab]
+    cols = ["label", "turns", "cost_usd", *(f"{r}_{k}" for r in ROLES for k in ("input", "output"))]
+    for lab, sub in by_label(df, cols).items():
         gen, sel = sub["generator_output"].mean(), sub["selector_output"].mean()
         other = sum(sub[f"{r}_output"].mean() for r in ("verifier", "summarizer", "judge"))
         total = gen + sel + other
@@ -111,8 +154,7 @@ def endings(df: pd.DataFrame) -> pd.DataFrame:
     """turn-bon Table 2: the share of attempts ending each way; `infra_error` is the share whose
     cause was the harness (they also appear under their ending, mostly agent_error)."""
     rows = []
-    for lab in settings_order(df):
-        sub = df[df["label"] == lab]
+    for lab, sub in by_label(df, ["label", "ending", "infra_error"]).items():
         counts = sub["ending"].value_counts()
         rows.append({"setting": lab, "attempts": len(sub),
                      **{e: counts.get(e, 0) / len(sub) for e in ENDINGS},

@@ -22,7 +22,8 @@ def steps_table(df: pd.DataFrame) -> pd.DataFrame:
     if "steps" not in df.columns:
         return pd.DataFrame()
     acc: dict[tuple, dict] = {}
-    for label, task, steps in df[["label", "task_id", "steps"]].itertuples(index=False):
+    has = df["steps"].map(lambda v: isinstance(v, list)).astype(bool)  # most runs: none; skip the rest unread
+    for label, task, steps in df.loc[has, ["label", "task_id", "steps"]].itertuples(index=False):
         if not isinstance(steps, list):
             continue
         for index, step in enumerate(steps, 1):
@@ -47,7 +48,8 @@ def reward_keys_table(df: pd.DataFrame) -> pd.DataFrame:
     if "rewards" not in df.columns:
         return pd.DataFrame()
     acc: dict[tuple, dict] = {}
-    for label, task, rewards, key in df[["label", "task_id", "rewards", "reward_key"]].itertuples(index=False):
+    has = df["rewards"].map(lambda v: isinstance(v, dict) and len(v) >= 2).astype(bool)
+    for label, task, rewards, key in df.loc[has, ["label", "task_id", "rewards", "reward_key"]].itertuples(index=False):
         if not isinstance(rewards, dict) or len(rewards) < 2:
             continue
         row = acc.setdefault((label, task), {"keys": set(), "values": defaultdict(list), "trials": 0})

@@ -5,23 +5,29 @@ Only trials that belong to a run's current configuration are kept: a line whose 
 content or trial index the manifest no longer names (the config changed, a task was edited, fewer
 trials were asked for) is set aside and counted, so a report never mixes two configurations.
 Infrastructure errors stay in the table, flagged; the analyses decide what to do with them.
-Reading is streamed: each line is validated and reduced to a tuple of its columns at once, so
-memory grows with the columns kept, not with the lines' size; per-attempt records and strategy
-records stay JSON text until a section asks for them.
+Reading is streamed: lines are validated a chunk at a time (rundata/lines.py) and reduced to
+their columns at once, so memory grows with the columns kept, not with the lines' size;
+per-attempt records and strategy records stay packed JSON (rundata/compact.py) until a section
+asks for them.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from tbscale.errors import TbscaleError
-from tbscale.logs import ReadProblems, read_trials
+from tbscale.jsonl import ReadProblems
+from tbscale.rundata.compact import pack_json, system_allocator
+from tbscale.rundata.lines import Entries, read_chunks
+from tbscale.types.events import UsageRecord
 from tbscale.types.results import TrialResult
 
 ROLES = ("generator", "selector", "verifier", "summarizer", "judge")
@@ -66,15 +72,20 @@ def current_config(run_dir: Path) -> dict[str, Any] | None:
 
 
 def belongs(row: TrialResult, current: dict[str, Any] | None) -> bool:
+    return _belongs(row.setting, row.setting_key, row.trial, row.task_id, row.task_hash, current)
+
+
+def _belongs(setting: str, setting_key: str, trial: int, task_id: str, task_hash: str | None,
+             current: dict[str, Any] | None) -> bool:
     if not current:
         return True
     keys = current.get("setting_keys") or {}
-    if keys.get(row.setting) != row.setting_key:
+    if keys.get(setting) != setting_key:
         return False
-    if row.trial >= int(current.get("trials", row.trial + 1)):
+    if trial >= int(current.get("trials", trial + 1)):
         return False
     hashes = current.get("task_hashes") or {}
-    return not (row.task_hash and row.task_id in hashes and hashes[row.task_id] != row.task_hash)
+    return not (task_hash and task_id in hashes and hashes[task_id] != task_hash)
 
 
 _SCALARS = ("run", "setting", "setting_key", "trial_key", "task_id", "task_format", "task_hash", "trial", "seed",
@@ -85,92 +96,189 @@ _DERIVED = ("run_dir", "simulated_roles", "reward", "cost_usd", "trial_wall", "e
             "policy_params", "attempts", "strategy_record", "steps")
 _TOKENS = tuple(f"{role}_{k}" for role in ROLES for k in (*TOKEN_KINDS, "cost"))
 COLUMNS = (*_SCALARS, *_DERIVED, *_TOKENS, "other_input", "other_output")
+_NAN = math.nan
 
 
-def _row(r: TrialResult, run_dir: str) -> tuple:
-    """One trial as a tuple in COLUMNS order (tuples, not dicts: 100k rows stay small)."""
-    tokens = []
-    for role in ROLES:
-        u = r.tokens.get(role)
-        if u is None:
-            tokens += (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-        else:
-            tokens += (float(u.input), float(u.output), float(u.reasoning), float(u.cached), float(u.calls),
-                       math.nan if u.cost_usd is None else u.cost_usd)
-    # Roles beyond the five (a strategy's own) still count in totals.
-    other = [u for role, u in r.tokens.items() if role not in ROLES]
-    multi = r.n_attempts > 1
-    return (*(getattr(r, name) for name in _SCALARS),
-            run_dir, tuple(r.simulated_roles), math.nan if r.reward is None else r.reward,
-            math.nan if r.cost_usd is None else r.cost_usd, r.timing.get("trial_wall", math.nan),
-            r.error.type if r.error else None, (r.strategy_record or {}).get("kind"),
-            json.dumps(r.policy_params, sort_keys=True) if r.policy_params else None,
-            # Kept as JSON text: nested records of 100k trials as Python objects would take gigabytes;
-            # the sections that read them decode only the trials they need (analysis/records.py).
-            json.dumps([a.model_dump() for a in r.attempts or []]) if multi else None,
-            json.dumps(r.strategy_record) if r.strategy_record else None,
-            [st.model_dump() for st in r.steps] if r.steps else None,
-            *tokens, float(sum(u.input for u in other)), float(sum(u.output for u in other)))
+def _nan_for_none(values: list[Any]) -> np.ndarray:
+    return np.array([_NAN if v is None else v for v in values], dtype=float)
 
 
-class _ChunkedRows:
-    """Row tuples turned into a DataFrame every CHUNK rows, so the boxed Python values of at most
-    one chunk are alive at a time; superseded rows are dropped when the frames are joined."""
+def _params_text(values: list[dict[str, Any]]) -> list[str | None]:
+    """Policy parameters as sorted JSON text; the few distinct ones are encoded once each."""
+    cache: dict[Any, str] = {}
+    out: list[str | None] = []
+    for p in values:
+        if not p:
+            out.append(None)
+            continue
+        try:
+            key = tuple(p.items())
+            text = cache.get(key)
+            if text is None:
+                text = cache[key] = json.dumps(p, sort_keys=True)
+        except TypeError:  # unhashable values (lists, dicts): no caching
+            text = json.dumps(p, sort_keys=True)
+        out.append(text)
+    return out
+
+
+_USAGE_DEFAULTS = {n: f.default for n, f in UsageRecord.model_fields.items()}
+
+
+def _token_columns(tokens: list[dict[str, dict[str, Any]]], entries: Entries | None = None) -> dict[str, np.ndarray]:
+    """The per-role token columns (a missing role: zeros) and the other roles' input and output,
+    from each trial's usage per role (plain dicts, see rundata/lines.py), or from the same usage
+    already flattened a field at a time by the reader (`entries`)."""
+    m = len(tokens)
+    cols = {name: np.zeros(m) for name in _TOKENS}
+    other_in, other_out = np.zeros(m), np.zeros(m)
+    if entries is None:
+        owner, keys, fields = [], [], {k: [] for k in _USAGE_DEFAULTS}
+        for i, usage in enumerate(tokens):
+            for role, u in usage.items():
+                owner.append(i)
+                keys.append(role)
+                for k, default in _USAGE_DEFAULTS.items():
+                    fields[k].append(u.get(k, default))
+    else:
+        owner, keys, fields = entries.owner, entries.keys, entries.fields
+    if not owner:
+        return {**cols, "other_input": other_in, "other_output": other_out}
+    owner_a, keys_a = np.asarray(owner, dtype=np.intp), np.asarray(keys, dtype=object)
+    values = {k: np.asarray(fields[k], dtype=float) for k in ("input", "output", "reasoning", "cached", "calls")}
+    values["cost"] = np.array([_NAN if c is None else c for c in fields["cost_usd"]], dtype=float)
+    for role in dict.fromkeys(keys):
+        sel = keys_a == role
+        rows = owner_a[sel]
+        if role in ROLES:
+            for kind in (*TOKEN_KINDS, "cost"):
+                cols[f"{role}_{kind}"][rows] = values[kind][sel]
+        else:  # roles beyond the five (a strategy's own) still count in totals
+            other_in[rows] += values["input"][sel]
+            other_out[rows] += values["output"][sel]
+    return {**cols, "other_input": other_in, "other_output": other_out}
+
+
+def _columns(values: dict[str, list[Any]], run_dir: str, entries: dict[str, Entries]) -> dict[str, Any]:
+    """Kept lines (validated values, see rundata/lines.py) as the table's columns (lists or arrays)."""
+    m = len(values["run"])
+    out: dict[str, Any] = {name: values[name] for name in _SCALARS}
+    attempts: list[str | None] = [None] * m
+    for i, (n_attempts, atts) in enumerate(zip(values["n_attempts"], values["attempts"])):
+        if n_attempts > 1:
+            # Kept as packed JSON (compact.pack_json): nested records of 100k trials as Python objects
+            # would take gigabytes; the sections that read them decode only the trials they need
+            # (analysis/records.py).
+            attempts[i] = pack_json(atts or [])
+    records = values["strategy_record"]
+    out.update({
+        "run_dir": [run_dir] * m, "simulated_roles": [tuple(v) for v in values["simulated_roles"]],
+        "reward": _nan_for_none(values["reward"]), "cost_usd": _nan_for_none(values["cost_usd"]),
+        "trial_wall": np.array([t.get("trial_wall", _NAN) for t in values["timing"]], dtype=float),
+        "error_type": [e["type"] if e else None for e in values["error"]],
+        "strategy_kind": [(r or {}).get("kind") for r in records],
+        "policy_params": _params_text(values["policy_params"]), "attempts": attempts,
+        "strategy_record": [pack_json(r) if r else None for r in records],
+        "steps": [s if s else None for s in values["steps"]],
+    })
+    out.update(_token_columns(values["tokens"], entries.get("tokens")))
+    return out
+
+
+class _ChunkedFrames:
+    """Kept lines' columns turned into a DataFrame every CHUNK rows (as many as the trial table
+    always had per frame, so each column's type is inferred as before), so the Python values of at
+    most one frame are alive at a time; superseded rows (a trial's earlier lines) are dropped when
+    the frames are joined."""
 
     CHUNK = 10_000
 
     def __init__(self) -> None:
         self.frames: list[pd.DataFrame] = []
-        self.pending: list[tuple] = []
-        self.dropped: set[int] = set()
+        self.pending: list[dict[str, Any]] = []
+        self.pending_rows = 0
+        self.folders: list[np.ndarray] = []  # which run folder each row comes from
         self.count = 0
 
-    def append(self, row: tuple) -> int:
-        self.pending.append(row)
-        self.count += 1
-        if len(self.pending) >= self.CHUNK:
-            self._flush()
-        return self.count - 1
+    def append(self, columns: dict[str, Any], folder: int) -> None:
+        m = len(columns["run"])
+        self.folders.append(np.full(m, folder))
+        self.pending.append(columns)
+        self.pending_rows += m
+        self.count += m
+        while self.pending_rows >= self.CHUNK:
+            self._flush(self.CHUNK)
 
-    def drop(self, index: int) -> None:
-        self.dropped.add(index)
 
-    @property
-    def kept(self) -> int:
-        return self.count - len(self.dropped)
-
-    def _flush(self) -> None:
-        if self.pending:
-            self.frames.append(pd.DataFrame.from_records(self.pending, columns=COLUMNS))
-            self.pending = []
+    def _flush(self, rows: int) -> None:
+        """A frame of the first `rows` pending rows."""
+        parts, taken, rest = [], 0, []
+        for cols in self.pending:
+            m = len(cols["run"])
+            if taken + m <= rows:
+                parts.append(cols)
+            elif taken < rows:
+                cut = rows - taken
+                parts.append({k: v[:cut] for k, v in cols.items()})
+                rest.append({k: v[cut:] for k, v in cols.items()})
+            else:
+                rest.append(cols)
+            taken += m
+        self.pending, self.pending_rows = rest, self.pending_rows - rows
+        joined = {name: np.concatenate([p[name] for p in parts]) if isinstance(parts[0][name], np.ndarray)
+                  else list(itertools.chain.from_iterable(p[name] for p in parts)) for name in COLUMNS}
+        self.frames.append(pd.DataFrame(joined, columns=list(COLUMNS)))
 
     def frame(self) -> pd.DataFrame:
-        self._flush()
-        df = pd.concat(self.frames, ignore_index=True) if len(self.frames) > 1 else self.frames[0]
-        self.frames = []
-        if self.dropped:
-            df = df.drop(index=sorted(self.dropped)).reset_index(drop=True)
+        if self.pending_rows:
+            self._flush(self.pending_rows)
+        frames, self.frames = self.frames, []
+        if len(frames) == 1:
+            df = frames[0]
+        else:
+            # Joined a column at a time, each frame's copy freed as its column is joined, so the
+            # table is not held twice (pd.concat of the frames would).
+            columns = {}
+            for name in COLUMNS:
+                columns[name] = pd.concat([f.pop(name) for f in frames], ignore_index=True)
+            df = pd.DataFrame(columns, copy=False)
+        # One trial per (setting, task, trial index) in a run folder: a later line (a rerun) wins.
+        ident = df[["run", "setting", "task_id", "trial"]].assign(folder=np.concatenate(self.folders))
+        superseded = ident.duplicated(keep="last").to_numpy()
+        if superseded.any():
+            df = df[~superseded].reset_index(drop=True)
         return df
 
 
 def read_trial_table(run_dirs: list[Path], *, current_only: bool = True) -> TrialTable:
-    rows = _ChunkedRows()
+    with system_allocator():
+        return _read_trial_table(run_dirs, current_only)
+
+
+def _read_trial_table(run_dirs: list[Path], current_only: bool) -> TrialTable:
+    rows = _ChunkedFrames()
     table = TrialTable(pd.DataFrame(), list(run_dirs))
-    for run in run_dirs:
+    for folder, run in enumerate(run_dirs):
         problems = ReadProblems(Path(run) / "trials.jsonl")
         table.problems.append(problems)
         current = current_config(run) if current_only else None
-        latest: dict[str, int] = {}
-        for r in read_trials(Path(run) / "trials.jsonl", problems):
-            if not belongs(r, current):
-                table.set_aside[str(run)] = table.set_aside.get(str(run), 0) + 1
-                continue
-            # One trial per (setting, task, trial index): a later line (a rerun) wins.
-            ident = f"{r.run}\0{r.setting}\0{r.task_id}\0{r.trial}"
-            if ident in latest:
-                rows.drop(latest[ident])  # superseded
-            latest[ident] = rows.append(_row(r, str(run)))
-    if not rows.kept:
+        for chunk in read_chunks(Path(run) / "trials.jsonl", problems):
+            v = chunk.values
+            corrupt = {i for i, model in chunk.models.items() if model is None}  # already reported
+            keep = [i for i in range(len(chunk.numbers)) if i not in corrupt] if corrupt else range(len(chunk.numbers))
+            if current:
+                fits = [_belongs(*args, current) for args in zip(v["setting"], v["setting_key"], v["trial"],
+                                                                   v["task_id"], v["task_hash"])]
+                table.set_aside[str(run)] = table.set_aside.get(str(run), 0) + sum(not fits[i] for i in keep)
+                keep = [i for i in keep if fits[i]]
+                if not table.set_aside[str(run)]:
+                    del table.set_aside[str(run)]
+            if keep:
+                entries = chunk.entries
+                if len(keep) < len(chunk.numbers):  # the reader's flattened entries no longer line up
+                    v, entries = {name: [col[i] for i in keep] for name, col in v.items()}, {}
+                rows.append(_columns(v, str(run), entries), folder)
+    if not rows.count:
         bad = sum(len(p.corrupt) for p in table.problems)
         where = ", ".join(map(str, run_dirs))
         if bad:
@@ -194,16 +302,19 @@ def setting_labels(df: pd.DataFrame) -> list[str]:
     result) or when a simulated model played some of its roles beside a real one."""
     multi = df.groupby("setting")["run"].nunique()
     clash = set(multi[multi > 1].index)
-    labels = []
-    for run, setting, oracle, sim_roles, generator in zip(*(df[c].tolist() for c in (
-            "run", "setting", "oracle_selection", "simulated_roles", "generator_model"))):
+    # A label is a function of these columns: name each distinct combination once, not each trial.
+    cols = ["run", "setting", "oracle_selection", "simulated_roles", "generator_model"]
+    codes = df.groupby(cols, sort=False, dropna=False).ngroup().to_numpy()
+    first = np.unique(codes, return_index=True)[1]  # each combination's first trial, in code order
+    names = []
+    for run, setting, oracle, sim_roles, generator in df[cols].take(first).itertuples(index=False):
         label = f"{run}/{setting}" if setting in clash else setting
         if oracle:
             label += " (oracle upper bound)"
         if sim_roles and not str(generator or "").startswith("sim/"):
             label += f" [simulated {', '.join(sim_roles)}]"
-        labels.append(label)
-    return labels
+        names.append(label)
+    return np.array(names, dtype=object)[codes].tolist()
 
 
 def load_trials(run_dirs: list[Path], *, current_only: bool = True) -> pd.DataFrame:
