@@ -192,21 +192,29 @@ def read_trials(path: Path, problems: ReadProblems | None = None) -> Iterator[Tr
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue
-            try:
-                row = TrialResult.model_validate_json(line)
-            except ValidationError as e:
-                first = e.errors()[0]
-                if first["type"] == "json_invalid" and not line.endswith(b"\n"):
-                    problems.torn_last_line = True
-                elif first["type"] in ("json_invalid", "model_type"):
-                    problems.corrupt.append((n, "not a JSON object" if first["type"] == "model_type" else "not JSON"))
-                else:
-                    problems.corrupt.append((n, f"{'.'.join(map(str, first['loc']))}: {first['msg']}"))
+            row = validate_trial_line(n, line, problems)
+            if row is None:
                 continue
             check_schema_version(row.schema_version, str(path))
             yield row
     if own:
         problems.warn()
+
+
+def validate_trial_line(n: int, line: bytes, problems: ReadProblems) -> TrialResult | None:
+    """Line `n` as a TrialResult, or None with the reason noted in `problems` (a torn last line,
+    not JSON, not an object, or the first field the model rejects)."""
+    try:
+        return TrialResult.model_validate_json(line)
+    except ValidationError as e:
+        first = e.errors()[0]
+        if first["type"] == "json_invalid" and not line.endswith(b"\n"):
+            problems.torn_last_line = True
+        elif first["type"] in ("json_invalid", "model_type"):
+            problems.corrupt.append((n, "not a JSON object" if first["type"] == "model_type" else "not JSON"))
+        else:
+            problems.corrupt.append((n, f"{'.'.join(map(str, first['loc']))}: {first['msg']}"))
+        return None
 
 
 class TrialIndex:

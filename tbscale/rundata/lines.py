@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import from_json
 
-from tbscale.logs import check_schema_version
+from tbscale.logs import check_schema_version, validate_trial_line
 from tbscale.jsonl import ReadProblems
 from tbscale.types.results import TrialResult
 
@@ -235,17 +235,7 @@ class Chunk:
 
 def _slow(n: int, line: bytes, problems: ReadProblems) -> TrialResult | None:
     """The line read through the model, as the typed reader does (logs.read_trials)."""
-    try:
-        return TrialResult.model_validate_json(line)
-    except ValidationError as e:
-        first = e.errors()[0]
-        if first["type"] == "json_invalid" and not line.endswith(b"\n"):
-            problems.torn_last_line = True
-        elif first["type"] in ("json_invalid", "model_type"):
-            problems.corrupt.append((n, "not a JSON object" if first["type"] == "model_type" else "not JSON"))
-        else:
-            problems.corrupt.append((n, f"{'.'.join(map(str, first['loc']))}: {first['msg']}"))
-        return None
+    return validate_trial_line(n, line, problems)
 
 
 def _parsed(line: bytes) -> Any:
