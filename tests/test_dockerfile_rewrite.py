@@ -20,9 +20,16 @@ def test_one_file_to_a_path_checks_at_build_whether_the_path_is_a_folder() -> No
 
 
 def test_several_files_into_a_folder_under_another_user() -> None:
-    out = for_classic_builder("FROM debian\nUSER app\nCOPY --chown=app --chmod=0640 a.txt 'b c.txt' data/\n")
-    assert out.splitlines()[2:] == ["COPY --chown=app a.txt 'b c.txt' data/", "USER root",
+    out = for_classic_builder("FROM debian\nUSER app\nCOPY --chown=app --chmod=0640 [\"a.txt\", \"b c.txt\", \"data/\"]\n")
+    assert out.splitlines()[2:] == ['COPY --chown=app ["a.txt", "b c.txt", "data/"]', "USER root",
                                     "RUN chmod 0640 data/a.txt 'data/b c.txt'", "USER app"]
+
+
+def test_several_sources_into_dot_get_the_slash_the_classic_builder_wants() -> None:
+    assert for_classic_builder("FROM debian\nWORKDIR /app\nCOPY server.py persona.md .\n").splitlines()[-1] == \
+        "COPY server.py persona.md ./"
+    assert for_classic_builder("FROM debian\nCOPY [\"a\", \"b\", \"/dst\"]\n").splitlines()[-1] == 'COPY ["a", "b", "/dst/"]'
+    assert for_classic_builder("FROM debian\nCOPY a b ./\nCOPY a /x\n") is None
 
 
 def test_a_folder_source_gives_its_mode_to_the_destination_recursively() -> None:

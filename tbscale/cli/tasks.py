@@ -108,8 +108,8 @@ def check_reasons(rows: list[dict], tasks: list, run_dir: Path, network: str = "
             line = re.split(r'\\n|\n|"', text[m.start():m.start() + 300])[0]
             out[task_id] = ("needs internet", f"{where} needs the internet{note}: {line[:120]}")
         elif "requires BuildKit" in message or "must be a directory and end with a /" in message:
-            out[task_id] = ("needs BuildKit", "its Dockerfile needs BuildKit (COPY --chmod, COPY of several files to "
-                                              "`.`) and this engine has only the classic builder (no buildx)")
+            out[task_id] = ("needs BuildKit", "its Dockerfile uses BuildKit-only syntax (e.g. RUN --mount, heredocs) "
+                                              "that the classic builder, which the docker SDK drives, refuses")
         elif r["setting"] == "oracle" and "has no reference solution" in message:
             out[task_id] = ("no solution", message[:160])
         elif r.get("stop_reason") in INFRA_ENVIRONMENT:

@@ -5,8 +5,10 @@ builder, on every engine version (docker/docker-py#2916). The classic builder re
 `COPY --chmod` ("the --chmod option requires BuildKit"), which many Harbor tasks use to make a
 script executable. `for_classic_builder` rewrites such an instruction into the plain copy plus a
 `RUN chmod` of exactly what was copied, under `USER root` when the stage runs as another user,
-and drops `--link` (a BuildKit cache hint with no effect on the files). Nothing else changes, so
-a Dockerfile without these flags is built as written.
+drops `--link` (a BuildKit cache hint with no effect on the files), and writes the folder that
+several sources are copied into with its trailing `/` (`COPY a b .` becomes `COPY a b ./`), which
+the classic builder insists on. Nothing else changes, so a Dockerfile without these is built as
+written.
 """
 
 from __future__ import annotations
@@ -67,10 +69,16 @@ def _rewrite_copy(match: re.Match, user: str | None, is_dir) -> list[str] | None
         flags.append(flag)
         words = words.lstrip()
     chmod = [f for f in flags if f.startswith("--chmod=")]
-    if not chmod and not any(f == "--link" or f.startswith("--link=") for f in flags):
+    # The shell form splits on whitespace only (no quotes: a path with spaces needs the JSON form).
+    args = json.loads(words) if words.startswith("[") else words.split()
+    # Several sources go into a folder; BuildKit takes `.` for it, the classic builder wants `./`.
+    folder_dest = len(args) > 2 and not args[-1].endswith("/")
+    if not chmod and not folder_dest and not any(f == "--link" or f.startswith("--link=") for f in flags):
         return None
     kept = [f for f in flags if not f.startswith(("--chmod=", "--link"))]
-    args = json.loads(words) if words.startswith("[") else shlex.split(words)
+    if folder_dest:
+        args[-1] += "/"
+        words = json.dumps(args) if words.startswith("[") else f"{words.rstrip()}/"
     body = json.dumps(args) if words.startswith("[") else words
     lines = [f"{indent}{verb}{space}{' '.join([*kept, body])}"]
     if chmod:
