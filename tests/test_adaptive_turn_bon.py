@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tbscale.logs import AttemptRecorder
+from tests._recorders import CapturingRecorder
 from tbscale.models.llm import LLM
 from tbscale.strategies import entry
 from tbscale.strategies.agreement import all_agree, command_key, normalize_command
@@ -117,19 +117,6 @@ def test_config_error_names_the_setting(tmp_path) -> None:
 
 
 # ---- turns over the loopback server -------------------------------------------------------------
-
-class CapturingRecorder(AttemptRecorder):
-    def __init__(self):
-        super().__init__(None, attempt=0, label="test")
-        self.events: list[tuple[str, dict]] = []
-
-    def event(self, type, **fields):
-        self.events.append((type, fields))
-        super().event(type, **fields)
-
-    def of(self, kind: str) -> list[dict]:
-        return [f for t, f in self.events if t == kind]
-
 
 def is_selector(body: dict) -> bool:
     return str(body["messages"][0].get("content", "")).startswith(SELECTOR_MARK)

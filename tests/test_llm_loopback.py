@@ -11,7 +11,7 @@ import pytest
 
 from tbscale.types.actions import FINISH_MARKER
 from tbscale.errors import ContextWindowExceeded, ModelCallError
-from tbscale.logs import AttemptRecorder
+from tests._recorders import CapturingRecorder
 from tbscale.models.llm import LLM
 from tbscale.strategies import entry
 from tbscale.strategies.base import TurnContext
@@ -188,18 +188,6 @@ def candidates(n: int) -> list[str]:
     """Candidate i runs `echo cand<i>`, except candidate 1, which cannot be run."""
     return [f"THOUGHT: try {i}.\n\n```bash\necho cand{i}\n```" if i != 1 else "I would rather not run anything."
             for i in range(n)]
-
-
-class CapturingRecorder(AttemptRecorder):
-    """An AttemptRecorder with no log file that keeps its events in memory."""
-
-    def __init__(self):
-        super().__init__(None, attempt=0, label="test")
-        self.events: list[tuple[str, dict]] = []
-
-    def event(self, type, **fields):
-        self.events.append((type, fields))
-        super().event(type, **fields)
 
 
 def make_turn_bon(srv: LoopbackModel, *, n: int, sampling: str = "n", **params):

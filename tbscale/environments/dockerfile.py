@@ -78,8 +78,10 @@ def _rewrite_copy(match: re.Match, user: str | None, is_dir) -> list[str] | None
     kept = [f for f in flags if not f.startswith(("--chmod=", "--link"))]
     if folder_dest:
         args[-1] += "/"
-        words = json.dumps(args) if words.startswith("[") else f"{words.rstrip()}/"
-    body = json.dumps(args) if words.startswith("[") else words
+    if words.startswith("["):
+        body = json.dumps(args)
+    else:  # the author's text, with the folder's slash added where it was missing
+        body = f"{words.rstrip()}/" if folder_dest else words
     lines = [f"{indent}{verb}{space}{' '.join([*kept, body])}"]
     if chmod:
         mode = chmod[-1].split("=", 1)[1]
