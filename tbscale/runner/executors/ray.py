@@ -112,6 +112,7 @@ class StreamFolder:
 
 
 _DONE = object()
+CANCEL_GRACE_SEC = 20.0  # how long a cancelled trial gets to tear down its environments
 
 
 def trial_messages(payload: dict[str, Any], task_files: list, keys: Keys | None, attempt: int,
@@ -135,6 +136,8 @@ def trial_messages(payload: dict[str, Any], task_files: list, keys: Keys | None,
     scratch = Path(tempfile.mkdtemp(prefix="tbscale-ray-"))
     q: queue.Queue = queue.Queue()
     out: dict[str, Any] = {}
+    running: dict[str, Any] = {}  # the trial's event loop and task, to cancel it from here
+    trial_thread: threading.Thread | None = None
     folder = StreamFolder(scratch, payload["run_name"], q.put)
     try:
         yield {"kind": "start", "attempt": attempt, "node": ray.get_runtime_context().get_node_id(),
@@ -148,6 +151,7 @@ def trial_messages(payload: dict[str, Any], task_files: list, keys: Keys | None,
             backend.keep_images = set(payload.get("keep_images") or ())
 
         async def body():
+            running["loop"], running["task"] = asyncio.get_running_loop(), asyncio.current_task()
             trials = TrialRunner(exp, folder, backend, asyncio.Semaphore(exp.concurrency),
                                  on_call=lambda _spec, record: q.put(("call", record)))
             return await trials.run_trial(spec)
@@ -160,7 +164,8 @@ def trial_messages(payload: dict[str, Any], task_files: list, keys: Keys | None,
             finally:
                 q.put(_DONE)
 
-        threading.Thread(target=run, name=f"trial-{spec.key}", daemon=True).start()
+        trial_thread = threading.Thread(target=run, name=f"trial-{spec.key}", daemon=True)
+        trial_thread.start()
         batch: list = []
         deadline = time.monotonic() + flush_sec
         while True:
@@ -195,6 +200,14 @@ def trial_messages(payload: dict[str, Any], task_files: list, keys: Keys | None,
         yield {"kind": "error", "type": type(e).__name__, "message": redact(str(e)),
                "traceback": redact("".join(traceback.format_exception(e)))}
     finally:
+        # Cancelled (the generator closed early): cancel the trial itself, as the local executor
+        # does, so that it tears down its own environments and starts no new one; then remove
+        # whatever is left.
+        if trial_thread is not None and trial_thread.is_alive():
+            loop, task = running.get("loop"), running.get("task")
+            if loop is not None and task is not None:
+                loop.call_soon_threadsafe(task.cancel)
+            trial_thread.join(timeout=CANCEL_GRACE_SEC)
         cleanup_session()  # a cancelled trial leaves no container behind
         shutil.rmtree(scratch, ignore_errors=True)
         for k, v in saved.items():
