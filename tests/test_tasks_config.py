@@ -55,8 +55,8 @@ def test_legacy_format_loads():
     assert t.instruction.startswith("Create a file /app/hello.txt")
     assert t.agent_timeout_sec == 120 and t.verifier_timeout_sec == 60
     assert t.test_command == "bash /tests/run-tests.sh"
-    staged = sorted(p.name for p in t.tests_dir.iterdir())
-    assert staged == ["run-tests.sh", "test_outputs.py"]
+    assert sorted(p.name for p in t.tests_dir.iterdir()) == ["test_outputs.py"]
+    assert t.verifier.tests_files == {"run-tests.sh": LEGACY / "run-tests.sh"}
     assert t.solution_steps() == ["printf 'hello, terminal\\n' > /app/hello.txt"]
 
 

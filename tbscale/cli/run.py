@@ -10,7 +10,7 @@ from typing import Optional, Tuple
 
 import typer
 
-from tbscale.cli.app import app, console, fail, models_app, out, sigterm_as_interrupt, split_list
+from tbscale.cli.app import app, console, fail, labelled, models_app, out, say, sigterm_as_interrupt, split_list
 from tbscale.errors import TbscaleError
 
 
@@ -34,6 +34,8 @@ def progress_view(title: str, c):
 def run_with_progress(runner, title: str) -> None:
     from rich.live import Live
 
+    for line in runner.notice():  # once per run: the keys not enforced here, and why
+        say(line, "yellow")
     with Live(progress_view(title, runner.counters), console=console, refresh_per_second=4, transient=False) as live:
         runner.on_update = lambda c, row: live.update(progress_view(title, c))
         asyncio.run(runner.run())
@@ -106,18 +108,18 @@ def run(config: Path = typer.Argument(..., help="experiment YAML"),
         try:
             _report([run_dir], compare=None, plots=True)
         except TbscaleError as e:
-            console.print(f"[red]report:[/] {e}", highlight=False, soft_wrap=True)
+            console.print(labelled("report:", "red", str(e)), highlight=False, soft_wrap=True)
     raise typer.Exit(runner.exit_code)
 
 
 def _after_run(runner, run_dir: Path) -> None:
     if runner.stopped is not None:
-        console.print(f"[bold red]stopped:[/] {runner.stopped}", highlight=False, soft_wrap=True)
+        console.print(labelled("stopped:", "bold red", str(runner.stopped)), highlight=False, soft_wrap=True)
         console.print(f"{runner.counters.done} trials finished and are kept in {run_dir}; fix the model and run "
                       "the same command again to resume.", highlight=False)
     if runner.crashes:
         for spec, why in runner.crashes[:10]:
-            console.print(f"[red]crashed:[/] {spec.setting.name} {spec.task.id} trial {spec.trial}: {why}",
+            console.print(labelled("crashed:", "red", f"{spec.setting.name} {spec.task.id} trial {spec.trial}: {why}"),
                           highlight=False, soft_wrap=True)
         console.print(f"[red]{len(runner.crashes)} trials crashed[/] (tracebacks in {run_dir / 'crashes.log'}); "
                       "they are not recorded: run the same command again to retry them.")
