@@ -65,7 +65,7 @@ def run(config: Path = typer.Argument(..., help="experiment YAML"),
     Exit codes: 0 done; 1 some trials crashed (not recorded, rerun to retry); 2 bad input;
     3 some trials ended in an infrastructure error; 4 a model was unavailable and the run stopped;
     130 interrupted."""
-    from tbscale.runner import Runner, experiment_tasks, load_experiment
+    from tbscale.runner import Runner, experiment_dataset, experiment_tasks, load_experiment
 
     overrides = {}
     if _positive("concurrency", concurrency):
@@ -76,7 +76,8 @@ def run(config: Path = typer.Argument(..., help="experiment YAML"),
         exp = load_experiment(config, overrides)
         if preflight:
             _preflight(exp, config, probe)
-        task_list = experiment_tasks(exp, split_list(tasks))
+        dataset = experiment_dataset(exp, log=lambda m: say(m))
+        task_list = experiment_tasks(exp, split_list(tasks), dataset=dataset)
         from tbscale.environments import get_backend
 
         backend = get_backend(exp.environment.backend, host=exp.environment.docker_host)
@@ -84,7 +85,8 @@ def run(config: Path = typer.Argument(..., help="experiment YAML"),
     except TbscaleError as e:
         fail(str(e))
     run_dir = (output_dir or Path(exp.output_dir)) / (run_name or exp.name)
-    runner = Runner(exp, task_list, run_dir, retry_infra_errors=retry_errors)
+    runner = Runner(exp, task_list, run_dir, retry_infra_errors=retry_errors,
+                    dataset=dataset.manifest() if dataset is not None else None)
     if runner.simulated:
         console.print("[yellow]Simulated models (sim/...): these runs exercise the harness; "
                       "they measure no language model.[/]")

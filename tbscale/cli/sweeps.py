@@ -20,7 +20,7 @@ def sweep(sweep_file: Path = typer.Argument(..., help="sweep YAML: configs and a
 
     from tbscale.cli.run import run_with_progress
     from tbscale.logs import TrialIndex
-    from tbscale.runner import Runner, experiment_tasks, resolve_experiment
+    from tbscale.runner import Runner, experiment_dataset, experiment_tasks, resolve_experiment
     from tbscale.sweeps import expand, experiment_of, history_lines, load_sweep
 
     try:
@@ -37,11 +37,12 @@ def sweep(sweep_file: Path = typer.Argument(..., help="sweep YAML: configs and a
             doc["concurrency"] = concurrency
         try:
             exp = resolve_experiment(experiment_of(doc, cfg_path, point), f"{cfg_path} (grid point {point})")
-            task_list = experiment_tasks(exp)
+            dataset = experiment_dataset(exp)
+            task_list = experiment_tasks(exp, dataset=dataset)
         except TbscaleError as e:
             fail(str(e))
         run_dir = Path(sw.output_dir) / date / name
-        runner = Runner(exp, task_list, run_dir)
+        runner = Runner(exp, task_list, run_dir, dataset=dataset.manifest() if dataset is not None else None)
         try:
             run_with_progress(runner, name)
         except KeyboardInterrupt:
