@@ -94,8 +94,8 @@ def run(config: Path = typer.Argument(..., help="experiment YAML"),
     try:
         run_with_progress(runner, exp.name)
     except KeyboardInterrupt:
-        console.print(f"[yellow]interrupted: {runner.counters.done} trials finished this time are saved in "
-                      f"{run_dir}; run the same command again to resume.[/]")
+        say(f"interrupted: {runner.counters.done} trials finished this time are saved in {run_dir}; run the same "
+            "command again to resume.", "yellow")
         raise typer.Exit(130)
     except TbscaleError as e:
         fail(str(e))
@@ -104,7 +104,7 @@ def run(config: Path = typer.Argument(..., help="experiment YAML"),
 
         if not isinstance(e, ModelUnavailable):
             raise
-    console.print(f"results: {run_dir}")
+    say(f"results: {run_dir}")
     _after_run(runner, run_dir)
     if report and runner.counters.done + runner.counters.skipped and runner.stopped is None:
         try:
@@ -117,14 +117,15 @@ def run(config: Path = typer.Argument(..., help="experiment YAML"),
 def _after_run(runner, run_dir: Path) -> None:
     if runner.stopped is not None:
         console.print(labelled("stopped:", "bold red", str(runner.stopped)), highlight=False, soft_wrap=True)
-        console.print(f"{runner.counters.done} trials finished and are kept in {run_dir}; fix the model and run "
-                      "the same command again to resume.", highlight=False)
+        say(f"{runner.counters.done} trials finished and are kept in {run_dir}; fix the model and run the same "
+            "command again to resume.")
     if runner.crashes:
         for spec, why in runner.crashes[:10]:
             console.print(labelled("crashed:", "red", f"{spec.setting.name} {spec.task.id} trial {spec.trial}: {why}"),
                           highlight=False, soft_wrap=True)
-        console.print(f"[red]{len(runner.crashes)} trials crashed[/] (tracebacks in {run_dir / 'crashes.log'}); "
-                      "they are not recorded: run the same command again to retry them.")
+        console.print(labelled(f"{len(runner.crashes)} trials crashed", "red",
+                               f"(tracebacks in {run_dir / 'crashes.log'}); they are not recorded: run the same "
+                               "command again to retry them."), highlight=False, soft_wrap=True)
     if runner.infra_errors:
         causes: dict[str, int] = {}
         for row in runner.infra_errors:
@@ -151,6 +152,7 @@ def models_check(config: Path = typer.Argument(..., help="experiment YAML"),
     """Check every model the config's settings use: its key variable is set, its api_base answers,
     and (with --probe) a one-token call succeeds. Exit 1 when any check fails."""
     from rich.table import Table
+    from rich.text import Text
 
     from tbscale.models.preflight import check_models
     from tbscale.runner import load_experiment
@@ -165,9 +167,9 @@ def models_check(config: Path = typer.Argument(..., help="experiment YAML"),
     for col in ("key", "model", "checked", "result"):
         table.add_column(col)
     for c in checks:
-        table.add_row(c.key, c.model, ", ".join(c.checked),
-                      "[green]ok[/]" + (f" ({c.latency_sec:.2f} s)" if c.latency_sec is not None else "")
-                      if c.ok else f"[red]{c.problem}[/]")
+        result = Text("ok" + (f" ({c.latency_sec:.2f} s)" if c.latency_sec is not None else ""), style="green") \
+            if c.ok else Text(str(c.problem), style="red")
+        table.add_row(Text(c.key), Text(c.model), Text(", ".join(c.checked)), result)
     out.print(table)
     if not all(c.ok for c in checks):
         raise typer.Exit(1)
@@ -216,7 +218,7 @@ def _imported(paths: list[Path]) -> list[Path]:
         imported = auto_import(Path(p))
         if imported is None:
             raise TbscaleError(f"{p}: neither a tbscale run nor a mini-swe-agent or Harbor run")
-        console.print(f"imported {p} as {imported}", highlight=False)
+        say(f"imported {p} as {imported}")
         runs.append(imported)
     return runs
 

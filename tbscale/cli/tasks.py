@@ -236,3 +236,56 @@ def tasks_check(path: Path = typer.Argument(Path("tasks")),
                       highlight=False, soft_wrap=True)
         raise typer.Exit(1)
     out.print(labelled(f"all {len(tasks)} tasks ok:", "green", f"every oracle passes, every nop fails ({wall:.0f} s)"))
+
+
+def _find_task(task: str, root: Path, strict_keys: bool):
+    """The task `task` names: a task folder (its base task), `<folder>.<key>` for a task.yaml
+    variant, or a task id under `root`."""
+    from tbscale.tasks import is_task_dir, load_task, load_tasks
+
+    path = Path(task)
+    try:
+        if path.is_dir() and is_task_dir(path):
+            return load_task(path, strict=strict_keys)
+        stem, dot, _ = path.name.rpartition(".")
+        if dot and is_task_dir(path.with_name(stem)):
+            return load_task(path.with_name(stem), path.name, strict=strict_keys)
+        tasks, _ = load_tasks(root, include=[task], strict=strict_keys)
+    except TbscaleError as e:
+        fail(str(e))
+    if len(tasks) != 1:
+        fail(f"{task}: {len(tasks)} tasks have this name under {root}: {', '.join(t.id for t in tasks[:5])}")
+    return tasks[0]
+
+
+@tasks_app.command("show")
+def tasks_show(task: str = typer.Argument(..., help="a task folder, FOLDER.KEY for a task.yaml variant, or a task "
+                                                    "id under --path"),
+               path: Path = typer.Option(Path("tasks"), help="where to look a task id up"),
+               as_json: bool = typer.Option(False, "--json", help="the same as JSON"),
+               storage_limit: str = typer.Option("auto", help="as `tasks check --storage-limit`"),
+               strict_keys: bool = typer.Option(False, help="refuse task-file keys the reference harness would "
+                                                            "ignore (unknown keys)")):
+    """One task as a run gives it: the instruction exactly as the agent receives it, and the
+    resolved environment: image, resources, network per phase, users, workdir, verifier mode and
+    timeout, artifacts, steps, and what is not enforced on this engine."""
+    import json as json_lib
+    import sys
+
+    from tbscale.config import Experiment
+    from tbscale.environments import get_backend
+    from tbscale.runner.describe import as_text, describe
+    from tbscale.runner.enforcement import capabilities
+
+    if storage_limit not in ("auto", "enforce", "ignore"):
+        fail(f"--storage-limit: auto or enforce, got {storage_limit!r}")
+    found = _find_task(task, path, strict_keys)
+    exp = Experiment.model_validate({"name": "tasks-show", "tasks": {"path": str(path)},
+                                     "environment": {"storage_limit": storage_limit},
+                                     "settings": [{"name": "show", "agent": "oracle"}]})
+    try:
+        caps = capabilities(get_backend("docker"))
+    except Exception:  # no engine here: say what depends on one
+        caps = None
+    info = describe(found, exp, caps)
+    sys.stdout.write((json_lib.dumps(info, indent=2, default=str) if as_json else as_text(info)) + "\n")
