@@ -640,7 +640,7 @@ def test_legacy_solution_yaml(tmp_path):
     ("instruction: x\ndifficulty: extreme\n", "`difficulty` must be one of easy, medium, hard, unknown"),
     ("instruction: x\ntags: a\n", "`tags` must be a list of strings"),
     ("instruction: x\nrun_tests_in_same_shell: maybe\n", "`run_tests_in_same_shell` must be true or false"),
-    ("instruction: ''\n", "`instruction` is missing or empty"),
+    ("difficulty: easy\n", "`instruction` is missing"),
     ("- a list\n", "the top level must be a mapping"),
 ])
 def test_legacy_refusals(tmp_path, yaml_text, expected):

@@ -366,7 +366,8 @@ def _step_spec(cfg: TaskConfig, step: StepConfig, path: Path, environment: Envir
     step_dir = path / "steps" / step.name
     if not step_dir.is_dir():
         raise TbscaleError(f"{step_dir}: missing (task.toml declares step \"{step.name}\")")
-    instruction = read_instruction(step_dir / "instruction.md", f"the instruction of step \"{step.name}\"")
+    instruction = read_instruction(step_dir / "instruction.md", f"the instruction of step \"{step.name}\"",
+                                   allow_empty=True)
     verifier = _verifier_spec(cfg, step, path, environment, where)
     artifacts = list(cfg.artifacts) + list(step.artifacts)
     _check_services(environment, step.artifacts, step.verifier.collect, where, f"[[steps]] \"{step.name}\" ")
@@ -407,7 +408,7 @@ def load_harbor_task(path: Path, task_id: str | None = None, strict: bool = Fals
         steps = [_step_spec(cfg, s, path, environment, where) for s in cfg.steps or []]
         instruction = steps[0].instruction
     else:
-        instruction = read_instruction(path / "instruction.md")
+        instruction = read_instruction(path / "instruction.md", allow_empty=True)
         steps = []
     verifier = _verifier_spec(cfg, None, path, environment, where) if not multi_step else \
         _task_level_verifier(cfg, path, environment, where)
@@ -457,8 +458,18 @@ def load_harbor_task(path: Path, task_id: str | None = None, strict: bool = Fals
         multi_step_reward_strategy=cfg.multi_step_reward_strategy,
         reward=RewardSpec(),
         trajectory=path / "trajectory.json" if not multi_step and (path / "trajectory.json").is_file() else None,
-        not_enforced=ignored + _gpu_type_notes(cfg),
+        not_enforced=ignored + _gpu_type_notes(cfg) + _empty_instructions(path, instruction, steps, strict),
     )
+
+
+def _empty_instructions(path: Path, instruction: str, steps: list[StepSpec], strict: bool) -> list[NotEnforced]:
+    """Harbor runs a task whose instruction.md is empty (the agent gets an empty instruction); so
+    does tbscale, saying so; strict key checking refuses it."""
+    empty = [f"steps/{s.name}/instruction.md" for s in steps if not s.instruction] if steps else \
+        (["instruction.md"] if not instruction else [])
+    if empty and strict:
+        raise TbscaleError(f"{path / empty[0]}: empty instruction")
+    return [NotEnforced(e, "empty: the agent is given an empty instruction, as Harbor gives it") for e in empty]
 
 
 def _gpu_type_notes(cfg: TaskConfig) -> list[NotEnforced]:

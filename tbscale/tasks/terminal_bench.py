@@ -80,7 +80,7 @@ def _descriptions(meta: dict, where: str) -> list[tuple[str, str]]:
     return entries
 
 
-def _instructions(meta: dict, where: str) -> list[tuple[str | None, str, list[NotEnforced]]]:
+def _instructions(meta: dict, where: str, strict: bool = False) -> list[tuple[str | None, str, list[NotEnforced]]]:
     """(variant key or None, instruction, notes) for each task the file makes."""
     if meta.get("descriptions") is not None:
         entries = _descriptions(meta, where)
@@ -97,9 +97,15 @@ def _instructions(meta: dict, where: str) -> list[tuple[str | None, str, list[No
             out.append((key, text, list(notes)))
         return out
     instruction = meta.get("instruction")
-    if not isinstance(instruction, str) or not instruction.strip():
-        raise TbscaleError(f"{where}: `instruction` is missing or empty")
-    return [(None, strip_canary(instruction).strip(), [])]
+    if not isinstance(instruction, str):
+        raise TbscaleError(f"{where}: `instruction` is missing (or not text)")
+    text = strip_canary(instruction).strip()
+    if not text:  # the legacy harness's `instruction: str` took an empty one
+        if strict:
+            raise TbscaleError(f"{where}: `instruction` is empty")
+        return [(None, text, [NotEnforced("instruction", "empty: the agent is given an empty instruction, as the "
+                                                         "legacy harness gave it")])]
+    return [(None, text, [])]
 
 
 def _unknown_keys(meta: dict, where: str, strict: bool) -> list[NotEnforced]:
@@ -215,7 +221,7 @@ def load_terminal_bench_tasks(path: Path, task_id: str | None = None, strict: bo
     if not isinstance(meta, dict):
         raise TbscaleError(f"{yaml_path}: the top level must be a mapping")
     ignored = _unknown_keys(meta, where, strict)
-    variants = _instructions(meta, where)
+    variants = _instructions(meta, where, strict)
     parser_name = meta.get("parser_name", "pytest")
     if parser_name not in PARSERS:
         raise TbscaleError(f"{where}: parser_name: unknown parser {parser_name!r} (known parsers: "
