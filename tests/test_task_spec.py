@@ -888,3 +888,19 @@ def test_legacy_single_service_compose_keys_are_acted_on(tmp_path, extra, check)
 def test_legacy_compose_keys_tbscale_cannot_give_are_refused_naming_them(tmp_path, extra, expected):
     msg = refused(legacy(tmp_path, "instruction: x\n", compose=LEGACY_CLIENT + extra))
     assert "docker-compose.yaml: services.client" in msg and expected in msg, msg
+
+
+def test_mcp_server_headers_as_harbor_0_26_reads_them(tmp_path, monkeypatch):
+    from tbscale.tasks.envvars import expand_host_vars
+
+    t = load_task(harbor(tmp_path, '[[environment.mcp_servers]]\nname = "m"\ntransport = "http"\nurl = "http://m:8/"\n'
+                                   'headers = { Authorization = "Bearer ${MCP_TOKEN}" }\n'))
+    assert t.environment.mcp_servers[0].headers == {"Authorization": "Bearer ${MCP_TOKEN}"} and t.not_enforced == []
+    monkeypatch.setenv("MCP_TOKEN", "abc")
+    assert expand_host_vars("Bearer ${MCP_TOKEN}", "w") == "Bearer abc"
+    monkeypatch.delenv("MCP_TOKEN")
+    with pytest.raises(TbscaleError, match="w: needs the host environment variable MCP_TOKEN"):
+        expand_host_vars("Bearer ${MCP_TOKEN}", "w")
+    assert "`headers` is only for the HTTP transports" in refused(harbor(
+        tmp_path, '[[environment.mcp_servers]]\nname = "m"\ntransport = "stdio"\ncommand = "c"\nheaders = { A = "b" }\n',
+        name="stdio"))
