@@ -221,3 +221,17 @@ def test_a_run_of_a_registry_dataset_records_name_version_and_every_commit(tmp_p
         "name": "demo", "version": "1.0", "registry": registry.as_uri(), "commits": {"hello": one, "bye": one}}
     rows = [json.loads(x) for x in (tmp_path / "results" / "ds" / "trials.jsonl").read_text().splitlines()]
     assert sorted((r["task_id"], r["passed"]) for r in rows) == [("bye", True), ("hello", True)]
+
+
+def test_an_unpinned_task_follows_the_branch_tip(tmp_path, harbor_repo):
+    repo, one, two = harbor_repo
+    registry = tmp_path / "tip.json"
+    registry.write_text(json.dumps([{"name": "tip", "version": "head", "description": "", "tasks": [
+        {"name": "hello", "git_url": repo.as_uri(), "path": "tasks/hello"}]}]))
+    first = pull_by_name("tip", str(registry), cache=tmp_path / "cache")
+    assert first.commits == {"hello": two}
+    (repo / "tasks" / "hello" / "instruction.md").write_text("Say hello (v3).\n")
+    git(repo, "commit", "-qam", "three")
+    again = pull_by_name("tip@head", str(registry), cache=tmp_path / "cache")
+    assert again.commits == {"hello": git(repo, "rev-parse", "HEAD")} and again.fetched == 1
+    assert (again.path / "hello" / "instruction.md").read_text() == "Say hello (v3).\n"

@@ -105,7 +105,7 @@ class TaskRuntime:
             if env.storage_mb and not caps["storage_quota"] and self.exp.environment.storage_limit == "enforce":
                 return (f"{table}.storage_mb = {env.storage_mb}: this Docker engine cannot enforce a storage quota "
                         "(it needs overlay2 on xfs with pquota, btrfs or zfs); the task is refused, not run without it "
-                        "(environment.storage_limit: enforce)")
+                        "(storage_limit: enforce)")
         sidecars = [s for s in self.env.services if s != self.env.main_service] if uses_compose(self.task, self.env) else []
         phases = [("[environment]", self.env.network), ("[agent]", self.task.agent.network),
                   ("[verifier]", self.task.verifier.network)]

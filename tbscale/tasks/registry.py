@@ -329,8 +329,10 @@ def pull(ds: RegistryDataset, cache: Path | None = None, force: bool = False,
                 continue
             entry = known.get(task.name)
             target = root / task.name
-            if entry and entry.get("pinned") == task.commit and entry.get("git_url") == task.git_url and \
-                    target.is_dir() and entry.get("digest") == _digest(target):
+            # A pinned task already in the cache, unchanged, is reused; an unpinned one (the default
+            # branch's tip) is fetched again, since the tip may have moved.
+            if entry and task.commit is not None and entry.get("pinned") == task.commit and \
+                    entry.get("git_url") == task.git_url and target.is_dir() and entry.get("digest") == _digest(target):
                 commits[task.name], sources[task.name] = entry["commit"], _source(task)
                 reused += 1
                 continue
