@@ -44,7 +44,7 @@ def engine_caps() -> dict[str, bool]:
 
 
 def test_every_conformance_task_passes_its_oracle_and_fails_its_nop(tmp_path: Path) -> None:
-    code, data = check(CONFORMANCE, tmp_path / "run")
+    code, data = check(CONFORMANCE, tmp_path / "run", "--storage-limit", "enforce")
     reasons = {t: (r["category"], r["detail"]) for t, r in data["reasons"].items()}
     tasks = sorted(p.name for p in CONFORMANCE.iterdir() if p.is_dir())
     assert sorted(reasons) == tasks and len(tasks) == 30
@@ -157,3 +157,29 @@ def test_compose_projects_leave_nothing_behind(tmp_path: Path) -> None:
             if "tbscale-" in subprocess.run(["docker", "network", "inspect", "-f", "{{.Name}}", n],
                                             capture_output=True, text=True).stdout]
     assert mine == []
+
+
+def test_storage_mb_runs_unenforced_by_default_and_says_so(tmp_path: Path) -> None:
+    """Harbor's Docker backend never applies storage_mb; on an engine without quotas tbscale runs
+    the task without it by default, says so once, and records it in the manifest, the trial line
+    and the report. (On an engine with quotas it is enforced and nothing is said.)"""
+    if engine_caps()["storage_quota"]:
+        pytest.skip("this engine enforces storage quotas")
+    from tbscale.cli import app
+
+    result = CliRunner().invoke(app, ["tasks", "check", str(CONFORMANCE), "--include", "storage-limit",
+                                      "--keep", str(tmp_path / "run")])
+    assert "not enforced here: [environment].storage_mb (1 task: storage-limit)" in result.output, result.output
+    data = json.loads((tmp_path / "run" / "check.json").read_text())
+    # the task's own test demands the quota, so its oracle fails, and the reason names the key
+    assert data["reasons"]["storage-limit"]["category"] == "oracle failed"
+    assert "[environment].storage_mb" in data["reasons"]["storage-limit"]["detail"]
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert [(e["key"], e["tasks"]) for e in manifest["not_enforced"]] == [("[environment].storage_mb", ["storage-limit"])]
+    rows = [json.loads(x) for x in (tmp_path / "run" / "trials.jsonl").read_text().splitlines()]
+    assert all(r["not_enforced"][0]["key"] == "[environment].storage_mb" and r["stop_reason"] != "task_refused"
+               for r in rows) and len(rows) == 2
+    report = CliRunner().invoke(app, ["report", str(tmp_path / "run"), "--no-plots", "--format", "json"])
+    summary = json.loads(report.stdout)
+    assert summary["tables"]["not_enforced"][0]["key"] == "[environment].storage_mb"
+    assert any(b.startswith("NOT ENFORCED HERE") for b in summary["banners"])

@@ -218,17 +218,6 @@ def test_reward_key_policy():
 # ---- refusals ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("toml, expected", [
-    ('[environment]\nfoo = 1\n', "unknown key [environment].foo"),
-    ('[environment]\ncpu = 2\n', "unknown key [environment].cpu (did you mean `cpus`?)"),
-    ('colour = "red"\n', "unknown top-level key `colour`"),
-    ('[environment.healthcheck]\ncommand = "x"\nretry = 3\n', "unknown key [environment.healthcheck].retry"),
-    ('[agent]\ntimeout = 5\n', "unknown key [agent].timeout"),
-    ('[verifier]\nenvironment_mod = "separate"\n', "unknown key [verifier].environment_mod"),
-    ('[solution]\nenvs = {}\n', "unknown key [solution].envs"),
-    ('[task]\nname = "o/n"\nlicense = "MIT"\n', "unknown key [task].license"),
-    ('[[environment.mcp_servers]]\nname = "m"\ntransport = "stdio"\ncommand = "c"\nenv = {}\n',
-     "unknown key [environment.mcp_servers].env (entry 1)"),
-    ('artifacts = [{ source = "/a", dest = "b" }]\n', "unknown key artifacts.dest (entry 1)"),
     ('[environment]\nos = "windows"\n', '[environment].os = "windows": windows tasks are not supported'),
     ('[environment]\nos = "Windows"\nworkdir = "C:\\\\app"\n', "windows tasks are not supported"),
     ('[verifier.environment]\nos = "windows"\n', "[verifier.environment].os"),
@@ -263,13 +252,64 @@ def test_reward_key_policy():
     ('multi_step_reward_strategy = "median"\n', "multi_step_reward_strategy: Input should be 'mean' or 'final'"),
     ('[[steps]]\nname = "a"\n[[steps]]\nname = "a"\n', "step names must be unique, repeated: a"),
     ('[[steps]]\nname = "a"\nmin_reward = "high"\n', 'min_reward'),
-    ('[[steps]]\nname = "a"\n[steps.agent]\nuser = "x"\nshell = "zsh"\n', 'unknown key [steps.agent].shell (step "a")'),
 ])
 def test_refused_with_one_line_naming_file_and_key(tmp_path, toml, expected):
     d = harbor(tmp_path, toml)
     msg = refused(d)
     assert msg.startswith(str(d / "task.toml") + ": "), msg
     assert expected in msg, msg
+
+
+UNKNOWN_KEYS = [
+    ('[environment]\nfoo = 1\n', "unknown key [environment].foo"),
+    ('[environment]\ncpu = 2\n', "unknown key [environment].cpu (did you mean `cpus`?)"),
+    ('colour = "red"\n', "unknown top-level key `colour`"),
+    ('[environment.healthcheck]\ncommand = "x"\nretry = 3\n', "unknown key [environment.healthcheck].retry"),
+    ('[agent]\ntimeout = 5\n', "unknown key [agent].timeout"),
+    ('[verifier]\nenvironment_mod = "separate"\n', "unknown key [verifier].environment_mod"),
+    ('[solution]\nenvs = {}\n', "unknown key [solution].envs"),
+    ('[task]\nname = "o/n"\nlicense = "MIT"\n', "unknown key [task].license"),
+    ('[[environment.mcp_servers]]\nname = "m"\ntransport = "stdio"\ncommand = "c"\nenv = {}\n',
+     "unknown key [environment.mcp_servers].env (entry 1)"),
+    ('artifacts = [{ source = "/a", dest = "b" }]\n', "unknown key artifacts.dest (entry 1)"),
+    ('[[steps]]\nname = "a"\n[steps.agent]\nuser = "x"\nshell = "zsh"\n', 'unknown key [steps.agent].shell (step "a")'),
+]
+
+
+@pytest.mark.parametrize("toml, expected", UNKNOWN_KEYS)
+def test_unknown_keys_are_ignored_as_harbor_ignores_them_and_named(tmp_path, toml, expected):
+    """Harbor's TaskConfig drops keys it does not know; so does tbscale by default, naming each
+    (with a hint for a misspelling) in the task's not_enforced list; strict_keys refuses them."""
+    files = {"steps/a/instruction.md": "a\n", "steps/a/tests/test.sh": "true\n"} if "[[steps]]" in toml else None
+    d = harbor(tmp_path, toml, files=files)
+    task = load_task(d)
+    key = expected.split("unknown key ", 1)[-1].split("unknown top-level key ", 1)[-1].split(" (did you mean")[0]
+    names = [n.key for n in task.not_enforced]
+    assert key.strip("`") in names, (names, expected)
+    assert all("ignored, as Harbor ignores it" in n.why for n in task.not_enforced)
+    if "did you mean" in expected:
+        assert "did you mean `cpus`?" in task.not_enforced[0].why
+    with pytest.raises(TbscaleError) as err:
+        load_task(d, strict=True)
+    msg = str(err.value)
+    assert msg.startswith(str(d / "task.toml") + ": ") and expected.split(" (entry")[0].split(" (step")[0] in msg, msg
+
+
+def test_strict_keys_names_every_unknown_key_in_one_message(tmp_path):
+    d = harbor(tmp_path, '[environment]\ncpu = 2\nfoo = 1\n[agent]\ntimeout = 5\n')
+    assert sorted(n.key for n in load_task(d).not_enforced) == ["[agent].timeout", "[environment].cpu", "[environment].foo"]
+    assert load_task(d).environment.cpus is None  # the misspelt key changed nothing, as in Harbor
+    msg = refused_strict(d)
+    for name in ("[environment].cpu (did you mean `cpus`?)", "[environment].foo", "[agent].timeout"):
+        assert name in msg, msg
+
+
+def refused_strict(path: Path) -> str:
+    with pytest.raises(TbscaleError) as err:
+        load_task(path, strict=True)
+    msg = str(err.value)
+    assert "\n" not in msg, msg
+    return msg
 
 
 @pytest.mark.parametrize("setup, expected", [
@@ -532,14 +572,56 @@ def test_legacy_defaults_and_test_environment(tmp_path):
     assert t.verifier.env.resolve() == {"TEST_DIR": "/tests"} and t.legacy.test_env == {"TEST_DIR": "/tests"}
     assert t.verifier.command == t.test_command == "bash /tests/run-tests.sh" and t.verifier.cwd is None
     assert t.environment.network.mode == "public" and t.allow_internet and t.agent.network.internet
-    assert sorted(p.name for p in t.tests_dir.iterdir()) == ["run-tests.sh", "x.sh"]
+    # run-tests.sh goes beside tests/ into /tests, straight from the task folder (nothing staged)
+    assert t.verifier.tests_dirs == [t.path / "tests"] and t.verifier.tests_files == {"run-tests.sh": t.path / "run-tests.sh"}
+    assert t.tests_dir == t.path / "tests" and t.not_enforced == []
     assert t.solution_dir == t.path and t.solution_script == "solution.sh"
 
 
-def test_legacy_descriptions_form(tmp_path):
-    text = "descriptions:\n  - key: base\n    description: Base text.\n  - key: hard\n    description: Hard text.\n"
-    assert load_task(legacy(tmp_path, text)).instruction == "Base text."
-    assert load_task(legacy(tmp_path, text + "instruction: hard\n", name="b")).instruction == "Hard text."
+def test_legacy_descriptions_make_one_task_per_key_with_the_legacy_ids(tmp_path):
+    """The descriptions-era harness made a task of every `descriptions` entry: `base` under the
+    folder's name, any other key as `<folder>.<key>` (crack-7z-hash.easy in TB-Core 0.1.1)."""
+    text = ("descriptions:\n  - key: base\n    description: Base text.\n  - key: easy\n    description: Easy text.\n"
+            "  - key: hard\n    description: Hard text.\n")
+    d = legacy(tmp_path, text, name="crack-7z-hash")
+    tasks, problems = load_tasks(d)
+    assert problems == [] and [(t.id, t.instruction, t.variant) for t in tasks] == [
+        ("crack-7z-hash", "Base text.", "base"), ("crack-7z-hash.easy", "Easy text.", "easy"),
+        ("crack-7z-hash.hard", "Hard text.", "hard")]
+    assert load_task(d).id == "crack-7z-hash" and load_task(d, "crack-7z-hash.hard").instruction == "Hard text."
+    # include picks variants by id; the folder name that is also the base task's id picks only it
+    assert [t.id for t in load_tasks(tmp_path, include=["crack-7z-hash.easy"])[0]] == ["crack-7z-hash.easy"]
+    assert [t.id for t in load_tasks(tmp_path, include=["crack-7z-hash"])[0]] == ["crack-7z-hash"]
+    assert [t.id for t in load_tasks(tmp_path, exclude=["crack-7z-hash.hard"])[0]] == ["crack-7z-hash",
+                                                                                         "crack-7z-hash.easy"]
+
+
+def test_legacy_descriptions_without_base_and_with_instruction(tmp_path):
+    """No entry is dropped: a file with `instruction` beside `descriptions` (livecodebenchpro's
+    `instruction: base`) makes a task of each entry, and says `instruction` was not read."""
+    text = ("descriptions:\n  - key: base\n    description: Judge note.\n  - key: problem\n"
+            "    description: The problem.\n instruction: base\n").replace("\n instruction", "\ninstruction")
+    tasks, _ = load_tasks(legacy(tmp_path, text, name="lcb"))
+    assert [(t.id, t.instruction) for t in tasks] == [("lcb", "Judge note."), ("lcb.problem", "The problem.")]
+    assert [n.key for n in tasks[1].not_enforced] == ["instruction"]
+    only = load_tasks(legacy(tmp_path, "descriptions:\n  - key: hard\n    description: H.\n", name="x"))[0]
+    assert [t.id for t in only] == ["x.hard"]
+    assert "repeats the key 'a'" in refused(legacy(
+        tmp_path, "descriptions:\n  - {key: a, description: x}\n  - {key: a, description: y}\n", name="r"))
+
+
+def test_legacy_unknown_keys_load_named_all_in_one_message(tmp_path):
+    """The legacy harness's pydantic Task dropped keys it did not know (deveval's `language`);
+    tbscale loads such a task and names every such key; strict_keys refuses naming them all."""
+    d = legacy(tmp_path, "instruction: x\nenv_name:\nlanguage: cpp\ntimeout: 3\n")
+    t = load_task(d)
+    assert sorted(n.key for n in t.not_enforced) == ["language", "timeout"]
+    with pytest.raises(TbscaleError) as err:
+        load_task(d, strict=True)
+    msg = str(err.value)
+    assert "unknown keys `language`, `timeout`" in msg and "\n" not in msg, msg
+    assert "shared environment of terminal-bench" in refused(legacy(tmp_path, "instruction: x\nenv_name: py\n",
+                                                                    name="e"))
 
 
 def test_legacy_solution_yaml(tmp_path):
@@ -555,11 +637,10 @@ def test_legacy_solution_yaml(tmp_path):
 @pytest.mark.parametrize("yaml_text, expected", [
     ("instruction: x\nparser_name: junit\n", "parser_name: unknown parser 'junit' (known parsers: pytest, swebench"),
     ("instruction: x\nmax_test_timeout_sec: 0\n", "`max_test_timeout_sec` must be a positive number"),
-    ("instruction: x\ntimeout: 3\n", "unknown key `timeout`"),
     ("instruction: x\ndifficulty: extreme\n", "`difficulty` must be one of easy, medium, hard, unknown"),
     ("instruction: x\ntags: a\n", "`tags` must be a list of strings"),
     ("instruction: x\nrun_tests_in_same_shell: maybe\n", "`run_tests_in_same_shell` must be true or false"),
-    ("instruction: ''\n", "`instruction` is missing or empty"),
+    ("difficulty: easy\n", "`instruction` is missing"),
     ("- a list\n", "the top level must be a mapping"),
 ])
 def test_legacy_refusals(tmp_path, yaml_text, expected):
@@ -763,3 +844,63 @@ def test_discovery_errors(tmp_path):
     (tmp_path / "registry.json").write_bytes(b"[\xff]")
     with pytest.raises(TbscaleError, match="registry.json: not UTF-8 text"):
         discover(tmp_path / "registry.json")
+
+
+LEGACY_CLIENT = """services:
+  client:
+    build: {dockerfile: Dockerfile}
+    image: ${T_BENCH_TASK_DOCKER_CLIENT_IMAGE_NAME}
+    container_name: ${T_BENCH_TASK_DOCKER_CLIENT_CONTAINER_NAME}
+    command: ["sh", "-c", "sleep infinity"]
+    volumes:
+      - ${T_BENCH_TASK_LOGS_PATH}:${T_BENCH_CONTAINER_LOGS_PATH}
+"""
+
+
+@pytest.mark.parametrize("extra, check", [
+    ("", lambda t: not t.environment.copy_in and not t.environment.compose_required and t.not_enforced == []),
+    ("    tty: true\n    stdin_open: true\n", lambda t: t.environment.tty and t.environment.stdin_open),
+    ("      - ./:/app\n", lambda t: t.environment.copy_in == [(t.path.resolve(), "/app")]
+     and "copied to /app" in t.not_enforced[0].why),
+    ("      - ./tests:/data:ro\n", lambda t: t.environment.copy_in == [((t.path / "tests").resolve(), "/data")]
+     and "`:ro` is not enforced" in t.not_enforced[0].why),
+    ("    privileged: true\n    shm_size: 1g\n", lambda t: t.environment.compose_required
+     and "privileged, shm_size" in t.not_enforced[0].key),
+    ("    command: [python, server.py]\n", lambda t: t.environment.compose_required),
+])
+def test_legacy_single_service_compose_keys_are_acted_on(tmp_path, extra, check):
+    text = LEGACY_CLIENT + extra
+    if extra.startswith("    command"):
+        text = text.replace('    command: ["sh", "-c", "sleep infinity"]\n', "")
+    if extra.startswith("      - "):
+        text = text + ""  # a volume entry appended to the list above
+    t = load_task(legacy(tmp_path, "instruction: x\n", compose=text))
+    assert check(t), (t.environment, t.not_enforced)
+
+
+@pytest.mark.parametrize("extra, expected", [
+    ("    ports: ['8080:80']\n", "`ports` publishes fixed host ports"),
+    ("    network_mode: host\n", "`network_mode` tbscale switches the container's networks itself"),
+    ("    pid: host\n    ports: ['1:1']\n", "`pid` shares a PID namespace outside the trial; `ports`"),
+    ("      - /etc:/host-etc\n", "outside the task folder"),
+    ("      - data:/data\n", "a named volume is not supported"),
+])
+def test_legacy_compose_keys_tbscale_cannot_give_are_refused_naming_them(tmp_path, extra, expected):
+    msg = refused(legacy(tmp_path, "instruction: x\n", compose=LEGACY_CLIENT + extra))
+    assert "docker-compose.yaml: services.client" in msg and expected in msg, msg
+
+
+def test_mcp_server_headers_as_harbor_0_26_reads_them(tmp_path, monkeypatch):
+    from tbscale.tasks.envvars import expand_host_vars
+
+    t = load_task(harbor(tmp_path, '[[environment.mcp_servers]]\nname = "m"\ntransport = "http"\nurl = "http://m:8/"\n'
+                                   'headers = { Authorization = "Bearer ${MCP_TOKEN}" }\n'))
+    assert t.environment.mcp_servers[0].headers == {"Authorization": "Bearer ${MCP_TOKEN}"} and t.not_enforced == []
+    monkeypatch.setenv("MCP_TOKEN", "abc")
+    assert expand_host_vars("Bearer ${MCP_TOKEN}", "w") == "Bearer abc"
+    monkeypatch.delenv("MCP_TOKEN")
+    with pytest.raises(TbscaleError, match="w: needs the host environment variable MCP_TOKEN"):
+        expand_host_vars("Bearer ${MCP_TOKEN}", "w")
+    assert "`headers` is only for the HTTP transports" in refused(harbor(
+        tmp_path, '[[environment.mcp_servers]]\nname = "m"\ntransport = "stdio"\ncommand = "c"\nheaders = { A = "b" }\n',
+        name="stdio"))

@@ -55,8 +55,8 @@ def test_legacy_format_loads():
     assert t.instruction.startswith("Create a file /app/hello.txt")
     assert t.agent_timeout_sec == 120 and t.verifier_timeout_sec == 60
     assert t.test_command == "bash /tests/run-tests.sh"
-    staged = sorted(p.name for p in t.tests_dir.iterdir())
-    assert staged == ["run-tests.sh", "test_outputs.py"]
+    assert sorted(p.name for p in t.tests_dir.iterdir()) == ["test_outputs.py"]
+    assert t.verifier.tests_files == {"run-tests.sh": LEGACY / "run-tests.sh"}
     assert t.solution_steps() == ["printf 'hello, terminal\\n' > /app/hello.txt"]
 
 
@@ -66,7 +66,6 @@ def test_legacy_format_loads():
     (lambda d: (d / "task.toml").write_text("[agent]\ntimeout_sec = -5\n"), "`timeout_sec` must be a positive number"),
     (lambda d: (d / "environment" / "Dockerfile").unlink(), "Dockerfile: missing"),
     (lambda d: (d / "tests" / "test.sh").unlink(), "test.sh: missing"),
-    (lambda d: (d / "instruction.md").write_text("  \n"), "empty instruction"),
 ])
 def test_broken_harbor_task_names_file(tmp_path, breakage, expected):
     d = _harbor(tmp_path)
@@ -77,11 +76,29 @@ def test_broken_harbor_task_names_file(tmp_path, breakage, expected):
     assert expected in msg and str(d) in msg and "\n" not in msg.strip()
 
 
+def test_an_empty_instruction_loads_as_the_reference_harness_loads_it(tmp_path):
+    """Harbor and the legacy harness run a task whose instruction is empty (`harbor tasks init`
+    writes an empty instruction.md); so does tbscale, saying so; strict key checking refuses it."""
+    d = _harbor(tmp_path)
+    (d / "instruction.md").write_text("  \n")
+    t = load_task(d)
+    assert t.instruction == "" and [(n.key, n.why) for n in t.not_enforced] == [
+        ("instruction.md", "empty: the agent is given an empty instruction, as Harbor gives it")]
+    with pytest.raises(TbscaleError, match="instruction.md: empty instruction"):
+        load_task(d, strict=True)
+    legacy = tmp_path / "legacy"
+    shutil.copytree(LEGACY, legacy)
+    (legacy / "task.yaml").write_text("instruction: ''\n")
+    assert load_task(legacy).instruction == "" and load_task(legacy).not_enforced[0].key == "instruction"
+    with pytest.raises(TbscaleError, match="task.yaml: `instruction` is empty"):
+        load_task(legacy, strict=True)
+
+
 def test_broken_legacy_task(tmp_path):
     d = tmp_path / "legacy"
     shutil.copytree(LEGACY, d)
-    (d / "task.yaml").write_text("instruction: ''\n")
-    with pytest.raises(TbscaleError, match="task.yaml: `instruction` is missing or empty"):
+    (d / "task.yaml").write_text("difficulty: easy\n")
+    with pytest.raises(TbscaleError, match="task.yaml: `instruction` is missing"):
         load_task(d)
     (d / "task.yaml").write_text("instruction: [unclosed\n")
     with pytest.raises(TbscaleError, match="task.yaml: not valid YAML"):

@@ -26,6 +26,7 @@ import pandas as pd
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from tbscale.analysis import (
     adaptive_report,
@@ -81,12 +82,39 @@ def core_sections(ctx: ReportContext) -> None:
     spend = spend_section(ctx)
     if spend is not None:
         ctx.sections.append(spend)
+    unenforced = not_enforced_section(every)
+    if unenforced is not None:
+        ctx.sections.append(unenforced)
+        ctx.banners.append(f"NOT ENFORCED HERE: {len(unenforced.frame)} task key(s) were not carried out as the task "
+                           "wrote them (run as the reference harness runs them); the `not_enforced` table says "
+                           "which and why")
     if ctx.compare and not df.empty:
         if len(ctx.compare) != 2:
             raise TbscaleError("--compare takes exactly two setting names")
         a, b = ctx.compare
         ctx.sections.append(Section("compare", f"{b} vs {a} (paired bootstrap over tasks)",
                                     tables.compare(df, a, b), "diff = B - A; p is two-sided."))
+
+
+def not_enforced_section(every: pd.DataFrame) -> Section | None:
+    """Each task key some trials did not carry out as written, why, and how many tasks and trials."""
+    if "not_enforced" not in every or every["not_enforced"].isna().all():
+        return None
+    groups: dict[tuple[str, str], tuple[set[str], int]] = {}
+    for task_id, items in zip(every["task_id"], every["not_enforced"]):
+        for key, why in items or ():
+            tasks, n = groups.get((key, why), (set(), 0))
+            tasks.add(task_id)
+            groups[(key, why)] = (tasks, n + 1)
+    if not groups:
+        return None
+    rows = [{"key": k, "tasks": len(t), "trials": n, "why": w,
+             "examples": ", ".join(sorted(t)[:3]) + (" ..." if len(t) > 3 else "")}
+            for (k, w), (t, n) in sorted(groups.items(), key=lambda x: (-x[1][1], x[0]))]
+    return Section("not_enforced", "Task keys not enforced here", pd.DataFrame(rows),
+                   "Keys these trials did not carry out as the task wrote them, and why: a key the reference harness "
+                   "ignores too, or one this engine cannot give where the reference does not give it either. "
+                   "Refusing such tasks instead is opt-in (docs/tasks.md).")
 
 
 def spend_section(ctx: ReportContext) -> Section | None:
@@ -125,8 +153,8 @@ def rich_table(section: Section, columns: list[str] | None = None) -> Table:
     frame = section.frame if columns is None else section.frame[columns]
     for col in frame.columns:
         t.add_column(str(col), overflow="fold")
-    for _, row in frame.iterrows():
-        t.add_row(*[fmt(v, c in section.percent_cols) for c, v in row.items()])
+    for _, row in frame.iterrows():  # cells are text as it is (a `[environment]` is no markup)
+        t.add_row(*[Text(fmt(v, c in section.percent_cols)) for c, v in row.items()])
     return t
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from importlib import metadata
 
-from tbscale.cli import export, posthoc, run, sweeps, tasks, view  # noqa: F401  (each adds its commands)
+from tbscale.cli import datasets, export, posthoc, run, sweeps, tasks, view  # noqa: F401  (each adds its commands)
 from tbscale.cli.app import app, console, fail, out
 
 for _ep in metadata.entry_points(group="tbscale.commands"):

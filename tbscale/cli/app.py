@@ -12,6 +12,7 @@ import sys
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Run LLM agents on terminal and coding tasks under test-time-scaling strategies, "
@@ -30,9 +31,20 @@ console = Console(stderr=True)
 out = Console(width=None if sys.stdout.isatty() else 200)
 
 
+def labelled(label: str, style: str, text: str) -> Text:
+    """`label` in `style`, then `text` exactly as it is: task files, ids and messages print verbatim
+    (`[environment]` or `[/tests]` in them is text, never rich markup)."""
+    return Text.assemble((label, style), " ", text)
+
+
+def say(text: str, style: str | None = None, to: Console | None = None) -> None:
+    """Print `text` verbatim (no markup, no highlighting), whole lines (no wrapping mid-word)."""
+    (to or console).print(Text(text, style=style or ""), highlight=False, soft_wrap=True)
+
+
 def fail(message: str, code: int = 2) -> None:
     """One line on stderr and a non-zero exit: how every bad input ends."""
-    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    console.print(labelled("error:", "bold red", message), highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

@@ -48,6 +48,7 @@ def export_swebench_preds(
     """Predictions JSONL for `python -m swebench.harness.run_evaluation`, one file per (setting, trial index)."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from tbscale.analysis.swebench_export import export_predictions
 
@@ -59,7 +60,7 @@ def export_swebench_preds(
     for col in ("setting", "trial", "instances", "empty patches", "file"):
         table.add_column(col)
     for f in files:
-        table.add_row(f.setting, str(f.trial), str(len(f.predictions)), str(f.empty), str(f.path))
+        table.add_row(*map(Text, (f.setting, str(f.trial), str(len(f.predictions)), str(f.empty), str(f.path))))
     Console().print(table)
     first = files[0]
     print(f"evaluate one with: python -m swebench.harness.run_evaluation -d <dataset> -s <split> "
@@ -71,6 +72,7 @@ def swebench_list(config: Path = typer.Argument(..., help="experiment YAML with 
     """The instances a config selects, with the image each runs in (nothing is built or pulled)."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from tbscale.runner import load_experiment
     from tbscale.tasks.swebench import select_instances
@@ -92,5 +94,5 @@ def swebench_list(config: Path = typer.Argument(..., help="experiment YAML with 
     for r, img in zip(rows, images):
         f2p = r["FAIL_TO_PASS"]
         n = len(json.loads(f2p) if isinstance(f2p, str) else f2p)
-        table.add_row(r["instance_id"], r["repo"], str(r["version"]), str(n), img)
+        table.add_row(*map(Text, (r["instance_id"], r["repo"], str(r["version"]), str(n))), img)
     Console(width=200).print(table)

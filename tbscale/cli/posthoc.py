@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from tbscale.cli.app import app, console, fail, out, split_list
+from tbscale.cli.app import app, console, fail, labelled, out, split_list
 from tbscale.errors import TbscaleError
 
 
@@ -87,7 +87,7 @@ def import_runs(paths: list[Path] = typer.Argument(..., help="mini-swe-agent out
     console.print(f"imported {result.trials} trials of {result.tasks} tasks ({result.format}) into {result.run_dir}"
                   + (f"; {len(result.warnings)} warnings" if result.warnings else ""), highlight=False)
     for w in result.warnings[:20]:
-        console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
+        console.print(labelled("warning:", "yellow", str(w)), highlight=False, soft_wrap=True)
     console.print(f"report with: tbscale report {result.run_dir}", highlight=False)
 
 
@@ -137,6 +137,7 @@ def rewards(runs: list[Path] = typer.Argument(..., help="run folder(s) holding t
     import asyncio
 
     from rich.table import Table
+    from rich.text import Text
 
     from tbscale.posthoc import bsr
     from tbscale.rundata import find_run_dirs, load_trials
@@ -171,7 +172,7 @@ def rewards(runs: list[Path] = typer.Argument(..., help="run folder(s) holding t
     for col in ("group", "bucket", "n", "schedule", "comparisons", "score spread", "aux range"):
         t.add_column(col)
     for b in result.buckets:
-        t.add_row(b["group"], b["bucket"], str(b["n"]), b["schedule"], str(b["comparisons"]),
+        t.add_row(Text(str(b["group"])), Text(str(b["bucket"])), str(b["n"]), b["schedule"], str(b["comparisons"]),
                   f"{b['score_spread']:.3f}", f"[{b['aux_min']:+.3f}, {b['aux_max']:+.3f}]")
     out.print(t)
     rows = bsr.reward_rows(result)
@@ -190,7 +191,7 @@ def rewards(runs: list[Path] = typer.Argument(..., help="run folder(s) holding t
         for col in ("trial_key", "task", "setting", "passed", "bt_score", "aux", "refined"):
             tt.add_column(col)
         for r in part:
-            tt.add_row(r["trial_key"], r["task_id"], r["setting"], str(r["passed"]), f"{r['bt_score']:+.3f}",
+            tt.add_row(r["trial_key"], Text(r["task_id"]), Text(r["setting"]), str(r["passed"]), f"{r['bt_score']:+.3f}",
                        f"{r['aux_reward']:+.4f}", f"{r['refined_reward']:.4f}")
         out.print(tt)
     out.print(f"wrote {paths['rewards']}, {paths['comparisons']}, {paths['stats']}, {paths['manifest']}",

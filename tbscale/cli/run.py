@@ -10,7 +10,7 @@ from typing import Optional, Tuple
 
 import typer
 
-from tbscale.cli.app import app, console, fail, models_app, out, sigterm_as_interrupt, split_list
+from tbscale.cli.app import app, console, fail, labelled, models_app, out, say, sigterm_as_interrupt, split_list
 from tbscale.errors import TbscaleError
 
 
@@ -34,6 +34,8 @@ def progress_view(title: str, c):
 def run_with_progress(runner, title: str) -> None:
     from rich.live import Live
 
+    for line in runner.notice():  # once per run: the keys not enforced here, and why
+        say(line, "yellow")
     with Live(progress_view(title, runner.counters), console=console, refresh_per_second=4, transient=False) as live:
         runner.on_update = lambda c, row: live.update(progress_view(title, c))
         asyncio.run(runner.run())
@@ -63,7 +65,7 @@ def run(config: Path = typer.Argument(..., help="experiment YAML"),
     Exit codes: 0 done; 1 some trials crashed (not recorded, rerun to retry); 2 bad input;
     3 some trials ended in an infrastructure error; 4 a model was unavailable and the run stopped;
     130 interrupted."""
-    from tbscale.runner import Runner, experiment_tasks, load_experiment
+    from tbscale.runner import Runner, experiment_dataset, experiment_tasks, load_experiment
 
     overrides = {}
     if _positive("concurrency", concurrency):
@@ -74,7 +76,8 @@ def run(config: Path = typer.Argument(..., help="experiment YAML"),
         exp = load_experiment(config, overrides)
         if preflight:
             _preflight(exp, config, probe)
-        task_list = experiment_tasks(exp, split_list(tasks))
+        dataset = experiment_dataset(exp, log=lambda m: say(m))
+        task_list = experiment_tasks(exp, split_list(tasks), dataset=dataset)
         from tbscale.environments import get_backend
 
         backend = get_backend(exp.environment.backend, host=exp.environment.docker_host)
@@ -82,7 +85,8 @@ def run(config: Path = typer.Argument(..., help="experiment YAML"),
     except TbscaleError as e:
         fail(str(e))
     run_dir = (output_dir or Path(exp.output_dir)) / (run_name or exp.name)
-    runner = Runner(exp, task_list, run_dir, retry_infra_errors=retry_errors)
+    runner = Runner(exp, task_list, run_dir, retry_infra_errors=retry_errors,
+                    dataset=dataset.manifest() if dataset is not None else None)
     if runner.simulated:
         console.print("[yellow]Simulated models (sim/...): these runs exercise the harness; "
                       "they measure no language model.[/]")
@@ -90,8 +94,8 @@ def run(config: Path = typer.Argument(..., help="experiment YAML"),
     try:
         run_with_progress(runner, exp.name)
     except KeyboardInterrupt:
-        console.print(f"[yellow]interrupted: {runner.counters.done} trials finished this time are saved in "
-                      f"{run_dir}; run the same command again to resume.[/]")
+        say(f"interrupted: {runner.counters.done} trials finished this time are saved in {run_dir}; run the same "
+            "command again to resume.", "yellow")
         raise typer.Exit(130)
     except TbscaleError as e:
         fail(str(e))
@@ -100,27 +104,28 @@ def run(config: Path = typer.Argument(..., help="experiment YAML"),
 
         if not isinstance(e, ModelUnavailable):
             raise
-    console.print(f"results: {run_dir}")
+    say(f"results: {run_dir}")
     _after_run(runner, run_dir)
     if report and runner.counters.done + runner.counters.skipped and runner.stopped is None:
         try:
             _report([run_dir], compare=None, plots=True)
         except TbscaleError as e:
-            console.print(f"[red]report:[/] {e}", highlight=False, soft_wrap=True)
+            console.print(labelled("report:", "red", str(e)), highlight=False, soft_wrap=True)
     raise typer.Exit(runner.exit_code)
 
 
 def _after_run(runner, run_dir: Path) -> None:
     if runner.stopped is not None:
-        console.print(f"[bold red]stopped:[/] {runner.stopped}", highlight=False, soft_wrap=True)
-        console.print(f"{runner.counters.done} trials finished and are kept in {run_dir}; fix the model and run "
-                      "the same command again to resume.", highlight=False)
+        console.print(labelled("stopped:", "bold red", str(runner.stopped)), highlight=False, soft_wrap=True)
+        say(f"{runner.counters.done} trials finished and are kept in {run_dir}; fix the model and run the same "
+            "command again to resume.")
     if runner.crashes:
         for spec, why in runner.crashes[:10]:
-            console.print(f"[red]crashed:[/] {spec.setting.name} {spec.task.id} trial {spec.trial}: {why}",
+            console.print(labelled("crashed:", "red", f"{spec.setting.name} {spec.task.id} trial {spec.trial}: {why}"),
                           highlight=False, soft_wrap=True)
-        console.print(f"[red]{len(runner.crashes)} trials crashed[/] (tracebacks in {run_dir / 'crashes.log'}); "
-                      "they are not recorded: run the same command again to retry them.")
+        console.print(labelled(f"{len(runner.crashes)} trials crashed", "red",
+                               f"(tracebacks in {run_dir / 'crashes.log'}); they are not recorded: run the same "
+                               "command again to retry them."), highlight=False, soft_wrap=True)
     if runner.infra_errors:
         causes: dict[str, int] = {}
         for row in runner.infra_errors:
@@ -147,6 +152,7 @@ def models_check(config: Path = typer.Argument(..., help="experiment YAML"),
     """Check every model the config's settings use: its key variable is set, its api_base answers,
     and (with --probe) a one-token call succeeds. Exit 1 when any check fails."""
     from rich.table import Table
+    from rich.text import Text
 
     from tbscale.models.preflight import check_models
     from tbscale.runner import load_experiment
@@ -161,9 +167,9 @@ def models_check(config: Path = typer.Argument(..., help="experiment YAML"),
     for col in ("key", "model", "checked", "result"):
         table.add_column(col)
     for c in checks:
-        table.add_row(c.key, c.model, ", ".join(c.checked),
-                      "[green]ok[/]" + (f" ({c.latency_sec:.2f} s)" if c.latency_sec is not None else "")
-                      if c.ok else f"[red]{c.problem}[/]")
+        result = Text("ok" + (f" ({c.latency_sec:.2f} s)" if c.latency_sec is not None else ""), style="green") \
+            if c.ok else Text(str(c.problem), style="red")
+        table.add_row(Text(c.key), Text(c.model), Text(", ".join(c.checked)), result)
     out.print(table)
     if not all(c.ok for c in checks):
         raise typer.Exit(1)
@@ -212,7 +218,7 @@ def _imported(paths: list[Path]) -> list[Path]:
         imported = auto_import(Path(p))
         if imported is None:
             raise TbscaleError(f"{p}: neither a tbscale run nor a mini-swe-agent or Harbor run")
-        console.print(f"imported {p} as {imported}", highlight=False)
+        say(f"imported {p} as {imported}")
         runs.append(imported)
     return runs
 

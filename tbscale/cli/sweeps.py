@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from tbscale.cli.app import app, console, fail, out, sigterm_as_interrupt
+from tbscale.cli.app import app, fail, out, say, sigterm_as_interrupt
 from tbscale.errors import TbscaleError
 
 
@@ -20,7 +20,7 @@ def sweep(sweep_file: Path = typer.Argument(..., help="sweep YAML: configs and a
 
     from tbscale.cli.run import run_with_progress
     from tbscale.logs import TrialIndex
-    from tbscale.runner import Runner, experiment_tasks, resolve_experiment
+    from tbscale.runner import Runner, experiment_dataset, experiment_tasks, resolve_experiment
     from tbscale.sweeps import expand, experiment_of, history_lines, load_sweep
 
     try:
@@ -37,20 +37,21 @@ def sweep(sweep_file: Path = typer.Argument(..., help="sweep YAML: configs and a
             doc["concurrency"] = concurrency
         try:
             exp = resolve_experiment(experiment_of(doc, cfg_path, point), f"{cfg_path} (grid point {point})")
-            task_list = experiment_tasks(exp)
+            dataset = experiment_dataset(exp)
+            task_list = experiment_tasks(exp, dataset=dataset)
         except TbscaleError as e:
             fail(str(e))
         run_dir = Path(sw.output_dir) / date / name
-        runner = Runner(exp, task_list, run_dir)
+        runner = Runner(exp, task_list, run_dir, dataset=dataset.manifest() if dataset is not None else None)
         try:
             run_with_progress(runner, name)
         except KeyboardInterrupt:
-            console.print(f"[yellow]interrupted; rerun the same sweep to resume ({run_dir})[/]")
+            say(f"interrupted; rerun the same sweep to resume ({run_dir})", "yellow")
             raise typer.Exit(130)
         for line in history_lines(run_dir, sw, point, date):
             history.append(line)
-        out.print(f"{name}: done ({run_dir})")
-    out.print(f"history: {sw.history}")
+        say(f"{name}: done ({run_dir})", to=out)
+    say(f"history: {sw.history}", to=out)
     show_history(Path(sw.history), sw.name)
 
 
@@ -74,6 +75,7 @@ def history_cmd(path: Path = typer.Argument(Path("results/history.jsonl")),
 def check_history(path: Path, sweep_name: str | None, alpha: float = 0.05, min_tasks: int = 2) -> int:
     """Print every comparison and the regressions; 1 when there is a regression, else 0."""
     from rich.table import Table
+    from rich.text import Text
 
     from tbscale.logs import read_jsonl
     from tbscale.sweeps import regressions
@@ -86,7 +88,7 @@ def check_history(path: Path, sweep_name: str | None, alpha: float = 0.05, min_t
     for c in comps:
         pct = lambda x: f"{100 * x:.1f}"  # noqa: E731
         verdict = "[red]REGRESSION[/]" if c.regression else (c.note or "ok")
-        table.add_row(c.sweep, c.run, c.setting, f"{c.previous_date} -> {c.date}",
+        table.add_row(Text(c.sweep), Text(c.run), Text(c.setting), f"{c.previous_date} -> {c.date}",
                       f"{pct(c.previous)}% -> {pct(c.current)}%",
                       f"{pct(c.diff)} [{pct(c.lo)}, {pct(c.hi)}]" if c.note == "" else "-", str(c.tasks), verdict)
     out.print(table)
@@ -104,6 +106,7 @@ def check_history(path: Path, sweep_name: str | None, alpha: float = 0.05, min_t
 
 def show_history(path: Path, sweep_name: str | None) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     from tbscale.logs import read_jsonl
 
@@ -112,7 +115,7 @@ def show_history(path: Path, sweep_name: str | None) -> None:
     for col in ("date", "commit", "run", "setting", "pass@1 (95% CI)", "turns", "out tokens", "sim"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r["date"], (r.get("git_commit") or "")[:8], r["run"], r["setting"],
+        table.add_row(r["date"], (r.get("git_commit") or "")[:8], Text(r["run"]), Text(r["setting"]),
                       f"{100 * r['pass_at_1']:.1f}% [{100 * r['ci_lo']:.1f}, {100 * r['ci_hi']:.1f}]",
                       f"{r['turns_mean']:.1f}", f"{r['total_out_tokens']:,.0f}", "yes" if r.get("simulated") else "")
     out.print(table)

@@ -13,31 +13,54 @@ from typing import Optional
 
 import typer
 
-from tbscale.cli.app import console, fail, out, sigterm_as_interrupt, split_list, tasks_app
+from tbscale.cli.app import console, fail, labelled, out, say, sigterm_as_interrupt, split_list, tasks_app
 from tbscale.errors import TbscaleError
 
 
-@tasks_app.command("list")
-def tasks_list(path: Path = typer.Argument(Path("tasks"), help="a task directory or a folder of them")):
-    """List the tasks under PATH; broken ones are listed with what is wrong."""
-    from rich.table import Table
-
+def _load(path: Path, strict_keys: bool, **kwargs):
     from tbscale.tasks import load_tasks
 
     try:
-        tasks, problems = load_tasks(path, on_error="collect")
+        return load_tasks(path, on_error="collect", strict=strict_keys, **kwargs)
     except TbscaleError as e:
         fail(str(e))
-    table = Table(title=f"{len(tasks)} tasks in {path}")
+
+
+def _ignored_keys_notice(tasks: list) -> None:
+    """Once: the task-file keys the loaders set aside (an unknown key the reference harness ignores
+    too, a legacy compose key carried out another way), with how many tasks have each."""
+    counts: dict[tuple[str, str], list[str]] = {}
+    for t in tasks:
+        for item in t.not_enforced:
+            counts.setdefault((item.key, item.why), []).append(t.id)
+    for (key, why), ids in sorted(counts.items(), key=lambda x: -len(x[1]))[:10]:
+        which = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+        say(f"not enforced: {key} ({len(ids)} task{'s' if len(ids) > 1 else ''}: {which}): {why}", "yellow")
+    if len(counts) > 10:
+        say(f"not enforced: {len(counts) - 10} more keys (`tbscale tasks show TASK` lists a task's)", "yellow")
+
+
+@tasks_app.command("list")
+def tasks_list(path: Path = typer.Argument(Path("tasks"), help="a task directory or a folder of them"),
+               strict_keys: bool = typer.Option(False, help="refuse task-file keys the reference harness would "
+                                                            "ignore (unknown keys)")):
+    """List the tasks under PATH; broken ones are listed with what is wrong."""
+    from rich.table import Table
+    from rich.text import Text
+
+    tasks, problems = _load(path, strict_keys)
+    table = Table(title=Text(f"{len(tasks)} tasks in {path}"))
     for col in ("id", "format", "difficulty", "category", "steps", "agent timeout", "instruction"):
         table.add_column(col)
     for t in tasks:
-        table.add_row(t.id, t.format, str(t.metadata.get("difficulty", "")), str(t.metadata.get("category", "")),
-                      str(len(t.solution_steps())), f"{t.agent_timeout_sec:.0f} s",
-                      t.instruction.splitlines()[0][:60] if t.instruction else "")
+        first = t.instruction.splitlines()[0][:60] if t.instruction else ""
+        table.add_row(*map(Text, (t.id, t.format, str(t.metadata.get("difficulty", "")),
+                                  str(t.metadata.get("category", "")), str(len(t.solution_steps())),
+                                  f"{t.agent_timeout_sec:.0f} s", first)))
     out.print(table)
+    _ignored_keys_notice(tasks)
     for p, msg in problems:
-        console.print(f"[red]broken:[/] {msg}", highlight=False, soft_wrap=True)
+        console.print(labelled("broken:", "red", msg), highlight=False, soft_wrap=True)
     if problems:
         raise typer.Exit(1)
 
@@ -117,10 +140,17 @@ def check_reasons(rows: list[dict], tasks: list, run_dir: Path, network: str = "
         elif r.get("ending") == "verifier_error":
             out[task_id] = ("verifier error", f"{r.get('stop_reason')}: {message[:160]}")
         elif r["setting"] == "oracle":
-            out[task_id] = ("oracle failed", f"reward {r.get('reward')}, {r.get('ending')} {message[:120]}".strip())
+            out[task_id] = ("oracle failed", f"reward {r.get('reward')}, {r.get('ending')} {message[:120]}".strip()
+                            + _unenforced(r))
         else:
-            out[task_id] = ("nop passed", f"reward {r.get('reward')}")
+            out[task_id] = ("nop passed", f"reward {r.get('reward')}" + _unenforced(r))
     return out
+
+
+def _unenforced(row: dict) -> str:
+    """A wrong verdict may come from a key this run did not carry out (storage_mb without a quota)."""
+    keys = [x["key"] for x in row.get("not_enforced") or []]
+    return f" (not enforced here: {', '.join(keys[:4])})" if keys else ""
 
 
 @tasks_app.command("check")
@@ -130,67 +160,132 @@ def tasks_check(path: Path = typer.Argument(Path("tasks")),
                 exclude: Optional[list[str]] = typer.Option(None, help="task ids to skip: comma-separated or repeated"),
                 network: str = typer.Option("task", help="every task's network policy, in every phase: task "
                                                          "(as each task says), public or no-network"),
-                storage_limit: str = typer.Option("enforce", help="storage_mb on an engine that cannot enforce it: "
-                                                                  "enforce (refuse the task) or ignore (run without it)"),
-                keep: Optional[Path] = typer.Option(None, help="keep the check's run folder here")):
+                storage_limit: str = typer.Option("auto", help="storage_mb on an engine that cannot enforce a quota: "
+                                                               "auto (run without it, as Harbor's Docker backend "
+                                                               "does, and say so) or enforce (refuse the task)"),
+                strict_keys: bool = typer.Option(False, help="refuse task-file keys the reference harness would "
+                                                             "ignore (unknown keys)"),
+                keep: Optional[Path] = typer.Option(None, help="keep the check's run folder (trajectories, "
+                                                               "check.json) here")):
     """Run the oracle and the nop agent on every task: every oracle must pass and every nop fail.
     The table gives each other task's reason: refused, needs internet, oracle failed, nop passed,
-    verifier error, environment error."""
-    from rich.markup import escape
+    verifier error, environment error. Without --keep nothing is left behind."""
+    import shutil
+
     from rich.table import Table
+    from rich.text import Text
 
     from tbscale.cli.run import run_with_progress
     from tbscale.config import Experiment
     from tbscale.environments import get_backend
     from tbscale.runner import Runner, load_rows
-    from tbscale.tasks import load_tasks
 
     networks = {"task": "task", "public": "bridge", "no-network": "none"}
     if network not in networks:
         fail(f"--network: one of task, public, no-network, got {network!r}")
-    if storage_limit not in ("enforce", "ignore"):
-        fail(f"--storage-limit: enforce or ignore, got {storage_limit!r}")
+    if storage_limit not in ("auto", "enforce", "ignore"):
+        fail(f"--storage-limit: auto or enforce, got {storage_limit!r}")
+    tasks, problems = _load(path, strict_keys, include=split_list(include), exclude=split_list(exclude))
     try:
-        tasks, problems = load_tasks(path, include=split_list(include), exclude=split_list(exclude),
-                                     on_error="collect")
         get_backend("docker").check()
     except TbscaleError as e:
         fail(str(e))
     for p, msg in problems:
-        console.print(f"[red]broken:[/] {escape(msg)}", highlight=False, soft_wrap=True)
+        console.print(labelled("broken:", "red", msg), highlight=False, soft_wrap=True)
     exp = Experiment.model_validate({
         "name": "tasks-check", "tasks": {"path": str(path)}, "trials": 1, "concurrency": concurrency,
         "environment": {"network": networks[network], "storage_limit": storage_limit},
         "settings": [{"name": "oracle", "agent": "oracle"}, {"name": "nop", "agent": "nop"}]})
-    run_dir = keep or Path(tempfile.mkdtemp(prefix="tbscale-check-")) / "tasks-check"
-    runner = Runner(exp, tasks, run_dir)
-    sigterm_as_interrupt()
-    t0 = time.monotonic()
+    scratch = None if keep else Path(tempfile.mkdtemp(prefix="tbscale-check-"))
+    run_dir = keep or scratch / "tasks-check"
     try:
-        run_with_progress(runner, "tasks check")
-    except KeyboardInterrupt:
-        raise typer.Exit(130)
-    wall = time.monotonic() - t0
-    rows = load_rows(run_dir)
-    reasons = check_reasons(rows, tasks, run_dir, network)
+        runner = Runner(exp, tasks, run_dir)
+        sigterm_as_interrupt()
+        t0 = time.monotonic()
+        try:
+            run_with_progress(runner, "tasks check")
+        except KeyboardInterrupt:
+            raise typer.Exit(130)
+        wall = time.monotonic() - t0
+        rows = load_rows(run_dir)
+        reasons = check_reasons(rows, tasks, run_dir, network)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
     offenders = {t: r for t, r in reasons.items() if r[0] != "ok"}
-    (run_dir / "check.json").write_text(json.dumps(
-        {"path": str(path), "network": network, "wall_sec": round(wall, 1), "tasks": len(tasks),
-         "broken": [{"path": str(p), "error": m} for p, m in problems],
-         "reasons": {t: {"category": c, "detail": d} for t, (c, d) in sorted(reasons.items())}}, indent=2))
+    if keep:
+        (run_dir / "check.json").write_text(json.dumps(
+            {"path": str(path), "network": network, "wall_sec": round(wall, 1), "tasks": len(tasks),
+             "broken": [{"path": str(p), "error": m} for p, m in problems],
+             "not_enforced": runner.not_enforced(),
+             "reasons": {t: {"category": c, "detail": d} for t, (c, d) in sorted(reasons.items())}}, indent=2))
     if offenders or problems:
         table = Table(title="tasks that are not ok")
         for col in ("task", "reason", "detail"):
             table.add_column(col)
         for task_id, (category, detail) in sorted(offenders.items(), key=lambda x: (x[1][0], x[0])):
-            table.add_row(escape(task_id), category, escape(detail))
+            table.add_row(Text(task_id), Text(category), Text(detail))
         for p, msg in problems:
-            table.add_row(escape(p.name), "broken", escape(msg[:200]))
+            table.add_row(Text(p.name), Text("broken"), Text(msg[:200]))
         out.print(table)
         counts = Counter(c for c, _ in reasons.values())
         counts.update({"broken": len(problems)} if problems else {})
         summary = ", ".join(f"{n} {c}" for c, n in sorted(counts.items(), key=lambda x: (x[0] != "ok", x[0])))
-        console.print(f"[red]{len(offenders) + len(problems)} problems[/] ({summary}; {wall:.0f} s; trajectories in "
-                      f"{run_dir})", highlight=False)
+        where = f"trajectories in {run_dir}" if keep else "--keep DIR keeps the trajectories"
+        console.print(labelled(f"{len(offenders) + len(problems)} problems", "red", f"({summary}; {wall:.0f} s; {where})"),
+                      highlight=False, soft_wrap=True)
         raise typer.Exit(1)
-    out.print(f"[green]all {len(tasks)} tasks ok[/]: every oracle passes, every nop fails ({wall:.0f} s)")
+    out.print(labelled(f"all {len(tasks)} tasks ok:", "green", f"every oracle passes, every nop fails ({wall:.0f} s)"))
+
+
+def _find_task(task: str, root: Path, strict_keys: bool):
+    """The task `task` names: a task folder (its base task), `<folder>.<key>` for a task.yaml
+    variant, or a task id under `root`."""
+    from tbscale.tasks import is_task_dir, load_task, load_tasks
+
+    path = Path(task)
+    try:
+        if path.is_dir() and is_task_dir(path):
+            return load_task(path, strict=strict_keys)
+        stem, dot, _ = path.name.rpartition(".")
+        if dot and is_task_dir(path.with_name(stem)):
+            return load_task(path.with_name(stem), path.name, strict=strict_keys)
+        tasks, _ = load_tasks(root, include=[task], strict=strict_keys)
+    except TbscaleError as e:
+        fail(str(e))
+    if len(tasks) != 1:
+        fail(f"{task}: {len(tasks)} tasks have this name under {root}: {', '.join(t.id for t in tasks[:5])}")
+    return tasks[0]
+
+
+@tasks_app.command("show")
+def tasks_show(task: str = typer.Argument(..., help="a task folder, FOLDER.KEY for a task.yaml variant, or a task "
+                                                    "id under --path"),
+               path: Path = typer.Option(Path("tasks"), help="where to look a task id up"),
+               as_json: bool = typer.Option(False, "--json", help="the same as JSON"),
+               storage_limit: str = typer.Option("auto", help="as `tasks check --storage-limit`"),
+               strict_keys: bool = typer.Option(False, help="refuse task-file keys the reference harness would "
+                                                            "ignore (unknown keys)")):
+    """One task as a run gives it: the instruction exactly as the agent receives it, and the
+    resolved environment: image, resources, network per phase, users, workdir, verifier mode and
+    timeout, artifacts, steps, and what is not enforced on this engine."""
+    import json as json_lib
+    import sys
+
+    from tbscale.config import Experiment
+    from tbscale.environments import get_backend
+    from tbscale.runner.describe import as_text, describe
+    from tbscale.runner.enforcement import capabilities
+
+    if storage_limit not in ("auto", "enforce", "ignore"):
+        fail(f"--storage-limit: auto or enforce, got {storage_limit!r}")
+    found = _find_task(task, path, strict_keys)
+    exp = Experiment.model_validate({"name": "tasks-show", "tasks": {"path": str(path)},
+                                     "environment": {"storage_limit": storage_limit},
+                                     "settings": [{"name": "show", "agent": "oracle"}]})
+    try:
+        caps = capabilities(get_backend("docker"))
+    except Exception:  # no engine here: say what depends on one
+        caps = None
+    info = describe(found, exp, caps)
+    sys.stdout.write((json_lib.dumps(info, indent=2, default=str) if as_json else as_text(info)) + "\n")

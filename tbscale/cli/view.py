@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from tbscale.cli.app import app
+from tbscale.cli.app import app, labelled, say
 
 # Builds writing at least this many trial files show a progress bar.
 PROGRESS_FROM = 200
@@ -33,7 +33,7 @@ def view(run: Path = typer.Argument(..., help="a run folder (holding trials.json
     try:
         result = _build(run, out, force, err, build_viewer)
     except NotARun as e:
-        err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+        err.print(labelled("error:", "bold red", str(e)), highlight=False, soft_wrap=True)
         raise typer.Exit(2)
     parts = [f"{result.trials} trials", f"{result.written} trial files written", f"{result.unchanged} unchanged"]
     if result.removed:
@@ -42,7 +42,7 @@ def view(run: Path = typer.Argument(..., help="a run folder (holding trials.json
         parts.append(f"{len(result.warnings)} warnings")
     err.print("viewer: " + ", ".join(parts), highlight=False)
     index = result.index_html.resolve()
-    stdout.print(f"{index}  ({index.as_uri()})", soft_wrap=True)
+    say(f"{index}  ({index.as_uri()})", to=stdout)
     if serve:
         from tbscale.viewer.serve import serve_dir
 
@@ -62,7 +62,7 @@ def _build(run, out, force, err, build_viewer):
     def warn(msg: str) -> None:
         warned[0] += 1
         if warned[0] <= 20:
-            err.print(f"[yellow]warning:[/] {msg}", highlight=False, soft_wrap=True)
+            err.print(labelled("warning:", "yellow", str(msg)), highlight=False, soft_wrap=True)
         elif warned[0] == 21:
             err.print("[yellow]warning:[/] more warnings not shown", highlight=False)
 

@@ -65,13 +65,20 @@ class TaskSource(Strict):
 
     path: str | None = Field(None, description="a task directory or a folder of them")
     swebench: dict[str, Any] | None = Field(None, description="see docs/swebench.md")
+    dataset: str | None = Field(None, description="NAME@VERSION of a dataset in `registry` (docs/datasets.md)")
+    registry: str | None = Field(None, description="the registry for `dataset`: a URL, a file, or a registry.json "
+                                                   "path; default: Harbor's public registry")
     include: list[str] | None = None
     exclude: list[str] = Field(default_factory=list)
+    strict_keys: bool = Field(False, description="refuse task-file keys the reference harness would ignore (unknown "
+                                                 "keys), instead of ignoring them and saying so")
 
     @model_validator(mode="after")
     def _one_source(self) -> "TaskSource":
-        if (self.path is None) == (self.swebench is None):
-            raise ValueError("give exactly one of `path` or `swebench`")
+        if sum(x is not None for x in (self.path, self.swebench, self.dataset)) != 1:
+            raise ValueError("give exactly one of `path`, `dataset` or `swebench`")
+        if self.registry is not None and self.dataset is None:
+            raise ValueError("`registry` goes with `dataset`")
         return self
 
 
@@ -102,9 +109,10 @@ class EnvironmentConfig(Strict):
     image_disk_budget_gb: float | None = Field(
         None, gt=0, description="per Docker engine: evict tbscale-built images no pending trial needs, least "
                                 "recently used first, to stay within this (docs/scale.md)")
-    storage_limit: Literal["enforce", "ignore"] = Field(
-        "enforce", description="a task's storage_mb on an engine that cannot enforce a quota: enforce (refuse the "
-                               "task) or ignore (run it without the limit, as Harbor's Docker environment does)")
+    storage_limit: Literal["auto", "enforce", "ignore"] = Field(
+        "auto", description="a task's storage_mb on an engine that cannot enforce a quota: auto (run the task "
+                            "without it, as Harbor's Docker backend does, and say so; `ignore` is the same) or enforce "
+                            "(refuse the task). An engine that can enforce a quota always does.")
 
 
 class ComponentSpec(Strict):

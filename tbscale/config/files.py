@@ -64,6 +64,8 @@ def read_experiment(path: str | Path, overrides: dict[str, Any] | None = None) -
     raw.update(overrides or {})
     exp: Experiment = validate_file(Experiment, raw, path)
     exp.tasks.path = beside_config(path, exp.tasks.path)
+    if exp.tasks.registry is not None and "://" not in exp.tasks.registry:
+        exp.tasks.registry = beside_config(path, exp.tasks.registry)
     exp.prompts = {name: beside_config(path, file) for name, file in exp.prompts.items()}
     return exp
 

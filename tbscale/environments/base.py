@@ -111,8 +111,8 @@ class StartSpec:
     name of a network the backend made; `env` is set for every command."""
 
     image: str
-    cpus: float = 1.0
-    memory_mb: int = 2048
+    cpus: float | None = 1.0  # None: no limit
+    memory_mb: int | None = 2048  # None: no limit
     pids_limit: int | None = 1024
     storage_mb: int | None = None
     gpus: int | None = None
@@ -122,6 +122,8 @@ class StartSpec:
     labels: dict[str, str] = field(default_factory=dict)
     extra_hosts: dict[str, str] = field(default_factory=dict)
     compose: ComposeSpec | None = None  # set: start the compose project, act in its main service
+    tty: bool = False  # the container's own tty / stdin (a legacy compose file's `tty`, `stdin_open`)
+    stdin_open: bool = False
 
 
 class Environment(Protocol):

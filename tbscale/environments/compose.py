@@ -326,8 +326,11 @@ class ComposeBackend:
         workdir = Path(tempfile.mkdtemp(prefix=f"{name}-"))
         base: dict[str, Any] = {
             "image": cs.images[cs.main_service], "command": ["sh", "-c", "sleep infinity"], "init": True,
-            "cpus": spec.cpus, "mem_limit": f"{spec.memory_mb}m", "memswap_limit": f"{spec.memory_mb}m",
         }
+        if spec.cpus:
+            base["cpus"] = spec.cpus
+        if spec.memory_mb:
+            base["mem_limit"] = base["memswap_limit"] = f"{spec.memory_mb}m"
         if spec.pids_limit:
             base["pids_limit"] = spec.pids_limit
         if spec.workdir:

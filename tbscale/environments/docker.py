@@ -199,11 +199,14 @@ class Container:
             options["storage_opt"] = {"size": f"{spec.storage_mb}m"}
         if spec.gpus:
             options["device_requests"] = [docker.types.DeviceRequest(count=spec.gpus, capabilities=[["gpu"]])]
+        if spec.cpus:
+            options["nano_cpus"] = int(spec.cpus * 1e9)
+        if spec.memory_mb:
+            options["mem_limit"] = options["memswap_limit"] = f"{spec.memory_mb}m"
         try:
             container = client(host).containers.run(
-                spec.image, command=["sleep", "infinity"], detach=True, init=True,
-                network_mode=spec.network, nano_cpus=int(spec.cpus * 1e9),
-                mem_limit=f"{spec.memory_mb}m", memswap_limit=f"{spec.memory_mb}m", pids_limit=spec.pids_limit,
+                spec.image, command=["sleep", "infinity"], detach=True, init=True, tty=spec.tty,
+                stdin_open=spec.stdin_open, network_mode=spec.network, pids_limit=spec.pids_limit,
                 labels={LABEL_APP: "1", LABEL_SESSION: SESSION_ID, LABEL_HOST: _HOST, **spec.labels},
                 environment=spec.env or {}, working_dir=spec.workdir, extra_hosts=spec.extra_hosts or None,
                 **options,

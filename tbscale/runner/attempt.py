@@ -29,6 +29,8 @@ from tbscale.environments import Backend, Environment, PhaseView, StartSpec, get
 from tbscale.errors import HealthcheckFailed, SandboxError
 from tbscale.logs import AttemptRecorder
 from tbscale.tasks import Task
+from tbscale.tasks.envvars import expand_host_vars
+from tbscale.runner.enforcement import capabilities, environment_tables
 from tbscale.tasks.model import DEFAULT_CPUS, DEFAULT_MEMORY_MB, AgentSpec, EnvironmentSpec, NetworkPolicy, VerifierSpec
 from tbscale.tasks.schema import Artifact, Healthcheck
 from tbscale.verifiers import VerifierContext, VerifierResult, verify
@@ -52,11 +54,11 @@ def environment_of(task: Task) -> EnvironmentSpec:
 
 def uses_compose(task: Task, env: EnvironmentSpec) -> bool:
     """A compose file makes a compose environment; a Terminal-Bench compose file whose only service
-    is the client was read into the task already (build, working_dir, env, limits) and runs as one
-    container."""
+    is the client was read into the task already (build, working_dir, env, limits, volumes, tty) and
+    runs as one container, unless that service has keys only docker compose carries out."""
     if env.compose_file is None:
         return False
-    return task.format != "terminal-bench" or len(env.services) > 1
+    return task.format != "terminal-bench" or len(env.services) > 1 or env.compose_required
 
 
 class TaskRuntime:
@@ -94,22 +96,16 @@ class TaskRuntime:
         """Why this engine cannot run the task as written (checked before anything starts)."""
         from tbscale.environments.network import refusal
 
-        caps = {"gpus": False, "storage_quota": False}
-        capabilities = getattr(self.backend, "capabilities", None)
-        if callable(capabilities):
-            caps = capabilities()
-        envs = [("[environment]", self.env)]
-        for label, verifier in [("[verifier.environment]", self.task.verifier)] + \
-                [(f"[steps.verifier.environment] (step \"{s.name}\")", s.verifier) for s in self.task.steps]:
-            if verifier.environment is not None:
-                envs.append((label, verifier.environment))
+        caps = capabilities(self.backend)
+        envs = [("[environment]", self.env)] + environment_tables(self.task)[1:]
         for table, env in envs:
             if env.gpus and not caps["gpus"]:
                 return (f"{table}.gpus = {env.gpus}: this Docker engine has no GPUs (no nvidia runtime); "
                         "a GPU task is refused, not run without one")
             if env.storage_mb and not caps["storage_quota"] and self.exp.environment.storage_limit == "enforce":
                 return (f"{table}.storage_mb = {env.storage_mb}: this Docker engine cannot enforce a storage quota "
-                        "(it needs overlay2 on xfs with pquota, btrfs or zfs); the task is refused, not run without it")
+                        "(it needs overlay2 on xfs with pquota, btrfs or zfs); the task is refused, not run without it "
+                        "(storage_limit: enforce)")
         sidecars = [s for s in self.env.services if s != self.env.main_service] if uses_compose(self.task, self.env) else []
         phases = [("[environment]", self.env.network), ("[agent]", self.task.agent.network),
                   ("[verifier]", self.task.verifier.network)]
@@ -145,15 +141,15 @@ class TaskRuntime:
             from tbscale.environments.compose import compose_spec
 
             compose = compose_spec(task, image)
-        storage = env.storage_mb
-        if storage and cfg.storage_limit == "ignore":
-            caps = getattr(self.backend, "capabilities", None)
-            storage = storage if callable(caps) and caps()["storage_quota"] else None
-        return StartSpec(image=image, cpus=cfg.cpus or env.cpus or task.cpus or DEFAULT_CPUS,
-                         memory_mb=cfg.memory_mb or env.memory_mb or task.memory_mb or DEFAULT_MEMORY_MB,
+        # storage_mb is a quota only where the engine can enforce one; elsewhere the task was
+        # refused (storage_limit: enforce) or runs without it, as Harbor's Docker backend runs it.
+        storage = env.storage_mb if env.storage_mb and capabilities(self.backend)["storage_quota"] else None
+        # cpus / memory_mb the task does not set are no limit, as under Harbor's Docker backend and
+        # the legacy harness (the experiment's environment.cpus / memory_mb set one for every task).
+        return StartSpec(image=image, cpus=cfg.cpus or env.cpus or None, memory_mb=cfg.memory_mb or env.memory_mb or None,
                          pids_limit=cfg.pids_limit, storage_mb=storage, gpus=env.gpus or None,
                          network="bridge", workdir=env.workdir, env=env.env.resolve(),
-                         labels=dict(self.labels), compose=compose)
+                         labels=dict(self.labels), compose=compose, tty=env.tty, stdin_open=env.stdin_open)
 
     def prepare(self, box: Environment, env: EnvironmentSpec, baseline: NetworkPolicy, where: str = "[environment]") -> None:
         """After start: the /logs folders (writable by any user), a prebuilt image's environment
@@ -164,6 +160,9 @@ class TaskRuntime:
             raise SandboxError(f"could not make {dirs} in the container: {res.output.strip()[-200:]}")
         if env.upload_dir is not None:
             box.put_dir(env.upload_dir, self.workdir(box, env))
+        if not uses_compose(self.task, env):  # under compose, docker compose mounts them itself
+            for local, target in env.copy_in:  # a legacy compose file's bind mounts of task folders
+                box.put_dir(local, target)
         set_network = getattr(box, "set_network", None)
         if set_network is not None:
             set_network(self.policy(baseline))
@@ -227,6 +226,9 @@ class TaskRuntime:
                     entry.update(command=s.command, args=list(s.args))
                 else:
                     entry["url"] = s.url
+                    if s.headers:
+                        entry["headers"] = {k: expand_host_vars(v, f"[[environment.mcp_servers]] {s.name!r} "
+                                                                   f"header {k}") for k, v in s.headers.items()}
                 servers[s.name] = entry
             data = json.dumps({"mcpServers": servers}, indent=2).encode()
             parent, name = MCP_CONFIG_PATH.rsplit("/", 1)

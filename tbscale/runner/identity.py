@@ -33,7 +33,10 @@ def _file_digest(path: str) -> str:
 
 def _environment_identity(exp: Experiment) -> dict[str, Any]:
     env = exp.environment.model_dump(mode="json", exclude=_PLACE_ONLY)
-    if env.get("storage_limit") == "enforce":  # the default: keeps the keys of runs made before the option
+    # `auto` (the default) and `enforce` run every task they do not refuse the same way, and a
+    # refusal is an infrastructure error, never a result; leaving them out keeps the keys of runs
+    # made before the option existed, or when `enforce` was its default.
+    if env.get("storage_limit") in ("auto", "enforce"):
         env.pop("storage_limit")
     return env
 

@@ -57,12 +57,27 @@ def swebench_tasks(source, include: list[str] | None = None, exclude: list[str] 
     return tasks
 
 
+def experiment_dataset(exp: Experiment, log=None):
+    """The registry dataset the experiment names (`tasks.dataset`), pulled into the cache at its
+    pinned commits (tasks/registry.py); None for task folders and SWE-bench."""
+    if exp.tasks.dataset is None:
+        return None
+    from tbscale.tasks.registry import pull_by_name
+
+    return pull_by_name(exp.tasks.dataset, exp.tasks.registry, log=log)
+
+
 def experiment_tasks(exp: Experiment, only: list[str] | None = None, *, build_images: bool = True,
-                     log=None) -> list[Task]:
-    """The tasks an experiment names: task folders, or SWE-bench instances (whose images are built
-    first when the config says so). `only` narrows them to some task ids."""
+                     log=None, dataset=None) -> list[Task]:
+    """The tasks an experiment names: task folders, a registry dataset (pulled first, unless
+    `dataset` is the pulled one), or SWE-bench instances (whose images are built first when the
+    config says so). `only` narrows them to some task ids."""
     include = only or exp.tasks.include
     if exp.tasks.swebench is not None:
         return swebench_tasks(exp.tasks.swebench, include, exp.tasks.exclude, build=build_images, log=log)
-    tasks, _ = load_tasks(Path(exp.tasks.path), include=include, exclude=exp.tasks.exclude)
+    if exp.tasks.dataset is not None:
+        root = (dataset or experiment_dataset(exp, log=log)).path
+    else:
+        root = Path(exp.tasks.path)
+    tasks, _ = load_tasks(root, include=include, exclude=exp.tasks.exclude, strict=exp.tasks.strict_keys)
     return tasks

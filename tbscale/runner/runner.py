@@ -22,6 +22,7 @@ from tbscale.config import Experiment
 from tbscale.environments import get_backend
 from tbscale.errors import ModelUnavailable
 from tbscale.models import failures, providers
+from tbscale.runner import enforcement
 from tbscale.runner.executors import executor_for
 from tbscale.runner.identity import task_hash
 from tbscale.runner.plan import TrialSpec, plan_trials
@@ -53,8 +54,10 @@ class Counters:
 class Runner:
     def __init__(self, exp: Experiment, tasks: list[Task], run_dir: Path,
                  on_update: Callable[[Counters, TrialResult | None], None] | None = None,
-                 retry_stop_reasons: set[str] | None = None, retry_infra_errors: bool = True):
+                 retry_stop_reasons: set[str] | None = None, retry_infra_errors: bool = True,
+                 dataset: dict[str, Any] | None = None):
         self.exp, self.tasks, self.run_dir = exp, tasks, Path(run_dir)
+        self.dataset = dataset  # a registry dataset's name, version and pinned commits (manifest)
         self.folder = RunFolder(self.run_dir)
         self.index = self.folder.index
         # Finished trials that stopped for these reasons are run again (their new line wins).
@@ -73,6 +76,18 @@ class Runner:
         # Where trials run: in this process, or (ray) on a cluster whose workers stream each
         # trial's lines back here, the only process that writes the run folder.
         self.executor = executor_for(exp)
+        self._not_enforced: list[dict[str, Any]] | None = None
+
+    def not_enforced(self) -> list[dict[str, Any]]:
+        """The tasks' keys this run does not carry out as written, grouped by key and reason (the
+        manifest's `not_enforced`); computed once."""
+        if self._not_enforced is None:
+            self._not_enforced = enforcement.summary(self.tasks, self.exp, enforcement.capabilities(self.backend))
+        return self._not_enforced
+
+    def notice(self) -> list[str]:
+        """What to say once, before the run starts: every key not enforced here, and why."""
+        return enforcement.notice(self.not_enforced())
 
     def _on_call(self, spec: TrialSpec, record: dict[str, Any]) -> None:
         self.folder.record_spend({"ts": round(time.time(), 3), "trial_key": spec.key, "setting": spec.setting.name,
@@ -102,6 +117,9 @@ class Runner:
         manifest = self.folder.open_for(self.exp, {t.id: task_hash(t) for t in self.tasks})
         invocation: dict[str, Any] = {"started_at": now(), "argv": [redact(a) for a in sys.argv]}
         manifest["invocations"].append(invocation)
+        manifest["not_enforced"] = self.not_enforced()
+        if self.dataset is not None:
+            manifest["dataset"] = self.dataset
         self.folder.write_manifest(manifest)
         providers.prepare([m.model for m in self.exp.models.values()], self.tasks)
         orphans = await asyncio.to_thread(self.backend.cleanup_orphans)

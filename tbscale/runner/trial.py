@@ -26,6 +26,7 @@ from tbscale.models.llm import LLM
 from tbscale.runner.plan import TrialSpec
 from tbscale.runner.rundir import RunFolder, now
 from tbscale.runner.attempt import TaskRuntime
+from tbscale.runner.enforcement import capabilities, not_enforced
 from tbscale.runner.resolve import simulated_roles
 from tbscale.strategies import entry
 from tbscale.strategies.base import AttemptResult, Prefix, TrajectoryOutcome
@@ -134,6 +135,7 @@ class TrialRunner:
             passed=bool(final.passed and final.ending == "pass"),
             steps=[StepResult.model_validate(x) for x in final.steps] if final.steps is not None else None,
             artifacts_path=final.artifacts_path,
+            not_enforced=[x.as_dict() for x in not_enforced(spec.task, self.exp, capabilities(self.backend))],
             ending=final.ending, stop_reason=final.stop_reason,
             infra_error=final.stop_reason in INFRA_STOP_REASONS, turns=final.turns,
             tokens=usage, cost_usd=None if any(c is None for c in costs) else round(sum(costs), 6),

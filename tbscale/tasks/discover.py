@@ -119,7 +119,8 @@ def _registry(path: Path, dataset: str | None) -> Discovery:
             if entry.get("git_url"):
                 commit = entry.get("git_commit_id") or "HEAD"
                 msg = (f"task {name!r} of {label} is not on disk at {local}: it lives in {entry['git_url']} "
-                       f"@ {commit}, path {rel!r} (clone it there first)")
+                       f"@ {commit}, path {rel!r} (`tbscale datasets pull {label} --registry {path}` fetches "
+                       "the dataset)")
             else:
                 msg = f"task {name!r} of {label}: {local} is not a task folder (no task.toml or task.yaml)"
             disc.missing.append((f"{label}/{name}", msg))

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from tbscale.errors import TbscaleError
 
 TEMPLATE = re.compile(r"\$\{([^}:]+)(?::-(.*))?\}")
+EMBEDDED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 SECRET_NAME = re.compile(r"(KEY|SECRET|TOKEN|PASSWORD|CREDENTIAL|AUTH)", re.IGNORECASE)
 MASK = "***"
 
@@ -113,3 +114,19 @@ class EnvTable(dict):
         return f"EnvTable({shown!r})"
 
     __str__ = __repr__
+
+
+def expand_host_vars(text: str, where: str, environ: Mapping[str, str] | None = None) -> str:
+    """`text` with every `${VAR}` / `${VAR:-default}` in it replaced from the host (an MCP header
+    such as `Bearer ${TOKEN}`); an unset variable without a default is an error naming `where`."""
+    environ = os.environ if environ is None else environ
+
+    def one(m: re.Match) -> str:
+        var, default = m.group(1), m.group(2)
+        if var in environ:
+            return environ[var]
+        if default is not None:
+            return default
+        raise TbscaleError(f"{where}: needs the host environment variable {var}, which is not set")
+
+    return EMBEDDED.sub(one, text)

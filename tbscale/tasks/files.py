@@ -40,11 +40,14 @@ def strip_canary(text: str) -> str:
     return "\n".join(lines[i:])
 
 
-def read_instruction(path: Path, what: str = "a Harbor task needs its instruction") -> str:
+def read_instruction(path: Path, what: str = "a Harbor task needs its instruction", allow_empty: bool = False) -> str:
+    """The instruction text (leading canary lines dropped, stripped). An empty one is an error
+    unless `allow_empty` (Harbor runs a task whose instruction.md is empty, as `harbor tasks init`
+    writes it)."""
     if not path.is_file():
         raise TbscaleError(f"{path}: missing ({what})")
     text = strip_canary(read_text(path)).strip()
-    if not text:
+    if not text and not allow_empty:
         raise TbscaleError(f"{path}: empty instruction")
     return text
 

@@ -12,6 +12,7 @@ file and the key (docs/tasks.md lists which). Checks that depend on the machine 
 
 from __future__ import annotations
 
+import copy
 import difflib
 import re
 import tomllib
@@ -30,6 +31,7 @@ from tbscale.tasks.model import (
     AgentSpec,
     EnvironmentSpec,
     NetworkPolicy,
+    NotEnforced,
     RewardSpec,
     SolutionSpec,
     StepSpec,
@@ -117,41 +119,80 @@ def _has(node: Any, part: str | int) -> bool:
     return isinstance(part, int) and 0 <= part < len(node)
 
 
+def _unknown_key_name(e: dict, data: dict) -> tuple[list[str | int], str]:
+    """(location, `unknown key [table].key (did you mean ...)` text) of an extra_forbidden error."""
+    loc = [p for p in e["loc"] if not (isinstance(p, str) and _UNION_TAG.match(p))]
+    where = _where(loc, data, key_is_table=False)
+    hint = ""
+    model = _model_at(loc)
+    if model is not None and isinstance(loc[-1], str):
+        close = difflib.get_close_matches(loc[-1], list(model.model_fields), n=1)
+        if close:
+            hint = f" (did you mean `{close[0]}`?)"
+    return loc, (f"{where}{hint}" if len(loc) > 1 else f"`{where}`{hint}")
+
+
 def _validation_message(err: ValidationError, data: dict) -> str:
     errors = err.errors(include_url=False)
     # Prefer the most specific error: unknown keys first, then the deepest location.
     errors.sort(key=lambda e: (e["type"] != "extra_forbidden", -len(e["loc"])))
     e = errors[0]
     loc = [p for p in e["loc"] if not (isinstance(p, str) and _UNION_TAG.match(p))]
-    where = _where(loc, data, key_is_table=e["type"] != "extra_forbidden")
     if e["type"] == "extra_forbidden":
-        hint = ""
-        model = _model_at(loc)
-        if model is not None and isinstance(loc[-1], str):
-            close = difflib.get_close_matches(loc[-1], list(model.model_fields), n=1)
-            if close:
-                hint = f" (did you mean `{close[0]}`?)"
-        msg = f"unknown key {where}{hint}" if len(loc) > 1 else f"unknown top-level key `{where}`{hint}"
+        unknown = [_unknown_key_name(x, data)[1] for x in errors if x["type"] == "extra_forbidden"]
+        unknown = list(dict.fromkeys(unknown))
+        label = "unknown key" if len(loc) > 1 or len(unknown) > 1 else "unknown top-level key"
+        msg = f"{label}{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}"
+        more = len([x for x in errors if x["type"] != "extra_forbidden"])
     else:
+        where = _where(loc, data, key_is_table=True)
         text = e["msg"].removeprefix("Value error, ")
         if e["type"] not in ("value_error", "assertion_error", "missing") and "input" in e:
             text += f", got {e['input']!r}"
         msg = f"{where}: {text}" if loc else text
-    more = len(errors) - 1
+        more = len(errors) - 1
     return msg + (f" (and {more} more problem{'s' if more > 1 else ''})" if more else "")
 
 
-def read_task_config(toml_path: Path) -> tuple[TaskConfig, dict]:
+def _drop(data: Any, loc: list[str | int]) -> bool:
+    node = data
+    for part in loc[:-1]:
+        if not _has(node, part) if isinstance(node, (dict, list)) else True:
+            return False
+        node = node[part]
+    if isinstance(node, dict) and loc and loc[-1] in node:
+        del node[loc[-1]]
+        return True
+    return False
+
+
+def read_task_config(toml_path: Path, strict: bool = False) -> tuple[TaskConfig, dict, list[NotEnforced]]:
+    """The validated task.toml, its raw data, and the unknown keys left out. Harbor's TaskConfig
+    ignores keys it does not know, so tbscale does too and names them; `strict` refuses them, all
+    in one message."""
     text = read_text(toml_path)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise TbscaleError(f"{toml_path}: not valid TOML ({e})") from None
     _refuse_windows(data, toml_path)  # before validation: such files may use Windows paths
-    try:
-        return TaskConfig.model_validate(data), data
-    except ValidationError as e:
-        raise TbscaleError(f"{toml_path}: {_validation_message(e, data)}") from None
+    ignored: list[NotEnforced] = []
+    work = copy.deepcopy(data)
+    for _ in range(20):  # each pass removes the unknown keys pydantic reports
+        try:
+            return TaskConfig.model_validate(work), data, ignored
+        except ValidationError as e:
+            errors = e.errors(include_url=False)
+            unknown = [x for x in errors if x["type"] == "extra_forbidden"]
+            if strict or not unknown:
+                raise TbscaleError(f"{toml_path}: {_validation_message(e, work)}") from None
+            for x in unknown:
+                loc, name = _unknown_key_name(x, work)
+                key, _, hint = name.partition(" (did you mean ")
+                if _drop(work, loc):
+                    ignored.append(NotEnforced(key.strip("`"), "not a key of Harbor's task.toml: ignored, as Harbor "
+                                               "ignores it" + (f" (did you mean {hint}" if hint else "")))
+    raise TbscaleError(f"{toml_path}: could not read the task configuration")
 
 
 # ---- refusals that are not schema errors -------------------------------------------------------
@@ -325,7 +366,8 @@ def _step_spec(cfg: TaskConfig, step: StepConfig, path: Path, environment: Envir
     step_dir = path / "steps" / step.name
     if not step_dir.is_dir():
         raise TbscaleError(f"{step_dir}: missing (task.toml declares step \"{step.name}\")")
-    instruction = read_instruction(step_dir / "instruction.md", f"the instruction of step \"{step.name}\"")
+    instruction = read_instruction(step_dir / "instruction.md", f"the instruction of step \"{step.name}\"",
+                                   allow_empty=True)
     verifier = _verifier_spec(cfg, step, path, environment, where)
     artifacts = list(cfg.artifacts) + list(step.artifacts)
     _check_services(environment, step.artifacts, step.verifier.collect, where, f"[[steps]] \"{step.name}\" ")
@@ -344,11 +386,11 @@ def _step_spec(cfg: TaskConfig, step: StepConfig, path: Path, environment: Envir
     )
 
 
-def load_harbor_task(path: Path, task_id: str | None = None) -> Task:
+def load_harbor_task(path: Path, task_id: str | None = None, strict: bool = False) -> Task:
     path = Path(path)
     toml_path = path / "task.toml"
     where = str(toml_path)
-    cfg, _ = read_task_config(toml_path)
+    cfg, _, ignored = read_task_config(toml_path, strict)
     _refuse_unsupported(cfg, where)
 
     environment = _environment_spec(cfg.environment, path / "environment", where, "[environment]",
@@ -366,7 +408,7 @@ def load_harbor_task(path: Path, task_id: str | None = None) -> Task:
         steps = [_step_spec(cfg, s, path, environment, where) for s in cfg.steps or []]
         instruction = steps[0].instruction
     else:
-        instruction = read_instruction(path / "instruction.md")
+        instruction = read_instruction(path / "instruction.md", allow_empty=True)
         steps = []
     verifier = _verifier_spec(cfg, None, path, environment, where) if not multi_step else \
         _task_level_verifier(cfg, path, environment, where)
@@ -416,7 +458,29 @@ def load_harbor_task(path: Path, task_id: str | None = None) -> Task:
         multi_step_reward_strategy=cfg.multi_step_reward_strategy,
         reward=RewardSpec(),
         trajectory=path / "trajectory.json" if not multi_step and (path / "trajectory.json").is_file() else None,
+        not_enforced=ignored + _gpu_type_notes(cfg) + _empty_instructions(path, instruction, steps, strict),
     )
+
+
+def _empty_instructions(path: Path, instruction: str, steps: list[StepSpec], strict: bool) -> list[NotEnforced]:
+    """Harbor runs a task whose instruction.md is empty (the agent gets an empty instruction); so
+    does tbscale, saying so; strict key checking refuses it."""
+    empty = [f"steps/{s.name}/instruction.md" for s in steps if not s.instruction] if steps else \
+        (["instruction.md"] if not instruction else [])
+    if empty and strict:
+        raise TbscaleError(f"{path / empty[0]}: empty instruction")
+    return [NotEnforced(e, "empty: the agent is given an empty instruction, as Harbor gives it") for e in empty]
+
+
+def _gpu_type_notes(cfg: TaskConfig) -> list[NotEnforced]:
+    """`gpu_types` asks for a GPU model; a Docker engine gives any GPU (Harbor's Docker backend
+    ignores the key with a warning)."""
+    envs = [("[environment]", cfg.environment)]
+    if cfg.verifier.environment is not None:
+        envs.append(("[verifier.environment]", cfg.verifier.environment))
+    return [NotEnforced(f"{table}.gpu_types", "a Docker engine cannot pick a GPU model: any GPU it has is given "
+                        "(Harbor's Docker backend ignores the key too)")
+            for table, env in envs if env.gpus and env.gpu_types]
 
 
 def _task_level_verifier(cfg: TaskConfig, path: Path, environment: EnvironmentSpec, where: str) -> VerifierSpec:

@@ -24,9 +24,24 @@ NetworkMode = Literal["public", "no-network", "allowlist"]
 # attempt: a task that sets no agent timeout gets this one (the structured `agent.timeout_sec`
 # stays None so the difference is visible).
 DEFAULT_AGENT_TIMEOUT_SEC = 600.0
-# Harbor leaves cpus / memory_mb to the provider when unset; tbscale's Docker sandbox needs numbers.
+# The flat `cpus` / `memory_mb` of a task that sets none: what a scheduler (Ray) reserves for it.
+# The container itself gets no limit then, as under Harbor's Docker backend and the legacy harness.
 DEFAULT_CPUS = 1.0
 DEFAULT_MEMORY_MB = 2048
+
+
+@dataclass(frozen=True)
+class NotEnforced:
+    """A key of the task that this run does not carry out as written, and why: run as the
+    reference harness runs it (Harbor's Docker backend ignores `storage_mb`; terminal-bench
+    ignored task.yaml keys it did not know), said once per run and kept in the manifest and
+    the trial line (docs/tasks.md, "What is not enforced")."""
+
+    key: str
+    why: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"key": self.key, "why": self.why}
 
 
 @dataclass(frozen=True)
@@ -74,6 +89,13 @@ class EnvironmentSpec:
     skills_dir: str | None = None
     mcp_servers: list[McpServer] = field(default_factory=list)
     workdir: str | None = None  # None: the image's WORKDIR
+    # Terminal-Bench compose files: host folders (in the task folder) bind-mounted into the
+    # client, copied in at start instead; `tty` / `stdin_open` for the container; and whether
+    # the single service asks for what only docker compose gives (then the compose backend runs it).
+    copy_in: list[tuple[Path, str]] = field(default_factory=list)
+    tty: bool = False
+    stdin_open: bool = False
+    compose_required: bool = False
 
     @property
     def sidecars(self) -> list[str]:
@@ -118,6 +140,7 @@ class VerifierSpec:
     network_override: NetworkPolicy | None = None
     collect: list[CollectHook] = field(default_factory=list)
     tests_dirs: list[Path] = field(default_factory=list)  # copied in order; later files win
+    tests_files: dict[str, Path] = field(default_factory=dict)  # name in tests_mount -> file, copied last
     tests_mount: str = "/tests"
     test_script: Path | None = None  # on the host (informational in separate mode)
     command: str = "/tests/test.sh"  # made executable and run directly, so its shebang counts
@@ -262,6 +285,9 @@ class Task:
     reward: RewardSpec = field(default_factory=RewardSpec)
     trajectory: Path | None = None  # trajectory.json beside instruction.md (prior agent context, ATIF)
     legacy: LegacySpec | None = None  # Terminal-Bench task.yaml tasks only
+    variant: str | None = None  # Terminal-Bench `descriptions` key this task was made from
+    # Keys of the task file not carried out as written (ignored unknown keys, ...): see NotEnforced.
+    not_enforced: list[NotEnforced] = field(default_factory=list)
 
     @property
     def is_multi_step(self) -> bool:

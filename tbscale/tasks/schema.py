@@ -28,6 +28,7 @@ KNOWN_SCHEMA_VERSIONS = ("1.0", "1.1", "1.2", "1.3", "1.4")
 MAIN_SERVICE = "main"
 PACKAGE_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]*/[a-zA-Z0-9][a-zA-Z0-9._-]*$")
 SERVICE_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
+HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP token (RFC 9110)
 HOST_LABEL = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 NetworkMode = Literal["public", "no-network", "allowlist"]
 
@@ -162,11 +163,24 @@ class McpServer(Strict):
     url: str | None = None
     command: str | None = None
     args: list[str] = Field(default_factory=list)
+    # HTTP request headers for the HTTP transports; `${VAR}` in a value comes from the host at run
+    # time (Harbor 0.26), so the file holds the variable's name, never the credential.
+    headers: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("transport", mode="before")
     @classmethod
     def _http_alias(cls, v):
         return "streamable-http" if v == "http" else v
+
+    @field_validator("headers")
+    @classmethod
+    def _header_names(cls, headers: dict[str, str]) -> dict[str, str]:
+        for name, value in headers.items():
+            if not HEADER_NAME.fullmatch(name):
+                raise ValueError(f"invalid MCP HTTP header name {name!r}")
+            if "\r" in value or "\n" in value:
+                raise ValueError(f"MCP HTTP header {name!r} must not contain newlines")
+        return headers
 
     @model_validator(mode="after")
     def _fields_for_transport(self):
@@ -174,6 +188,8 @@ class McpServer(Strict):
             raise ValueError(f"mcp server {self.name!r}: `url` is required for transport {self.transport!r}")
         if self.transport == "stdio" and not self.command:
             raise ValueError(f"mcp server {self.name!r}: `command` is required for transport 'stdio'")
+        if self.transport == "stdio" and self.headers:
+            raise ValueError(f"mcp server {self.name!r}: `headers` is only for the HTTP transports")
         return self
 
 

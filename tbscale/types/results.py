@@ -64,6 +64,15 @@ class StepResult(BaseModel):
     skipped: bool = False
 
 
+class NotEnforcedKey(BaseModel):
+    """A key of the task this trial did not carry out as written, and why (docs/tasks.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str
+    why: str
+
+
 class TrialResult(BaseModel):
     """One line of trials.jsonl. See docs/formats.md (checked against this model by a test)."""
 
@@ -110,6 +119,7 @@ class TrialResult(BaseModel):
     strategy_record: dict[str, Any] | None = None
     trajectory_path: str | None = None
     artifacts_path: str | None = None
+    not_enforced: list[NotEnforcedKey] = Field(default_factory=list)
     error: ErrorInfo | None = None
     started_at: str | None = None
     finished_at: str | None = None

@@ -92,6 +92,8 @@ def run_tests(box, verifier: VerifierSpec, reward: RewardSpec, timeout_sec: floa
     if upload:
         for folder in verifier.tests_dirs:
             box.put_dir(folder, mount)
+        if verifier.tests_files:
+            box.put_archive(dict(verifier.tests_files), mount)
     script = verifier.command.split()[-1] if verifier.command else ""
     if script.startswith("/"):
         box.exec(f"chmod +x {shlex.quote(script)} 2>/dev/null || true", 30, user="0")

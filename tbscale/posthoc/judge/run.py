@@ -62,11 +62,15 @@ def task_dirs(run_dir: Path, tasks_path: str | None) -> list[Path]:
     manifest = run_dir / "manifest.json"
     if manifest.is_file():
         try:
-            path = json.loads(manifest.read_text()).get("experiment", {}).get("tasks", {}).get("path")
+            data = json.loads(manifest.read_text())
+            path = data.get("experiment", {}).get("tasks", {}).get("path")
+            pulled = (data.get("dataset") or {}).get("path")  # a registry dataset, pulled into the cache
         except (json.JSONDecodeError, AttributeError):
-            path = None
+            path = pulled = None
         if path:
             cands += [Path(path), run_dir.parent.parent / path, run_dir.parent.parent / "configs" / path]
+        if pulled:
+            cands.append(Path(pulled))
     return [c for c in cands if c.is_dir()]
 
 

@@ -1,0 +1,165 @@
+"""One task as a run would give it (`tbscale tasks show`): the instruction exactly as the agent gets
+it, and the environment resolved the way the run time resolves it (attempt.py): the image, the
+limits, the network of every phase, the users, the working folder, the verifier, the artifacts, the
+steps, and the keys not enforced on this engine. Plain data, so `--json` and the text say the same."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tbscale.config import Experiment
+from tbscale.runner.attempt import environment_of, uses_compose
+from tbscale.runner.enforcement import not_enforced
+from tbscale.tasks import Task
+from tbscale.tasks.model import DEFAULT_AGENT_TIMEOUT_SEC, EnvironmentSpec, NetworkPolicy, VerifierSpec
+
+
+def _policy(policy: NetworkPolicy) -> str:
+    if policy.mode == "allowlist":
+        return "allowlist: " + (", ".join(policy.allowed_hosts) or "(empty: no network)")
+    return {"public": "public (the internet and the task's services)",
+            "no-network": "no-network (nothing, not even the task's services)"}[policy.mode]
+
+
+def _image(task: Task, env: EnvironmentSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if env.image:
+        out["image"] = env.image
+        out["built"] = False
+    elif env.dockerfile is not None:
+        out["dockerfile"] = str(env.dockerfile)
+        out["context"] = str(env.context_dir)
+        out["built"] = True
+    if env.compose_file is not None:
+        out["compose_file"] = str(env.compose_file)
+        out["services"] = list(env.services)
+        out["main_service"] = env.main_service
+        out["runs_as"] = "a compose project" if uses_compose(task, env) else "one container"
+    if env.upload_dir is not None:
+        out["copied_into_workdir"] = str(env.upload_dir)
+    for local, target in env.copy_in:
+        out.setdefault("copied_in", []).append({"from": str(local), "to": target})
+    return out
+
+
+def _resources(env: EnvironmentSpec, exp: Experiment, caps: dict[str, bool] | None) -> dict[str, Any]:
+    cfg = exp.environment
+    cpus, memory = cfg.cpus or env.cpus, cfg.memory_mb or env.memory_mb
+    if env.storage_mb is None:
+        storage = None
+    elif caps is None:
+        storage = f"{env.storage_mb} MB if the engine can enforce a quota (no engine was asked)"
+    elif caps["storage_quota"]:
+        storage = f"{env.storage_mb} MB (a quota on this engine)"
+    elif cfg.storage_limit == "enforce":
+        storage = f"{env.storage_mb} MB: refused here (this engine has no quota; storage_limit: enforce)"
+    else:
+        storage = f"{env.storage_mb} MB: not enforced here (this engine has no quota), as under Harbor's Docker backend"
+    return {"cpus": cpus if cpus else "no limit", "memory_mb": memory if memory else "no limit",
+            "storage_mb": storage, "gpus": env.gpus, "gpu_types": env.gpu_types, "pids_limit": cfg.pids_limit,
+            "build_timeout_sec": cfg.build_timeout_sec or env.build_timeout_sec}
+
+
+def _verifier(task: Task, v: VerifierSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "mode": v.mode, "timeout_sec": v.timeout_sec, "command": v.command,
+        "user": v.user if v.user is not None else "the container's default user",
+        "cwd": v.cwd or "the workdir", "network": _policy(v.network),
+        "env": sorted(v.env.raw), "reward": (f"the {task.reward.parser_name} parser on the test output"
+                                             if task.reward.source == "parser"
+                                             else "/logs/verifier/reward.json, else reward.txt"),
+    }
+    if v.mode == "shared":
+        out["tests"] = [f"{d} -> {v.tests_mount}" for d in v.tests_dirs] + \
+                       [f"{f} -> {v.tests_mount}/{name}" for name, f in v.tests_files.items()]
+    elif v.environment is not None:
+        out["environment"] = _image(task, v.environment)
+    if v.collect:
+        out["collect"] = [{"command": c.command, "service": c.service, "timeout_sec": c.timeout_sec,
+                           "user": c.user} for c in v.collect]
+    return out
+
+
+def describe(task: Task, exp: Experiment, caps: dict[str, bool] | None = None) -> dict[str, Any]:
+    """Everything `tasks show` prints; `caps` is the engine's (None: no engine was asked)."""
+    env = environment_of(task)
+    agent_timeout = exp.limits.agent_timeout_sec or task.agent.timeout_sec or task.agent_timeout_sec
+    info: dict[str, Any] = {
+        "id": task.id, "format": task.format, "path": str(task.path) if task.path else None,
+        "config": str(task.config_path) if task.config_path else None, "name": task.name,
+        "variant": task.variant, "metadata": task.metadata,
+        "instruction": task.instruction if not task.steps else None,
+        "environment": {**_image(task, env), "workdir": env.workdir or "the image's WORKDIR",
+                        "env": sorted(env.env.raw), "resources": _resources(env, exp, caps),
+                        "healthcheck": env.healthcheck.model_dump() if env.healthcheck else None,
+                        "skills_dir": env.skills_dir,
+                        "mcp_servers": [s.model_dump(exclude={"headers"}) | {"headers": sorted(s.headers)}
+                                        for s in env.mcp_servers]},
+        "network": {"environment": _policy(env.network), "agent": _policy(task.agent.network),
+                    "verifier": _policy(task.verifier.network)},
+        "agent": {"user": task.agent.user if task.agent.user is not None else "the image's USER",
+                  "timeout_sec": agent_timeout,
+                  "timeout_note": None if (task.agent.timeout_sec or exp.limits.agent_timeout_sec) else
+                  f"the task sets none; tbscale bounds an attempt at {DEFAULT_AGENT_TIMEOUT_SEC:.0f} s"},
+        "verifier": _verifier(task, task.verifier),
+        "solution": {"folder": str(task.solution.dir) if task.solution.dir else None,
+                     "command": task.solution.command if task.solution.dir else None,
+                     "env": sorted(task.solution.env.raw),
+                     "commands": [c["command"] for c in task.legacy.solution_commands] if task.legacy else []},
+        "artifacts": [{"source": a.source, "destination": a.destination, "exclude": list(a.exclude),
+                       "service": a.service} for a in task.artifacts],
+        "steps": [{"name": s.name, "instruction": s.instruction, "agent_timeout_sec": s.agent.effective_timeout_sec,
+                   "agent_user": s.agent.user, "agent_network": _policy(s.agent.network),
+                   "verifier": _verifier(task, s.verifier), "min_reward": s.min_reward,
+                   "setup": str(s.setup_script) if s.setup_script else None,
+                   "artifacts": [a.source for a in s.artifacts]} for s in task.steps],
+        "multi_step_reward_strategy": task.reward_strategy if task.steps else None,
+        "not_enforced": [x.as_dict() for x in not_enforced(task, exp, caps or {"storage_quota": True, "gpus": True})],
+    }
+    if task.legacy is not None:
+        info["legacy"] = {"parser": task.legacy.parser_name, "tests_user": task.legacy.test_user or "the agent's user",
+                          "test_env": dict(task.legacy.test_env),
+                          "run_tests_in_same_shell": task.legacy.run_tests_in_same_shell}
+    return info
+
+
+def as_text(info: dict[str, Any]) -> str:
+    """The description as plain lines: `key: value`, nested tables indented, the instruction last
+    and verbatim between rules."""
+    lines: list[str] = []
+
+    def emit(key: str, value: Any, depth: int) -> None:
+        pad = "  " * depth
+        if value is None or value == [] or value == {}:
+            return
+        if isinstance(value, dict):
+            lines.append(f"{pad}{key}:")
+            for k, v in value.items():
+                emit(k, v, depth + 1)
+        elif isinstance(value, list) and all(isinstance(x, dict) for x in value):
+            lines.append(f"{pad}{key}:")
+            for item in value:
+                first = True
+                for k, v in item.items():
+                    if v is None or v == [] or v == {}:
+                        continue
+                    text = f"{v}" if not isinstance(v, (dict, list)) else repr(v)
+                    lines.append(f"{pad}  {'- ' if first else '  '}{k}: {text}")
+                    first = False
+        elif isinstance(value, list):
+            lines.append(f"{pad}{key}: {', '.join(str(x) for x in value)}")
+        else:
+            lines.append(f"{pad}{key}: {value}")
+
+    for key, value in info.items():
+        if key in ("instruction", "steps"):
+            continue
+        emit(key, value, 0)
+    rule = "-" * 72
+    for step in info.get("steps") or []:
+        lines += [rule, f"step {step['name']}: the instruction the agent receives, verbatim:", rule,
+                  step["instruction"]]
+        emit(f"step {step['name']}", {k: v for k, v in step.items() if k not in ("name", "instruction")}, 0)
+    if info.get("instruction") is not None:
+        lines += [rule, "the instruction the agent receives, verbatim:", rule, info["instruction"], rule]
+    return "\n".join(lines)

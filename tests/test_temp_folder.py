@@ -1,0 +1,121 @@
+"""Nothing left behind in the temp folder: `tasks list` on a thousand tasks, `tasks check` and `run`,
+whether they finish or are interrupted (SIGINT, as Ctrl-C). Each command runs with TMPDIR set to a
+folder of its own, which must be empty again when the command has exited."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests._docker import requires_docker
+from tbscale_testing.tasks import write_harbor_task
+
+
+def legacy_task(root: Path, name: str, yaml_text: str = "instruction: Do it.\n") -> None:
+    d = root / name
+    (d / "tests").mkdir(parents=True)
+    (d / "task.yaml").write_text(yaml_text)
+    (d / "Dockerfile").write_text("FROM debian:bookworm-slim\n")
+    (d / "run-tests.sh").write_text("bash $TEST_DIR/test.sh\n")
+    (d / "tests" / "test.sh").write_text(  # what the pytest parser reads (pytest -rA)
+        "echo '=== short test summary info ==='\n"
+        "if [ -f /tmp/solved ]; then echo 'PASSED test_x.py::test_solved'; else echo 'FAILED test_x.py::test_solved'; fi\n")
+    (d / "solution.sh").write_text("touch /tmp/solved\n")
+
+
+def tbscale(args: list[str], tmpdir: Path, **kwargs) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TMPDIR": str(tmpdir)}
+    return subprocess.run([sys.executable, "-m", "tbscale.cli", *args], capture_output=True, text=True, env=env,
+                          **kwargs)
+
+
+def leftovers(tmpdir: Path) -> list[str]:
+    return sorted(p.name for p in tmpdir.iterdir())
+
+
+def test_tasks_list_on_a_thousand_tasks_leaves_the_temp_folder_unchanged(tmp_path):
+    root = tmp_path / "tasks"
+    for i in range(1050):
+        legacy_task(root, f"legacy-{i:04d}")
+    legacy_task(root, "variants", "descriptions:\n  - key: base\n    description: B.\n  - key: hard\n"
+                                  "    description: H.\n")
+    write_harbor_task(root, "harbor-one")
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    result = tbscale(["tasks", "list", str(root)], tmpdir, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "1053 tasks in" in result.stdout  # 1050 + two variants + one Harbor task
+    assert leftovers(tmpdir) == []
+
+
+def containers(label: str) -> list[str]:
+    return subprocess.run(["docker", "ps", "-aq", "--filter", f"label={label}"], capture_output=True,
+                          text=True).stdout.split()
+
+
+def _wait_for(predicate, timeout=120.0, every=0.2) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(every)
+    return False
+
+
+@requires_docker
+@pytest.mark.docker
+def test_tasks_check_and_run_leave_nothing_when_they_finish(tmp_path):
+    root = tmp_path / "tasks"
+    write_harbor_task(root, "quick-harbor")
+    legacy_task(root, "quick-legacy")
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    check = tbscale(["tasks", "check", str(root)], tmpdir, timeout=600)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert leftovers(tmpdir) == []
+    config = tmp_path / "exp.yaml"
+    config.write_text(f"name: tmpcheck\ntasks: {{path: {root}}}\noutput_dir: {tmp_path / 'results'}\n"
+                      "settings: [{name: oracle, agent: oracle}]\n")
+    run = tbscale(["run", str(config)], tmpdir, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert leftovers(tmpdir) == []
+
+
+@requires_docker
+@pytest.mark.docker
+@pytest.mark.parametrize("command", ["check", "run"])
+def test_an_interrupted_check_or_run_leaves_nothing(tmp_path, command):
+    root = tmp_path / "tasks"
+    name = f"slow-{command}"
+    write_harbor_task(root, name, solve="#!/bin/bash\nsleep 120; echo done > /app/out.txt\n",
+                      task_toml="[agent]\ntimeout_sec = 300\n[verifier]\ntimeout_sec = 30\n")
+    legacy_task(root, f"legacy-{command}")
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    if command == "check":
+        args = ["tasks", "check", str(root)]
+    else:
+        config = tmp_path / "exp.yaml"
+        config.write_text(f"name: tmpkill\ntasks: {{path: {root}}}\noutput_dir: {tmp_path / 'results'}\n"
+                          "settings: [{name: oracle, agent: oracle}]\n")
+        args = ["run", str(config), "--no-report"]
+    env = {**os.environ, "TMPDIR": str(tmpdir)}
+    proc = subprocess.Popen([sys.executable, "-m", "tbscale.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert _wait_for(lambda: bool(containers(f"org.tbscale.task={name}"))), "no container started"
+        assert leftovers(tmpdir) != [] or command == "run"  # a check keeps its run folder there while it runs
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert containers(f"org.tbscale.task={name}") == []
+    assert leftovers(tmpdir) == []
