@@ -34,6 +34,7 @@ from tbscale.analysis import (
     html,
     judge_report,
     plots,
+    published,
     stages,
     tables,
     task_rewards,
@@ -114,7 +115,7 @@ def spend_section(ctx: ReportContext) -> Section | None:
                    "unknown (a model without a known price).")
 
 
-REPORT_SECTIONS: list[SectionFn] = [core_sections, task_rewards.task_reward_sections, adaptive_report.adaptive_sections,
+REPORT_SECTIONS: list[SectionFn] = [core_sections, published.published_sections, task_rewards.task_reward_sections, adaptive_report.adaptive_sections,
                                     behaviour_report.behaviour_sections, stages.stage_sections,
                                     judge_report.judge_sections, cer_report.cer_sections, plots.plot_sections,
                                     html.html_section]
@@ -142,6 +143,8 @@ TERMINAL_COLUMNS: dict[str, tuple[str, ...]] = {
     "costs": ("setting", "total_out", "total_vs_baseline", "generator_out", "selector_out", "cost_usd", "avg_turns"),
     "endings": ("setting", "pass", "wrong_submission", "time_limit", "agent_error"),
     "compare": ("metric", "diff [95% CI]", "p_value"),
+    "published": ("setting", "run", "stated_accuracy", "as_published", "matches", "pass@1", "infra_errors",
+                  "trials", "k", "pass@k_as_published", "stated_pass@k", "pass@k", "passed_after_agent_failure"),
     "spend": ("run", "spent_tokens", "counted_tokens", "spent_cost_usd", "counted_cost_usd"),
     "adaptive_paths": ("setting", "pass@1 (95% CI)", "agreed_share", "selector_calls", "selector_tokens",
                        "samples_per_turn", "generator_input", "generator_output", "choice_turns"),
