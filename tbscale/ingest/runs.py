@@ -19,6 +19,7 @@ from tbscale.ingest.terminal_bench import looks_like_tb, read_terminal_bench
 from tbscale.logs import event_line
 from tbscale.secrets import redact
 from tbscale.seeds import stable_hash
+from tbscale.types.actions import UNREAD_ACTIONS
 from tbscale.types.results import TrialResult
 
 
@@ -80,6 +81,10 @@ def _events(t: ImportedTrial, key: str, skey: str, fmt: str) -> list[str]:
         log.write("candidates", attempt=0, turn=n, candidates=[_candidate(turn)])
         if turn.runnable:
             log.write("action", attempt=0, turn=n, command=turn.command, selected_index=0, n_candidates=1)
+            if turn.output is not None:
+                log.write("observation", attempt=0, turn=n, exit_code=turn.exit_code, output=turn.output,
+                          timed_out=False, duration_sec=None)
+        elif turn.parse_error in UNREAD_ACTIONS:  # it acted; what it ran is not readable as a command
             if turn.output is not None:
                 log.write("observation", attempt=0, turn=n, exit_code=turn.exit_code, output=turn.output,
                           timed_out=False, duration_sec=None)

@@ -238,7 +238,8 @@ def _trial(run: TbRun, r: dict[str, Any], setting: str, agent: str, model: str |
     if mode not in FAILURE_MODES:
         counters["unknown_mode"] += 1
     recording, why = _recording(run, trial_dir, r.get("recording_path"))
-    if r.get("recording_path"):
+    counters["no_folder"] += not has_dir
+    if r.get("recording_path") and has_dir:
         counters["recordings"] += 1
         counters["recordings_found"] += recording is not None
     pane = trial_dir / "panes" / "post-test.txt"
@@ -292,7 +293,7 @@ def read_terminal_bench(paths: list[Path], setting: str | None, warnings: list[s
     model = sorted(models)[0] if len(models) == 1 else (", ".join(sorted(models)) or None)
     trials: list[ImportedTrial] = []
     published = []
-    counters = {"recordings": 0, "recordings_found": 0, "unknown_mode": 0}
+    counters = {"recordings": 0, "recordings_found": 0, "unknown_mode": 0, "no_folder": 0}
     for run in runs:
         warnings.extend(run.notes)
         for r in run.results:
@@ -303,10 +304,13 @@ def read_terminal_bench(paths: list[Path], setting: str | None, warnings: list[s
                  "model": run.metadata.get("model_name"), "n_attempts": run.metadata.get("n_attempts"),
                  "setting": name, **(run.published or {"accuracy": None})}
         published.append(entry)
+    if counters["no_folder"]:
+        warnings.append(f"{counters['no_folder']} of {len(trials)} trials have no trial folder (only the run-level "
+                        "results.json holds them): no recording, panes or test output")
     if counters["recordings"] > counters["recordings_found"]:
         warnings.append(f"{counters['recordings'] - counters['recordings_found']} of {counters['recordings']} "
-                        "recordings named in results.json are not on disk (or are Git LFS pointers); their trials "
-                        "link none")
+                        "recordings named in results.json are missing from their trial folders (not in this copy, "
+                        "or Git LFS pointers); those trials link none")
     if counters["unknown_mode"]:
         warnings.append(f"{counters['unknown_mode']} trials have a failure_mode outside terminal-bench's enum; "
                         "imported as agent errors")
