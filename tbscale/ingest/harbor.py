@@ -214,12 +214,56 @@ def _steps(d: Path, r: dict[str, Any], warnings: list[str]) -> tuple[list[dict[s
     return steps, turns, output
 
 
+def is_atif_file(path: Path) -> bool:
+    """A standalone ATIF trajectory file (by content: `schema_version` ATIF-v..., `steps`)."""
+    if not path.is_file() or not path.name.endswith(".json"):
+        return False
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return False
+    return isinstance(data, dict) and str(data.get("schema_version", "")).startswith("ATIF") and \
+        isinstance(data.get("steps"), list)
+
+
+def _atif_trial(path: Path, setting: str | None) -> ImportedTrial:
+    """A trajectory file on its own (no trial result around it): its turns, tokens and cost, and
+    no verdict (ending `unverified`)."""
+    data = json.loads(path.read_text())
+    turns, instruction = parse_atif(data)
+    if path.name == "trajectory.json":
+        for f in _continuations(path.parent, data):
+            turns.extend(parse_atif(json.loads(f.read_text()))[0])
+    agent = str((data.get("agent") or {}).get("name") or "agent")
+    model = (data.get("agent") or {}).get("model_name")
+    fm = data.get("final_metrics") or {}
+    usages = [t.usage for t in turns if t.usage]
+    cost = fm.get("total_cost_usd")
+    if not isinstance(cost, (int, float)):
+        costs = [u["cost_usd"] for u in usages]
+        cost = sum(costs) if costs and None not in costs else None
+    tokens = {"generator": {
+        "input": int(fm.get("total_prompt_tokens") or sum(u["input"] for u in usages)),
+        "output": int(fm.get("total_completion_tokens") or sum(u["output"] for u in usages)),
+        "reasoning": sum(u["reasoning"] for u in usages),
+        "cached": int(fm.get("total_cached_tokens") or sum(u["cached"] for u in usages)),
+        "cost_usd": float(cost) if cost is not None else None, "calls": len(usages) or len(turns)}}
+    task = path.parent.name if path.name == "trajectory.json" else path.name.removesuffix(".json")
+    return ImportedTrial(
+        source=str(path), task_id=_safe(task), setting=setting or f"{_safe(agent)}_{_safe(_short_model(model))}",
+        agent=agent, model=model, turns=turns, stop_reason="completed", ending="unverified", reward=None,
+        passed=False, tokens=tokens, instruction=instruction, started_at=(data.get("steps") or [{}])[0].get("timestamp"))
+
+
 def read_harbor(paths: list[Path], setting: str | None, warnings: list[str]) -> list[ImportedTrial]:
-    dirs = [d for p in paths for d in harbor_trial_dirs(Path(p))]
-    if not dirs:
+    files = [Path(p) for p in paths if is_atif_file(Path(p))]
+    dirs = [d for p in paths if Path(p) not in files for d in harbor_trial_dirs(Path(p))]
+    if not dirs and not files:
         raise TbscaleError(f"{', '.join(map(str, paths))}: no Harbor trials found (folders with a result.json "
                            "holding trial_name and task_name)")
-    trials: list[ImportedTrial] = []
+    trials: list[ImportedTrial] = [_atif_trial(f, setting) for f in files]
+    if files:
+        warnings.append(f"{len(files)} trajectory files hold no verdict: imported as unverified (not passed)")
     for d in dirs:
         r = json.loads((d / "result.json").read_text())
         ai = r.get("agent_info") or {}

@@ -12,7 +12,7 @@ from typing import Any, Iterable
 
 from tbscale import SCHEMA_VERSION
 from tbscale.errors import TbscaleError
-from tbscale.ingest.harbor import harbor_trial_dirs, read_harbor
+from tbscale.ingest.harbor import harbor_trial_dirs, is_atif_file, read_harbor
 from tbscale.ingest.mini_swe_agent import is_mini_trajectory_file, mini_trajectory_files, read_mini_swe_agent
 from tbscale.ingest.model import ImportedTrial, ImportedTurn, ImportResult, _safe
 from tbscale.ingest.terminal_bench import looks_like_tb, read_terminal_bench
@@ -32,6 +32,8 @@ def detect_format(path: Path) -> str | None:
     them)."""
     path = Path(path)
     if path.is_file():
+        if is_atif_file(path):
+            return "harbor"
         if looks_like_tb(path):
             return "terminal-bench"
         return "mini-swe-agent" if is_mini_trajectory_file(path) else None
@@ -76,7 +78,7 @@ def _events(t: ImportedTrial, key: str, skey: str, fmt: str) -> list[str]:
     log.write("attempt_start", attempt=0, turn=None, stage="final", imported=True, context_attempts=[])
     for n, turn in enumerate(t.turns, start=1):
         if turn.usage:
-            log.write("model_call", attempt=0, turn=n, role="generator", model=t.model, n=1,
+            log.write("model_call", attempt=0, turn=n, role="generator", model=t.model or "unknown", n=1,
                       usage={**turn.usage, "calls": 1}, latency_sec=None, retries=0, error=None)
         log.write("candidates", attempt=0, turn=n, candidates=[_candidate(turn)])
         if turn.runnable:
