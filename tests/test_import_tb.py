@@ -179,3 +179,19 @@ def test_report_compares_two_imported_submissions(tmp_path: Path) -> None:
     assert "# table: published" in csv
     bad = CliRunner().invoke(app, ["report", "--import", str(a), "--compare", "sub-a", "nope", "--no-plots"])
     assert bad.exit_code == 2 and "no setting named 'nope'" in bad.output
+
+
+def test_a_folder_of_submissions_gives_one_setting_each(tmp_path: Path) -> None:
+    board = tmp_path / "leaderboard"
+    write_submission(board / "sub-a", tasks=4, runs=2, seed=3)
+    t = trial_result
+    write_run(board / "single-run-sub", [t(n, f"{n}.{k}-of-2.z", resolved=k == 1) for n in ("x", "y") for k in (1, 2)],
+              n_attempts=2)
+    lone = write_run(tmp_path / "tmp-run", [t("x", "x.1-of-1.g", resolved=True)], trial_folders=False)
+    (board / "sub-b").mkdir()
+    (lone / "results.json").rename(board / "sub-b" / "2025-01-01__00-00-00_results.json")
+    res = I.import_runs([board], tmp_path / "out")
+    df = tables.load_trials([res.run_dir])
+    assert df.groupby("setting").size().to_dict() == {"single-run-sub": 4, "sub-a": 8, "sub-b": 1}
+    pub = _section(build_report([res.run_dir], _quiet(), plots=False), "published")
+    assert set(pub["matches"]) == {"yes"} and (pub["run"].str.startswith("all")).sum() == 3

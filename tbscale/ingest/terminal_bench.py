@@ -84,11 +84,11 @@ def _read_json(path: Path) -> Any:
 
 
 def _is_trial_result(d: Any) -> bool:
-    return isinstance(d, dict) and "trial_name" in d and "task_id" in d and "failure_mode" in d
+    return isinstance(d, dict) and "trial_name" in d and "task_id" in d and ("failure_mode" in d or "is_resolved" in d)
 
 
 def _is_run_results(d: Any) -> bool:
-    return (isinstance(d, dict) and isinstance(d.get("results"), list) and "accuracy" in d
+    return (isinstance(d, dict) and isinstance(d.get("results"), list) and bool(d["results"])
             and all(_is_trial_result(r) for r in d["results"][:3]))
 
 
@@ -150,7 +150,7 @@ def _published(data: dict[str, Any], path: Path) -> dict[str, Any]:
             "trials": len(data.get("results") or [])}
 
 
-def find_tb_runs(path: Path, depth: int = 3) -> list[TbRun]:
+def find_tb_runs(path: Path, depth: int = 4) -> list[TbRun]:
     """The terminal-bench runs at PATH: a run folder, a run-level results file, or a folder
     (a submission, or a folder of submissions) holding them, up to `depth` levels down."""
     path = Path(path)
@@ -270,31 +270,50 @@ def _trial(run: TbRun, r: dict[str, Any], setting: str, agent: str, model: str |
         verifier_details=details, order=(run.start, run.name, _attempt(str(r.get("trial_name")))))
 
 
-def _default_setting(paths: list[Path], runs: list[TbRun]) -> str:
-    if len(paths) == 1:
-        return _safe(Path(paths[0]).resolve().name)
+def _groups(paths: list[Path]) -> list[tuple[str, TbRun]]:
+    """Every run under PATHs with the submission (setting) it belongs to. A run that is PATH, or
+    lies directly in it, belongs to PATH (run folders given one by one: to their common parent).
+    Deeper down PATH is a folder of submissions: a run belongs to the folder holding it, unless it
+    is a submission by itself, that is it has several attempts per task (one `tb run -k n`) or
+    sits beside folders of runs."""
     parents = {Path(p).resolve().parent for p in paths}
-    if len(parents) == 1:
-        return _safe(parents.pop().name)
-    return _safe(runs[0].name)
+    shared = parents.pop().name if len(paths) > 1 and len(parents) == 1 else None
+    out = []
+    for p in map(Path, paths):
+        runs = find_tb_runs(p)
+        for run in runs:
+            holder = run.path.parent
+            beside_runs = any(r.path.parent != holder and holder in r.path.parents for r in runs)
+            attempts = len(run.results) > len({r.get("task_id") for r in run.results})
+            if run.path == p:
+                name = shared or p.resolve().name
+            elif holder == p:  # PATH is a submission, unless it also holds submissions that are folders
+                alone = beside_runs or (attempts and len(runs) == 1)
+                name = run.path.name if run.path.is_dir() and alone else p.resolve().name
+            else:
+                name = run.path.name if run.path.is_dir() and (beside_runs or attempts) else holder.name
+            out.append((_safe(name), run))
+    return out
 
 
 def read_terminal_bench(paths: list[Path], setting: str | None, warnings: list[str],
                         manifest: dict[str, Any]) -> list[ImportedTrial]:
-    runs = [run for p in paths for run in find_tb_runs(Path(p))]
+    grouped = _groups(paths)
+    runs = [run for _, run in grouped]
     if not runs:
         raise TbscaleError(f"{', '.join(map(str, paths))}: no terminal-bench runs found (a run-level results.json "
                            "with `results` and `accuracy`, or <task>/<trial>/results.json folders)")
-    runs.sort(key=lambda r: (r.start, r.name))
-    name = setting or _default_setting(paths, runs)
-    agents = {str(r.metadata.get("agent_name")) for r in runs if r.metadata.get("agent_name")}
-    models = {str(r.metadata.get("model_name")) for r in runs if r.metadata.get("model_name")}
-    agent = agents.pop() if len(agents) == 1 else "terminal-bench-agent"
-    model = sorted(models)[0] if len(models) == 1 else (", ".join(sorted(models)) or None)
+    grouped.sort(key=lambda g: (g[0], g[1].start, g[1].name))
     trials: list[ImportedTrial] = []
     published = []
     counters = {"recordings": 0, "recordings_found": 0, "unknown_mode": 0, "no_folder": 0}
-    for run in runs:
+    for name, run in grouped:
+        name = setting or name
+        mine = [r for n, r in grouped if (setting or n) == name]
+        agents = {str(r.metadata.get("agent_name")) for r in mine if r.metadata.get("agent_name")}
+        models = {str(r.metadata.get("model_name")) for r in mine if r.metadata.get("model_name")}
+        agent = agents.pop() if len(agents) == 1 else "terminal-bench-agent"
+        model = sorted(models)[0] if len(models) == 1 else (", ".join(sorted(models)) or None)
         warnings.extend(run.notes)
         for r in run.results:
             trials.append(_trial(run, r, name, agent, model, counters))
