@@ -195,3 +195,17 @@ def test_a_folder_of_submissions_gives_one_setting_each(tmp_path: Path) -> None:
     assert df.groupby("setting").size().to_dict() == {"single-run-sub": 4, "sub-a": 8, "sub-b": 1}
     pub = _section(build_report([res.run_dir], _quiet(), plots=False), "published")
     assert set(pub["matches"]) == {"yes"} and (pub["run"].str.startswith("all")).sum() == 3
+
+
+def test_older_rows_without_trial_names_or_failure_mode(tmp_path: Path) -> None:
+    rows = [{"task_id": "a", "is_resolved": True, "failure_mode": None},
+            {"task_id": "a", "is_resolved": False, "failure_mode": "agent_timeout"},
+            {"task_id": "b", "is_resolved": None, "failure_mode": "parse_error"}]
+    run = tmp_path / "old-run"
+    run.mkdir()
+    (run / "results.json").write_text(json.dumps({"results": rows, "accuracy": 1 / 3}))
+    res = I.import_runs([run], tmp_path / "out")
+    df = tables.load_trials([res.run_dir]).set_index(["task_id", "trial"])
+    assert df.loc[("a", 0), "passed"] and df.loc[("a", 1), "ending"] == "time_limit" and df.loc[("b", 0), "infra_error"]
+    pub = _section(build_report([res.run_dir], _quiet(), plots=False), "published").iloc[0]
+    assert pub["matches"] == "yes" and pub["pass@1"] == 0.5

@@ -84,7 +84,7 @@ def _read_json(path: Path) -> Any:
 
 
 def _is_trial_result(d: Any) -> bool:
-    return isinstance(d, dict) and "trial_name" in d and "task_id" in d and ("failure_mode" in d or "is_resolved" in d)
+    return isinstance(d, dict) and "task_id" in d and ("failure_mode" in d or "is_resolved" in d)
 
 
 def _is_run_results(d: Any) -> bool:
@@ -230,7 +230,8 @@ def _parser_text(parser_results: dict[str, Any] | None) -> str:
 def _trial(run: TbRun, r: dict[str, Any], setting: str, agent: str, model: str | None,
            counters: dict[str, int]) -> ImportedTrial:
     task_id = str(r["task_id"])
-    trial_dir = run.folder / task_id / str(r["trial_name"])
+    trial_name = str(r.get("trial_name") or f"{task_id}.{counters['index']}")
+    trial_dir = run.folder / task_id / trial_name
     has_dir = trial_dir.is_dir()
     resolved = r.get("is_resolved")
     ending, passed, infra, stop = tb_ending(r.get("failure_mode"), resolved)
@@ -254,20 +255,20 @@ def _trial(run: TbRun, r: dict[str, Any], setting: str, agent: str, model: str |
                             "cost_usd": None, "calls": 0}}
     details: dict[str, Any] = {"imported": True, "failure_mode": mode, "is_resolved": resolved,
                                "parser_results": r.get("parser_results"), "tb_run": run.name,
-                               "trial_name": r.get("trial_name")}
+                               "trial_name": trial_name}
     if recording:
         details["recording"] = recording
     elif why:
         details["recording_missing"] = f"{r.get('recording_path')}: {why}"
     reason = FAILURE_MODES.get(mode, ("", False, f"failure mode {mode!r} is not in terminal-bench's enum"))[2]
     error = None if mode in ("unset", "none") else f"{stop}: {reason}"
-    source = str(trial_dir) if has_dir else f"{run.results_file or run.path}#{r.get('trial_name')}"
+    source = str(trial_dir) if has_dir else f"{run.results_file or run.path}#{trial_name}"
     return ImportedTrial(
         source=source, task_id=task_id, setting=setting, agent=agent, model=model, turns=[], stop_reason=stop,
         ending=ending, reward=None if resolved is None else float(bool(resolved)), passed=passed, tokens=tokens,
         instruction=r.get("instruction"), verifier_output=output, error=error,
         started_at=r.get("trial_started_at"), finished_at=r.get("trial_ended_at"), infra_error=infra, timing=timing,
-        verifier_details=details, order=(run.start, run.name, _attempt(str(r.get("trial_name")))))
+        verifier_details=details, order=(run.start, run.name, _attempt(trial_name), counters["index"]))
 
 
 def _groups(paths: list[Path]) -> list[tuple[str, TbRun]]:
@@ -306,7 +307,7 @@ def read_terminal_bench(paths: list[Path], setting: str | None, warnings: list[s
     grouped.sort(key=lambda g: (g[0], g[1].start, g[1].name))
     trials: list[ImportedTrial] = []
     published = []
-    counters = {"recordings": 0, "recordings_found": 0, "unknown_mode": 0, "no_folder": 0}
+    counters = {"recordings": 0, "recordings_found": 0, "unknown_mode": 0, "no_folder": 0, "index": 0}
     for name, run in grouped:
         name = setting or name
         mine = [r for n, r in grouped if (setting or n) == name]
@@ -315,7 +316,8 @@ def read_terminal_bench(paths: list[Path], setting: str | None, warnings: list[s
         agent = agents.pop() if len(agents) == 1 else "terminal-bench-agent"
         model = sorted(models)[0] if len(models) == 1 else (", ".join(sorted(models)) or None)
         warnings.extend(run.notes)
-        for r in run.results:
+        for i, r in enumerate(run.results):
+            counters["index"] = i
             trials.append(_trial(run, r, name, agent, model, counters))
         # A trial's `source` starts with its run's path (then `/` or `#`), which is how the report
         # finds each run's trials again.
