@@ -161,14 +161,14 @@ def test_a_standalone_results_file_and_bad_input(tmp_path: Path) -> None:
         I.import_runs([tmp_path / "x"], tmp_path / "out3", fmt="terminal-bench")
 
 
-def test_report_compares_two_imported_submissions(tmp_path: Path) -> None:
+def test_report_compares_two_imported_submissions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
     from tbscale.cli import app
 
     a = write_submission(tmp_path / "sub-a", tasks=12, runs=3, seed=1)
     b = write_submission(tmp_path / "sub-b", tasks=12, runs=3, seed=2)
-    os.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)  # report --import caches under ./results/imported
     res = CliRunner().invoke(app, ["report", "--import", str(a), "--import", str(b), "--compare", "sub-a", "sub-b",
                                    "--no-plots", "--format", "csv"])
     assert res.exit_code == 0, res.output
