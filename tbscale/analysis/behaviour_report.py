@@ -50,6 +50,7 @@ from tbscale.analysis.context import ReportContext, Section
 from tbscale.analysis.tables import settings_order
 from tbscale.rundata.trajectories import AttemptTrace, TurnTrace, read_trial
 from tbscale.shell import BEHAVIOURS, HistoryState, label_candidate
+from tbscale.types.actions import UNREAD_ACTIONS
 
 N_RESAMPLES = 10_000
 SEED = 0
@@ -72,6 +73,8 @@ BEHAVIOUR_TITLES = {
 
 
 def candidate_labels(candidate: dict[str, Any], history: HistoryState) -> set[str]:
+    if candidate.get("parse_error") in UNREAD_ACTIONS:  # imported: it acted, in a way tbscale cannot read
+        return set()
     return label_candidate(candidate.get("command"), is_submission=bool(candidate.get("submission")),
                            cannot_run=not candidate.get("runnable", candidate.get("command") is not None),
                            history=history)

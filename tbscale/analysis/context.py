@@ -36,6 +36,8 @@ class ReportContext:
     all_trials: pd.DataFrame | None = None
     # (plain, adaptive) Turn-BoN settings to compare; default: found by N (adaptive_report.py).
     adaptive_pair: list[str] | None = None
+    # Names --compare may use for a run folder (a path given to --import), mapped to that folder.
+    run_aliases: dict[str, Path] = field(default_factory=dict)
 
 
 def fmt(v: Any, pct: bool) -> str:

@@ -35,6 +35,7 @@ from tbscale.analysis import (
     html,
     judge_report,
     plots,
+    published,
     stages,
     tables,
     task_rewards,
@@ -91,7 +92,7 @@ def core_sections(ctx: ReportContext) -> None:
     if ctx.compare and not df.empty:
         if len(ctx.compare) != 2:
             raise TbscaleError("--compare takes exactly two setting names")
-        a, b = ctx.compare
+        a, b = (compare_label(df, name, ctx.run_aliases) for name in ctx.compare)
         ctx.sections.append(Section("compare", f"{b} vs {a} (paired bootstrap over tasks)",
                                     tables.compare(df, a, b), "diff = B - A; p is two-sided."))
 
@@ -115,6 +116,19 @@ def not_enforced_section(every: pd.DataFrame) -> Section | None:
                    "Keys these trials did not carry out as the task wrote them, and why: a key the reference harness "
                    "ignores too, or one this engine cannot give where the reference does not give it either. "
                    "Refusing such tasks instead is opt-in (docs/tasks.md).")
+
+
+def compare_label(df: pd.DataFrame, name: str, aliases: dict[str, Path]) -> str:
+    """A --compare name as a setting label: a label itself, or a run folder's alias (a path given
+    to --import) when that run holds one setting."""
+    labels = tables.settings_order(df)
+    if name in labels or name not in aliases:
+        return name
+    mine = tables.settings_order(df[df["run_dir"] == str(aliases[name])])
+    if len(mine) != 1:
+        raise TbscaleError(f"--compare: {name} holds {len(mine)} settings ({', '.join(mine) or 'none measured'}); "
+                           "name one of them")
+    return mine[0]
 
 
 def spend_section(ctx: ReportContext) -> Section | None:
@@ -142,7 +156,7 @@ def spend_section(ctx: ReportContext) -> Section | None:
                    "unknown (a model without a known price).")
 
 
-REPORT_SECTIONS: list[SectionFn] = [core_sections, task_rewards.task_reward_sections, adaptive_report.adaptive_sections,
+REPORT_SECTIONS: list[SectionFn] = [core_sections, published.published_sections, task_rewards.task_reward_sections, adaptive_report.adaptive_sections,
                                     behaviour_report.behaviour_sections, stages.stage_sections,
                                     judge_report.judge_sections, cer_report.cer_sections, plots.plot_sections,
                                     html.html_section]
@@ -170,6 +184,8 @@ TERMINAL_COLUMNS: dict[str, tuple[str, ...]] = {
     "costs": ("setting", "total_out", "total_vs_baseline", "generator_out", "selector_out", "cost_usd", "avg_turns"),
     "endings": ("setting", "pass", "wrong_submission", "time_limit", "agent_error"),
     "compare": ("metric", "diff [95% CI]", "p_value"),
+    "published": ("setting", "run", "stated_accuracy", "as_published", "matches", "pass@1", "infra_errors",
+                  "trials", "k", "pass@k_as_published", "stated_pass@k", "pass@k", "passed_after_agent_failure"),
     "spend": ("run", "spent_tokens", "counted_tokens", "spent_cost_usd", "counted_cost_usd"),
     "adaptive_paths": ("setting", "pass@1 (95% CI)", "agreed_share", "selector_calls", "selector_tokens",
                        "samples_per_turn", "generator_input", "generator_output", "choice_turns"),
@@ -250,19 +266,21 @@ def markdown(section: Section) -> str:
 def build_report(paths: list[Path], console: Console, *, compare: list[str] | None = None, plots: bool = True,
                  baseline: str | None = None, out_dir: Path | None = None,
                  sections: list[SectionFn] | None = None, include_infra_errors: bool = False,
-                 adaptive_pair: list[str] | None = None, tables_to_console: bool = True) -> ReportContext:
+                 adaptive_pair: list[str] | None = None, tables_to_console: bool = True,
+                 run_aliases: dict[str, Path] | None = None) -> ReportContext:
     """Compute the report's sections, write its files under out_dir, and print it to `console`
     (banners always; the tables unless `tables_to_console` is off, as for `--format`)."""
     with system_allocator():  # the sections copy columns of the trial table too (see compact.py)
         return _build_report(paths, console, compare=compare, plots=plots, baseline=baseline, out_dir=out_dir,
                              sections=sections, include_infra_errors=include_infra_errors,
-                             adaptive_pair=adaptive_pair, tables_to_console=tables_to_console)
+                             adaptive_pair=adaptive_pair, tables_to_console=tables_to_console,
+                             run_aliases=run_aliases or {})
 
 
 def _build_report(paths: list[Path], console: Console, *, compare: list[str] | None, plots: bool,
                   baseline: str | None, out_dir: Path | None, sections: list[SectionFn] | None,
                   include_infra_errors: bool, adaptive_pair: list[str] | None,
-                  tables_to_console: bool) -> ReportContext:
+                  tables_to_console: bool, run_aliases: dict[str, Path]) -> ReportContext:
     run_dirs = tables.find_run_dirs(paths)
     table = read_trial_table(run_dirs)
     for p in table.problems:
@@ -272,7 +290,7 @@ def _build_report(paths: list[Path], console: Console, *, compare: list[str] | N
     target = out_dir or (run_dirs[0] / "report" if len(run_dirs) == 1 else Path(paths[0]) / "report")
     ctx = ReportContext(df=df, run_dirs=run_dirs, out_dir=target, baseline=tables.baseline_label(everything, baseline),
                         compare=compare, plots=plots, simulated=bool(everything["simulated"].any()),
-                        all_trials=everything, adaptive_pair=adaptive_pair)
+                        all_trials=everything, adaptive_pair=adaptive_pair, run_aliases=run_aliases)
     infra = int(everything["infra_error"].sum())
     if infra:
         how = "counted as failures" if include_infra_errors else "left out of pass@1 (--include-infra-errors counts them)"

@@ -1,4 +1,5 @@
-"""Predictions for swebench's own evaluation from a finished run.
+"""Predictions for swebench's own evaluation from a finished run, or from an imported one whose
+source holds the patch (a mini-swe-agent run keeps it in `info.submission`).
 
 `python -m swebench.harness.run_evaluation` keeps one patch per instance, so a run with several
 trials (or settings) becomes one predictions file per (setting, trial index): each line
@@ -57,7 +58,9 @@ def collect(run_dir: Path, settings: list[str] | None = None,
         raise TbscaleError(f"{run_dir}: no trials.jsonl (not a run folder, or no trial has finished)")
     latest: dict[tuple[str, str, int], dict[str, Any]] = {}
     for row in read_jsonl(index):
-        if row.get("task_format") != "swebench":
+        # tbscale's own SWE-bench trials, and imported trials (mini-swe-agent, Harbor): an imported
+        # trial's patch is what its source submitted, kept in its verifier event.
+        if row.get("task_format") != "swebench" and not row.get("imported_from"):
             continue
         if settings and row.get("setting") not in settings:
             continue
@@ -67,6 +70,11 @@ def collect(run_dir: Path, settings: list[str] | None = None,
         raise TbscaleError(f"{run_dir}: no SWE-bench trials{what} in trials.jsonl")
     cache: dict[str, list[dict]] = {}
     files: dict[tuple[str, int], PredictionFile] = {}
+    imported = {k for k, row in latest.items() if row.get("task_format") != "swebench"}
+    if imported and not any(_final_patch(run_dir, latest[k], cache) is not None for k in imported):
+        formats = sorted({str(latest[k].get("imported_from")) for k in imported})
+        raise TbscaleError(f"{run_dir}: imported from {', '.join(formats)}, whose files hold no submitted patch "
+                           "(mini-swe-agent keeps it in `info.submission`); nothing to export")
     for (setting, task_id, trial), row in sorted(latest.items()):
         try:
             name = model_name.format(run=run_dir.name, setting=setting, trial=trial)

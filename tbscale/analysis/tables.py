@@ -163,8 +163,8 @@ def endings(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def compare(df: pd.DataFrame, a: str, b: str, n_resamples: int = 10_000, seed: int = 0) -> pd.DataFrame:
-    """B minus A on the tasks both ran: pass@1, consistency@k and turns, with paired bootstrap
-    intervals and p-values over tasks."""
+    """B minus A on the tasks both ran: pass@1, pass@k and consistency@k (k up to the fewest trials
+    a shared task has) and turns, with paired bootstrap intervals and p-values over tasks."""
     labels = settings_order(df)
     for lab in (a, b):
         if lab not in labels:
@@ -176,15 +176,29 @@ def compare(df: pd.DataFrame, a: str, b: str, n_resamples: int = 10_000, seed: i
     pa, pb = pa.loc[shared], pb.loc[shared]
     rows = []
 
-    def add(metric: str, va, vb):
+    def add(metric: str, va, vb, tasks: int):
         res = metrics.paired_bootstrap(np.asarray(va, float), np.asarray(vb, float), n_resamples=n_resamples, seed=seed)
         rows.append({"metric": metric, a: float(np.mean(va)), b: float(np.mean(vb)), "diff": res.diff,
-                     "ci_lo": res.lo, "ci_hi": res.hi, "p_value": res.p_value, "tasks": len(shared)})
+                     "ci_lo": res.lo, "ci_hi": res.hi, "p_value": res.p_value, "tasks": tasks})
 
-    add("pass@1", pa["pass_rate"], pb["pass_rate"])
-    for k in range(1, int(min(pa["n"].min(), pb["n"].min())) + 1):
-        add(f"consistency@{k}", (pa["c"] >= k).astype(float), (pb["c"] >= k).astype(float))
+    add("pass@1", pa["pass_rate"], pb["pass_rate"], len(shared))
+    # At k > 1, the shared tasks where both settings have k trials (a task that lost trials to
+    # infrastructure errors has fewer).
+    for k in range(2, int(max(pa["n"].max(), pb["n"].max())) + 1):
+        both = (pa["n"] >= k).to_numpy() & (pb["n"] >= k).to_numpy()
+        if not both.any():
+            break
+        sa, sb = pa[both], pb[both]
+        add(f"pass@{k}", [metrics.pass_at_k(int(n), int(c), k) for n, c in zip(sa["n"], sa["c"])],
+            [metrics.pass_at_k(int(n), int(c), k) for n, c in zip(sb["n"], sb["c"])], int(both.sum()))
+    for k in range(1, int(max(pa["n"].max(), pb["n"].max())) + 1):
+        both = (pa["n"] >= k).to_numpy() & (pb["n"] >= k).to_numpy()
+        if not both.any():
+            break
+        add(f"consistency@{k}", (pa["c"][both] >= k).astype(float), (pb["c"][both] >= k).astype(float),
+            int(both.sum()))
     ta = df[df["label"] == a].groupby("task_id")["turns"].mean().loc[shared]
     tb = df[df["label"] == b].groupby("task_id")["turns"].mean().loc[shared]
-    add("turns", ta, tb)
+    if ta.any() or tb.any():  # runs imported without turns (terminal-bench results) have none to compare
+        add("turns", ta, tb, len(shared))
     return pd.DataFrame(rows)

@@ -63,20 +63,23 @@ def judge(run: Path = typer.Argument(..., help="a run folder (holding trials.jso
 
 
 @app.command("import")
-def import_runs(paths: list[Path] = typer.Argument(..., help="mini-swe-agent output folders (*.traj.json), or "
-                                                             "Harbor job / trial folders"),
+def import_runs(paths: list[Path] = typer.Argument(..., help="terminal-bench `tb run` folders or submissions, "
+                                                             "mini-swe-agent output folders or trajectory files, "
+                                                             "Harbor job / trial folders or ATIF files"),
                 name: str = typer.Option(..., help="name of the run folder to create"),
                 output_dir: Path = typer.Option(Path("results"), help="where the run folder goes"),
-                fmt: str = typer.Option("auto", "--format", help="auto, mini-swe-agent or harbor"),
+                fmt: str = typer.Option("auto", "--format", help="auto (told by content), terminal-bench, "
+                                                                 "mini-swe-agent or harbor"),
                 setting: Optional[str] = typer.Option(None, help="setting name (default: from agent and model)"),
                 resolved: Optional[Path] = typer.Option(None, help="mini-swe-agent: verdicts, a SWE-bench "
                                                                     "evaluation report or a JSON {id: bool}"),
                 missing_as_failed: bool = typer.Option(False, help="mini-swe-agent: import trajectories without a "
                                                                    "verdict as failures (ending 'unverified')"),
                 force: bool = typer.Option(False, help="replace an existing run folder of that name")):
-    """Read runs made elsewhere (mini-swe-agent, Harbor) into a tbscale run folder, so `tbscale
-    report` (pass@k, costs, endings, behaviours) and `tbscale judge` work on them. Nothing is rerun.
-    For mini-swe-agent, each PATH is one trial of every task found in it."""
+    """Read runs made elsewhere (terminal-bench, mini-swe-agent, Harbor) into a tbscale run folder,
+    so `tbscale report` (pass@k, costs, endings, behaviours, the numbers a source published) and
+    `tbscale judge` work on them. Nothing is rerun. For mini-swe-agent, each PATH is one trial of
+    every task found in it; for terminal-bench, the runs of a submission are trials of its tasks."""
     from tbscale.ingest import import_runs as import_into
 
     try:

@@ -176,11 +176,15 @@ def models_check(config: Path = typer.Argument(..., help="experiment YAML"),
 
 
 @app.command()
-def report(runs: list[Path] = typer.Argument(..., help="run folders, or a folder of runs"),
-           compare: Optional[Tuple[str, str]] = typer.Option(None, help="two setting names: A B (reports B - A)"),
+def report(runs: Optional[list[Path]] = typer.Argument(None, help="run folders, or a folder of runs"),
+           compare: Optional[Tuple[str, str]] = typer.Option(None, help="two setting names, or two paths given to "
+                                                                         "--import: A B (reports B - A)"),
            plots: bool = typer.Option(True, help="write PNG plots and the HTML report"),
-           import_: bool = typer.Option(False, "--import", help="read folders of mini-swe-agent or Harbor runs "
-                                                              "(imported once into results/imported/)"),
+           imports: Optional[list[Path]] = typer.Option(
+               None, "--import", help="a run made elsewhere (terminal-bench `tb run` folder or submission, Harbor "
+                                      "job, mini-swe-agent output), imported once into results/imported/; "
+                                      "repeatable. With --import, other PATHs that are not tbscale runs are "
+                                      "imported too"),
            include_infra_errors: bool = typer.Option(False, help="count trials that ended in an infrastructure "
                                                                "error as failures in pass@1"),
            adaptive_pair: Optional[Tuple[str, str]] = typer.Option(
@@ -198,43 +202,66 @@ def report(runs: list[Path] = typer.Argument(..., help="run folders, or a folder
 
     if format_ is not None and format_ not in FORMATS:
         fail(f"--format: {format_!r} is not one of {', '.join(FORMATS)}")
+    paths = list(runs or [])
+    if not paths and not imports:
+        fail("give run folders, or runs made elsewhere with --import PATH")
+    aliases: dict[str, Path] = {}
     try:
-        if import_:
-            runs = _imported(runs)
-        _report(runs, list(compare) if compare else None, plots, include_infra_errors=include_infra_errors,
-                adaptive_pair=list(adaptive_pair) if adaptive_pair else None, format_=format_)
+        if imports:
+            paths, aliases = _imported([*imports, *paths])
+        _report(paths, list(compare) if compare else None, plots, include_infra_errors=include_infra_errors,
+                adaptive_pair=list(adaptive_pair) if adaptive_pair else None, format_=format_, run_aliases=aliases)
     except TbscaleError as e:
         fail(str(e))
 
 
-def _imported(paths: list[Path]) -> list[Path]:
+def _imported(paths: list[Path]) -> tuple[list[Path], dict[str, Path]]:
+    """Run folders for PATHs (imported when they are not tbscale runs), and the names --compare may
+    use for each: the path as given, and its folder name when no other path has it."""
     from tbscale.ingest import auto_import
 
-    runs = []
+    runs: list[Path] = []
+    aliases: dict[str, Path] = {}
+    names: dict[str, int] = {}
     for p in paths:
         if (Path(p) / "trials.jsonl").is_file():
-            runs.append(p)
-            continue
-        imported = auto_import(Path(p))
-        if imported is None:
-            raise TbscaleError(f"{p}: neither a tbscale run nor a mini-swe-agent or Harbor run")
-        say(f"imported {p} as {imported}")
-        runs.append(imported)
-    return runs
+            run = Path(p)
+        else:
+            if not Path(p).exists():
+                raise TbscaleError(f"{p}: no such file or directory")
+            imported = auto_import(Path(p))
+            if imported is None:
+                raise TbscaleError(f"{p}: neither a tbscale run nor a run in a format tbscale imports "
+                                   "(terminal-bench, Harbor, mini-swe-agent)")
+            say(f"imported {p} as {imported}")
+            run = imported
+        runs.append(run)
+        aliases[str(p)] = run
+        aliases[str(p).rstrip("/")] = run
+        name = Path(p).resolve().name
+        names[name] = names.get(name, 0) + 1
+        aliases.setdefault(f"name:{name}", run)
+    for name, count in names.items():
+        run = aliases.pop(f"name:{name}")
+        if count == 1:
+            aliases.setdefault(name, run)
+    return runs, aliases
 
 
 def _report(runs: list[Path], compare, plots: bool, include_infra_errors: bool = False,
-            adaptive_pair: list[str] | None = None, format_: str | None = None) -> None:
+            adaptive_pair: list[str] | None = None, format_: str | None = None,
+            run_aliases: dict[str, Path] | None = None) -> None:
     import sys
 
     from tbscale.analysis.report import build_report, render, report_console
 
     if format_ is None:
         build_report(runs, report_console(), compare=compare, plots=plots, include_infra_errors=include_infra_errors,
-                     adaptive_pair=adaptive_pair)
+                     adaptive_pair=adaptive_pair, run_aliases=run_aliases)
         return
     ctx = build_report(runs, report_console(stderr=True), compare=compare, plots=plots,
-                       include_infra_errors=include_infra_errors, adaptive_pair=adaptive_pair, tables_to_console=False)
+                       include_infra_errors=include_infra_errors, adaptive_pair=adaptive_pair, tables_to_console=False,
+                       run_aliases=run_aliases)
     sys.stdout.write(render(ctx, format_))
     sys.stdout.flush()
 

@@ -1,4 +1,6 @@
-"""Runs made elsewhere, read into tbscale run folders: mini-swe-agent trajectories and Harbor jobs.
+"""Runs made elsewhere, read into tbscale run folders: terminal-bench `tb run` folders and
+submissions (terminal_bench.py), mini-swe-agent trajectories and Harbor jobs. docs/analysis.md
+describes every format; the format is told by content (runs.detect_format).
 
 `tbscale import PATH... --name NAME` writes ``results/NAME/`` in tbscale's own format
 (manifest.json, trials.jsonl, trajectories/<task>/<setting>__t<i>__<key>.jsonl; docs/formats.md),
@@ -7,7 +9,7 @@ so ``tbscale report`` (pass@k, consistency, costs, endings, behaviours, Figure 5
 Nothing is rerun. Every imported trial is one attempt of a single-sample agent (policy
 ``baseline``, N = 1), each response one candidate that was executed.
 
-mini-swe-agent (``*.traj.json``, formats ``mini-swe-agent-1`` and ``-1.1``)
+mini-swe-agent (the bare list of messages, formats ``mini-swe-agent-1`` and ``-1.1``)
     Each PATH is a run (e.g. the output folder of ``mini-extra swebench``); a task's trials are
     numbered in the order the PATHs are given. The task id is ``info.instance_id`` or the file name
     (``<id>.traj.json``). Commands come from ``extra.actions`` (v2) or the single fenced block of the

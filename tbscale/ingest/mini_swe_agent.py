@@ -1,5 +1,14 @@
-"""mini-swe-agent runs (`*.traj.json`, formats mini-swe-agent-1 and -1.1): turns, tokens, and the
-verdicts from a SWE-bench evaluation report or the trajectory's own record."""
+"""mini-swe-agent runs: turns, tokens, the submitted patch, and the verdicts from a SWE-bench
+evaluation report or the trajectory's own record.
+
+Every format it has written is read, told apart by content (not by file name):
+- the bare list of messages of its first releases (what its own tests/test_data hold): no `info`,
+  so the exit status is `Submitted` when the last command is the submission, and the submission
+  is the text the harness sent back after it;
+- ``mini-swe-agent-1`` (``{"info", "messages"}``; commands in the reply's fenced block) and
+  ``mini-swe-agent-1.1`` (package 2.x: ``extra.actions`` from tool calls or from the text, an
+  ``exit`` message, format errors kept in their own message).
+"""
 
 from __future__ import annotations
 
@@ -39,7 +48,8 @@ def _usage_from_response(extra: dict[str, Any]) -> dict[str, Any] | None:
     pdetails = u.get("prompt_tokens_details") or {}
     return {"input": int(u.get("prompt_tokens") or 0), "output": int(u.get("completion_tokens") or 0),
             "reasoning": int((details or {}).get("reasoning_tokens") or 0),
-            "cached": int((pdetails or {}).get("cached_tokens") or 0), "cost_usd": float(extra.get("cost") or 0.0)}
+            "cached": int((pdetails or {}).get("cached_tokens") or 0),
+            "cost_usd": float(extra["cost"]) if isinstance(extra.get("cost"), (int, float)) else None}
 
 
 def _observation(msg: dict[str, Any]) -> tuple[str, int | None]:
@@ -53,12 +63,64 @@ def _observation(msg: dict[str, Any]) -> tuple[str, int | None]:
     return (out.group(1) if out else content), (int(m.group(1)) if m else None)
 
 
-def parse_mini_trajectory(data: dict[str, Any]) -> tuple[list[ImportedTurn], str, str | None]:
-    """(turns, exit status, instruction) from a mini-swe-agent trajectory (v1 or v2 format)."""
-    messages = data.get("messages") or []
+_ROLES = frozenset({"system", "user", "assistant", "tool", "exit"})
+
+
+def is_mini_trajectory(data: Any) -> bool:
+    """Whether parsed JSON is a mini-swe-agent trajectory, in any of its formats."""
+    if isinstance(data, list):
+        return bool(data) and all(isinstance(m, dict) and m.get("role") in _ROLES and "content" in m
+                                  for m in data) and any(m["role"] == "assistant" for m in data)
+    if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
+        return False
+    return str(data.get("trajectory_format", "")).startswith("mini-swe-agent") or isinstance(data.get("info"), dict)
+
+
+def is_mini_trajectory_file(path: Path) -> bool:
+    if not path.name.endswith(".json") or not path.is_file():
+        return False
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1).strip() or f.read(64).lstrip()[:1]
+            if head not in (b"{", b"["):
+                return False
+        return is_mini_trajectory(json.loads(path.read_text()))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return False
+
+
+def mini_trajectory_files(folder: Path, limit: int | None = None) -> list[Path]:
+    """The mini-swe-agent trajectories under a folder, by content, `*.traj.json` looked at first."""
+    found: list[Path] = []
+    named = sorted(folder.rglob("*.traj.json"))
+    rest = sorted(p for p in folder.rglob("*.json") if not p.name.endswith(".traj.json"))
+    for f in (*named, *rest):
+        if is_mini_trajectory_file(f):
+            found.append(f)
+            if limit is not None and len(found) >= limit:
+                break
+    return found
+
+
+def mini_submission(data: dict[str, Any] | list[Any], turns: list[ImportedTurn]) -> str | None:
+    """What the run submitted (the patch, for SWE-bench): `info.submission`, or in the bare-list
+    format the harness's reply to the submitting command."""
+    if isinstance(data, dict):
+        sub = (data.get("info") or {}).get("submission")
+        return sub if isinstance(sub, str) else None
+    if not turns or not turns[-1].submission:
+        return None
+    last = data[-1] if data else {}
+    return _text(last.get("content")) if last.get("role") == "user" else None
+
+
+def parse_mini_trajectory(data: dict[str, Any] | list[Any]) -> tuple[list[ImportedTurn], str, str | None]:
+    """(turns, exit status, instruction) from a mini-swe-agent trajectory (any format)."""
+    bare = isinstance(data, list)
+    messages = data if bare else (data.get("messages") or [])
     turns: list[ImportedTurn] = []
     instruction = None
-    exit_status = str((data.get("info") or {}).get("exit_status") or "")
+    exit_status = "" if bare else str((data.get("info") or {}).get("exit_status") or "")
     current: ImportedTurn | None = None
     for msg in messages:
         role = msg.get("role")
@@ -111,7 +173,20 @@ def parse_mini_trajectory(data: dict[str, Any]) -> tuple[list[ImportedTurn], str
             current.output = out if current.output is None else current.output + "\n" + out
             if code is not None:
                 current.exit_code = code if current.exit_code in (None, 0) else current.exit_code
+    if bare and turns:
+        exit_status = "Submitted" if turns[-1].submission else "unknown"
     return turns, exit_status, instruction
+
+
+def _trial_cost(stats: dict[str, Any], usages: list[dict[str, Any]]) -> float | None:
+    """`info.model_stats.instance_cost`, else the sum of the replies' costs; unknown (None) when the
+    file records none (the bare-list format records no cost at all)."""
+    if isinstance(stats.get("instance_cost"), (int, float)):
+        return float(stats["instance_cost"])
+    costs = [u["cost_usd"] for u in usages]
+    if not costs or any(c is None for c in costs):
+        return None
+    return float(sum(costs))
 
 
 def _load_verdicts(path: Path | None) -> dict[str, bool] | None:
@@ -157,9 +232,10 @@ def read_mini_swe_agent(paths: list[Path], setting: str | None, resolved: Path |
     files: list[Path] = []
     for p in paths:
         p = Path(p)
-        found = [p] if p.is_file() else sorted(p.rglob("*.traj.json"))
+        found = [p] if p.is_file() else mini_trajectory_files(p)
         if not found:
-            raise TbscaleError(f"{p}: no mini-swe-agent trajectories (*.traj.json) found")
+            raise TbscaleError(f"{p}: no mini-swe-agent trajectories found (JSON files holding a list of messages, "
+                               "or `info` and `messages`)")
         files.extend(found)
     trials: list[ImportedTrial] = []
     counts: dict[tuple[str, str], int] = {}
@@ -169,9 +245,13 @@ def read_mini_swe_agent(paths: list[Path], setting: str | None, resolved: Path |
             data = json.loads(f.read_text())
         except json.JSONDecodeError as e:
             raise TbscaleError(f"{f}: not JSON ({e})") from None
-        info = data.get("info") or {}
-        task_id = str(info.get("instance_id") or data.get("instance_id") or f.name.removesuffix(".traj.json"))
+        if not is_mini_trajectory(data):
+            raise TbscaleError(f"{f}: not a mini-swe-agent trajectory (a list of messages, or `info` and `messages`)")
+        info = (data.get("info") if isinstance(data, dict) else None) or {}
+        instance = info.get("instance_id") or (data.get("instance_id") if isinstance(data, dict) else None)
+        task_id = str(instance or f.name.removesuffix(".json").removesuffix(".traj"))
         turns, exit_status, instruction = parse_mini_trajectory(data)
+        patch = mini_submission(data, turns)
         model = ((info.get("config") or {}).get("model") or {}).get("model_name")
         verdict: bool | None = None
         if verdicts is not None and task_id in verdicts:
@@ -189,7 +269,7 @@ def read_mini_swe_agent(paths: list[Path], setting: str | None, resolved: Path |
         tokens = {"generator": {
             "input": sum(u["input"] for u in usages), "output": sum(u["output"] for u in usages),
             "reasoning": sum(u["reasoning"] for u in usages), "cached": sum(u["cached"] for u in usages),
-            "cost_usd": float(stats.get("instance_cost") or sum(u["cost_usd"] for u in usages)),
+            "cost_usd": _trial_cost(stats, usages),
             "calls": int(stats.get("api_calls") or len(turns))}}
         name = setting or f"mini-swe-agent_{_safe(_short_model(model))}"
         key = (name, task_id)
@@ -200,7 +280,8 @@ def read_mini_swe_agent(paths: list[Path], setting: str | None, resolved: Path |
             source=str(f), task_id=task_id, setting=name, agent="mini-swe-agent", model=model, turns=turns,
             stop_reason=exit_status or "unknown", ending=ending, reward=reward,
             passed=bool(verdict) and ending == "pass", tokens=tokens, instruction=instruction,
-            error=None if exit_status in ("Submitted", "") else exit_status, trial=trial))
+            error=None if exit_status in ("Submitted", "") else exit_status, trial=trial,
+            verifier_details={"model_patch": patch} if patch is not None else {}))
     if missing and not missing_as_failed:
         shown = ", ".join(sorted(set(missing))[:8]) + (" ..." if len(set(missing)) > 8 else "")
         raise TbscaleError(f"no verdict for {len(set(missing))} submitted tasks ({shown}): give --resolved "
@@ -210,7 +291,3 @@ def read_mini_swe_agent(paths: list[Path], setting: str | None, resolved: Path |
                         "ending 'unverified'")
     return trials
 
-
-# ---------------------------------------------------------------------------------------------
-# Harbor
-# ---------------------------------------------------------------------------------------------

@@ -49,6 +49,12 @@ class ImportedTrial:
     started_at: str | None = None
     finished_at: str | None = None
     trial: int = 0
+    infra_error: bool = False  # the source harness, not the agent, failed (left out of pass@1)
+    timing: dict[str, float] = field(default_factory=dict)
+    verifier_details: dict[str, Any] = field(default_factory=dict)  # test results, patch, recording
+    steps: list[dict[str, Any]] | None = None  # multi-step trials: StepResult fields per step
+    rewards: dict[str, float] | None = None
+    order: tuple[Any, ...] = ()  # how trials of one task are numbered (run, then attempt)
 
 
 @dataclass
@@ -58,6 +64,7 @@ class ImportResult:
     trials: int
     tasks: int
     warnings: list[str] = field(default_factory=list)
+    manifest_extra: dict[str, Any] = field(default_factory=dict)  # e.g. the numbers the source published
 
 
 def _text(content: Any) -> str:

@@ -12,20 +12,37 @@ from typing import Any, Iterable
 
 from tbscale import SCHEMA_VERSION
 from tbscale.errors import TbscaleError
-from tbscale.ingest.harbor import harbor_trial_dirs, read_harbor
-from tbscale.ingest.mini_swe_agent import read_mini_swe_agent
+from tbscale.ingest.harbor import harbor_trial_dirs, is_atif_file, read_harbor
+from tbscale.ingest.mini_swe_agent import is_mini_trajectory_file, mini_trajectory_files, read_mini_swe_agent
 from tbscale.ingest.model import ImportedTrial, ImportedTurn, ImportResult, _safe
+from tbscale.ingest.terminal_bench import looks_like_tb, read_terminal_bench
+from tbscale.logs import event_line
+from tbscale.secrets import redact
 from tbscale.seeds import stable_hash
+from tbscale.types.actions import UNREAD_ACTIONS
+from tbscale.types.results import TrialResult
+
+
+FORMATS = ("mini-swe-agent", "harbor", "terminal-bench")
 
 
 def detect_format(path: Path) -> str | None:
+    """The format of PATH by its content (not its file names): a Harbor trial's result.json, a
+    terminal-bench run's results.json, or a mini-swe-agent trajectory (any JSON file or folder of
+    them)."""
     path = Path(path)
-    if path.is_file() and path.name.endswith(".traj.json"):
-        return "mini-swe-agent"
+    if path.is_file():
+        if is_atif_file(path):
+            return "harbor"
+        if looks_like_tb(path):
+            return "terminal-bench"
+        return "mini-swe-agent" if is_mini_trajectory_file(path) else None
     if path.is_dir():
         if harbor_trial_dirs(path):
             return "harbor"
-        if next(path.rglob("*.traj.json"), None) is not None:
+        if looks_like_tb(path):
+            return "terminal-bench"
+        if mini_trajectory_files(path, limit=1):
             return "mini-swe-agent"
     return None
 
@@ -37,62 +54,103 @@ def _candidate(t: ImportedTurn) -> dict[str, Any]:
             "parse_error": t.parse_error}
 
 
-def write_run(trials: list[ImportedTrial], run_dir: Path, fmt: str, sources: Iterable[Path]) -> None:
-    from tbscale.logs import EventLog, TrialIndex
+def _cost(tokens: dict[str, dict[str, Any]]) -> float | None:
+    """The trial's cost: unknown (None) when any role's cost is unknown, never $0 for it."""
+    costs = [u.get("cost_usd") for u in tokens.values()]
+    if any(c is None for c in costs):
+        return None
+    return round(sum(costs), 6)
 
-    run_dir.mkdir(parents=True, exist_ok=True)
-    index = TrialIndex(run_dir / "trials.jsonl")
+
+class _Lines:
+    """One trajectory's events, validated like every writer's (event_line), written in one go."""
+
+    def __init__(self, **base: Any):
+        self.lines = [event_line("start", {"attempt": None, "turn": None, "schema_version": SCHEMA_VERSION, **base})]
+
+    def write(self, type: str, **fields: Any) -> None:
+        self.lines.append(event_line(type, fields))
+
+
+def _events(t: ImportedTrial, key: str, skey: str, fmt: str) -> list[str]:
+    log = _Lines(trial_key=key, task_id=t.task_id, setting=t.setting, setting_key=skey, trial=t.trial, seed=None,
+                 simulated=False, imported_from=fmt, source=t.source, instruction=t.instruction)
+    log.write("attempt_start", attempt=0, turn=None, stage="final", imported=True, context_attempts=[])
+    for n, turn in enumerate(t.turns, start=1):
+        if turn.usage:
+            log.write("model_call", attempt=0, turn=n, role="generator", model=t.model or "unknown", n=1,
+                      usage={**turn.usage, "calls": 1}, latency_sec=None, retries=0, error=None)
+        log.write("candidates", attempt=0, turn=n, candidates=[_candidate(turn)])
+        if turn.runnable:
+            log.write("action", attempt=0, turn=n, command=turn.command, selected_index=0, n_candidates=1)
+            if turn.output is not None:
+                log.write("observation", attempt=0, turn=n, exit_code=turn.exit_code, output=turn.output,
+                          timed_out=False, duration_sec=None)
+        elif turn.parse_error in UNREAD_ACTIONS:  # it acted; what it ran is not readable as a command
+            if turn.output is not None:
+                log.write("observation", attempt=0, turn=n, exit_code=turn.exit_code, output=turn.output,
+                          timed_out=False, duration_sec=None)
+        else:
+            log.write("format_error", attempt=0, turn=n, error=turn.parse_error, count=None)
+    for step in t.steps or []:
+        log.write("verifier", attempt=0, turn=None, reward=step.get("reward"), rewards=step.get("rewards"),
+                  passed=bool(step.get("passed")), error=None, output="", details={"imported": True},
+                  step=step["name"])
+    log.write("verifier", attempt=0, turn=len(t.turns) or None, reward=t.reward, passed=t.passed, error=None,
+              output=t.verifier_output or "", details={"imported": True, **t.verifier_details})
+    log.write("attempt_end", attempt=0, turn=len(t.turns) or None, stage="final", ending=t.ending,
+              stop_reason=t.stop_reason, reward=t.reward, turns=len(t.turns), error=t.error, timing=t.timing,
+              usage=t.tokens)
+    log.write("end", attempt=None, turn=None, reward=t.reward, passed=t.passed, ending=t.ending,
+              final_attempt=0, record={})
+    return log.lines
+
+
+def write_run(trials: list[ImportedTrial], run_dir: Path, fmt: str, sources: Iterable[Path],
+              manifest_extra: dict[str, Any] | None = None) -> None:
+    """The run folder, written whole: every file goes into a staging folder beside it, which
+    then takes its place, so a failed or interrupted import leaves no half-written run."""
+    run_dir = Path(run_dir)
+    stage = run_dir.with_name(f".{run_dir.name}.importing")
+    if stage.exists():
+        shutil.rmtree(stage)
+    stage.mkdir(parents=True)
     setting_keys: dict[str, str] = {}
     settings: dict[str, dict[str, Any]] = {}
+    rows = []
+    made: set[Path] = set()
     for t in trials:
         skey = setting_keys.setdefault(t.setting, stable_hash(fmt, t.setting, t.agent, t.model, length=12))
         settings.setdefault(t.setting, {"name": t.setting, "agent": t.agent, "generator": t.model,
                                         "policy": {"name": "baseline"}, "trajectory": {"name": "single"}})
         key = stable_hash(fmt, t.source, t.task_id, t.setting, t.trial)
         rel = f"trajectories/{_safe(t.task_id)}/{t.setting}__t{t.trial}__{key}.jsonl"
-        log = EventLog(run_dir / rel, trial_key=key, task_id=t.task_id, setting=t.setting, setting_key=skey,
-                       trial=t.trial, seed=None, simulated=False, imported_from=fmt, source=t.source,
-                       instruction=t.instruction)
-        log.write("attempt_start", attempt=0, turn=None, stage="final", imported=True, context_attempts=[])
-        for n, turn in enumerate(t.turns, start=1):
-            if turn.usage:
-                log.write("model_call", attempt=0, turn=n, role="generator", model=t.model, n=1,
-                          usage={**turn.usage, "calls": 1}, latency_sec=None, retries=0, error=None)
-            log.write("candidates", attempt=0, turn=n, candidates=[_candidate(turn)])
-            if turn.runnable:
-                log.write("action", attempt=0, turn=n, command=turn.command, selected_index=0, n_candidates=1)
-                if turn.output is not None:
-                    log.write("observation", attempt=0, turn=n, exit_code=turn.exit_code, output=turn.output,
-                              timed_out=False, duration_sec=None)
-            else:
-                log.write("format_error", attempt=0, turn=n, error=turn.parse_error, count=None)
-        log.write("verifier", attempt=0, turn=len(t.turns) or None, reward=t.reward, passed=t.passed, error=None,
-                  output=t.verifier_output or "", details={"imported": True})
-        log.write("attempt_end", attempt=0, turn=len(t.turns) or None, stage="final", ending=t.ending,
-                  stop_reason=t.stop_reason, reward=t.reward, turns=len(t.turns), error=t.error, timing={},
-                  usage=t.tokens)
-        log.write("end", attempt=None, turn=None, reward=t.reward, passed=t.passed, ending=t.ending,
-                  final_attempt=0, record={})
-        log.close()
-        index.append({
-            "schema_version": SCHEMA_VERSION, "run": run_dir.name, "setting": t.setting, "setting_key": skey,
-            "trial_key": key, "task_id": t.task_id, "task_format": fmt, "trial": t.trial, "seed": None,
-            "agent": t.agent, "policy": "baseline", "policy_params": {}, "trajectory": "single",
-            "trajectory_params": {}, "n": 1, "generator_model": t.model, "selector_model": None, "simulated": False,
-            "reward": t.reward, "passed": bool(t.passed), "ending": t.ending, "stop_reason": t.stop_reason,
-            "turns": len(t.turns), "tokens": t.tokens,
-            "cost_usd": round(sum(u.get("cost_usd", 0) for u in t.tokens.values()), 6), "timing": {},
-            "n_attempts": 1, "final_attempt": 0, "attempts": None, "strategy_record": None,
-            "trajectory_path": rel, "error": {"type": t.error.split(":", 1)[0], "message": t.error} if t.error else None,
-            "started_at": t.started_at, "finished_at": t.finished_at, "imported_from": fmt, "source": t.source})
+        folder = (stage / rel).parent
+        if folder not in made:
+            folder.mkdir(parents=True, exist_ok=True)
+            made.add(folder)
+        (stage / rel).write_text("\n".join(_events(t, key, skey, fmt)) + "\n", encoding="utf-8")
+        row = TrialResult(
+            schema_version=SCHEMA_VERSION, run=run_dir.name, setting=t.setting, setting_key=skey, trial_key=key,
+            task_id=t.task_id, task_format=fmt, trial=t.trial, seed=None, agent=t.agent, generator_model=t.model,
+            reward=t.reward, rewards=t.rewards, passed=bool(t.passed), ending=t.ending, stop_reason=t.stop_reason,
+            infra_error=t.infra_error, turns=len(t.turns), steps=t.steps, tokens=t.tokens, cost_usd=_cost(t.tokens),
+            timing=t.timing, trajectory_path=rel,
+            error={"type": t.error.split(":", 1)[0], "message": t.error} if t.error else None,
+            started_at=t.started_at, finished_at=t.finished_at, imported_from=fmt, source=t.source)
+        rows.append(redact(row.model_dump_json()))
+    (stage / "trials.jsonl").write_text("".join(r + "\n" for r in rows), encoding="utf-8")
     manifest = {"schema_version": SCHEMA_VERSION, "run_name": run_dir.name,
                 "imported_from": {"format": fmt, "paths": [str(p) for p in sources],
-                                  "at": datetime.now(timezone.utc).isoformat()},
+                                  "at": datetime.now(timezone.utc).isoformat(), **(manifest_extra or {})},
                 "experiment": {"name": run_dir.name, "models": {}, "tasks": {"path": None},
                                "settings": list(settings.values())},
                 "setting_keys": setting_keys, "created_at": datetime.now(timezone.utc).isoformat(),
                 "simulated_models": False, "invocations": []}
-    (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    (stage / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    stage.rename(run_dir)
 
 
 def import_runs(paths: list[Path], run_dir: Path, *, fmt: str = "auto", setting: str | None = None,
@@ -105,24 +163,25 @@ def import_runs(paths: list[Path], run_dir: Path, *, fmt: str = "auto", setting:
         kinds = {detect_format(p) for p in paths}
         if None in kinds or len(kinds) != 1:
             raise TbscaleError(f"{', '.join(map(str, paths))}: cannot tell the format (found {sorted(map(str, kinds))}); "
-                               "give --format mini-swe-agent or --format harbor")
+                               "give --format mini-swe-agent, harbor or terminal-bench")
         fmt = kinds.pop()
-    if fmt not in ("mini-swe-agent", "harbor"):
-        raise TbscaleError(f"--format: unknown format {fmt!r} (mini-swe-agent or harbor)")
+    if fmt not in FORMATS:
+        raise TbscaleError(f"--format: unknown format {fmt!r} ({', '.join(FORMATS)})")
     if setting is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", setting):
         raise TbscaleError(f"--setting: {setting!r} must be letters, digits, '_', '.', '-'")
+    run_dir = Path(run_dir)
+    if run_dir.exists() and any(run_dir.iterdir()) and not force:
+        raise TbscaleError(f"{run_dir}: already exists; pick another --name or pass --force to replace it")
     warnings: list[str] = []
+    extra: dict[str, Any] = {}
     if fmt == "mini-swe-agent":
         trials = read_mini_swe_agent(paths, setting, resolved, missing_as_failed, warnings)
+    elif fmt == "terminal-bench":
+        trials = read_terminal_bench(paths, setting, warnings, extra)
     else:
         trials = read_harbor(paths, setting, warnings)
-    run_dir = Path(run_dir)
-    if run_dir.exists() and any(run_dir.iterdir()):
-        if not force:
-            raise TbscaleError(f"{run_dir}: already exists; pick another --name or pass --force to replace it")
-        shutil.rmtree(run_dir)
-    write_run(trials, run_dir, fmt, paths)
-    return ImportResult(run_dir, fmt, len(trials), len({t.task_id for t in trials}), warnings)
+    write_run(trials, run_dir, fmt, paths, extra)
+    return ImportResult(run_dir, fmt, len(trials), len({t.task_id for t in trials}), warnings, extra)
 
 
 def source_signature(path: Path) -> str:

@@ -16,6 +16,13 @@ from typing import Any, Literal
 from tbscale.types.completion import Completion
 
 FINISH_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+# Why an imported turn has no command although the agent acted (its `parse_error`): the action ran
+# but tbscale could not read it from the text, the tool has no shell meaning, or the agent ended
+# with a plain message. Such turns carry no behaviour label; they are not turns that cannot run.
+ACTION_IN_TEXT = "action in text"
+NOT_A_SHELL_TOOL = "tool call with no shell command"
+FINAL_MESSAGE = "final message (no action)"
+UNREAD_ACTIONS = frozenset({ACTION_IN_TEXT, NOT_A_SHELL_TOOL, FINAL_MESSAGE})
 _FENCE = re.compile(r"```(?:bash|sh|shell)?[ \t]*\n(.*?)\n?```", re.DOTALL)
 
 BASH_TOOL = {
