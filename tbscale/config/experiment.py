@@ -102,6 +102,11 @@ class EnvironmentConfig(Strict):
     image_disk_budget_gb: float | None = Field(
         None, gt=0, description="per Docker engine: evict tbscale-built images no pending trial needs, least "
                                 "recently used first, to stay within this (docs/scale.md)")
+    agent_processes: Literal["stop", "keep"] = Field(
+        "stop", description="before verification in the agent's container: stop (every process the agent phase "
+                            "started is stopped: the container restarts) or keep (they run on into verification, as "
+                            "Harbor and Terminal-Bench leave them; tasks whose tests need a service the agent left "
+                            "running need this)")
     storage_limit: Literal["enforce", "ignore"] = Field(
         "enforce", description="a task's storage_mb on an engine that cannot enforce a quota: enforce (refuse the "
                                "task) or ignore (run it without the limit, as Harbor's Docker environment does)")

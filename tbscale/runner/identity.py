@@ -35,6 +35,8 @@ def _environment_identity(exp: Experiment) -> dict[str, Any]:
     env = exp.environment.model_dump(mode="json", exclude=_PLACE_ONLY)
     if env.get("storage_limit") == "enforce":  # the default: keeps the keys of runs made before the option
         env.pop("storage_limit")
+    if env.get("agent_processes") == "stop":  # the default, likewise
+        env.pop("agent_processes")
     return env
 
 
