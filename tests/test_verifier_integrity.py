@@ -16,7 +16,6 @@ from tbscale.runner import Runner, load_experiment
 from tbscale.tasks import load_tasks
 from tbscale.types.actions import FINISH_MARKER
 from tbscale_testing import LoopbackModel
-from tbscale_testing.tasks import write_harbor_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_available")]
 
@@ -127,3 +126,44 @@ def test_tests_edited_at_verify_time_by_a_leftover_process(tmp_path, loopback_mo
     row, _ = run(tmp_path, loopback_model, [f"nohup sh -c {shlex.quote(editor)} >/dev/null 2>&1 &"])
     failed_by_agent(row)
     assert row["reward"] == 0.0 and row["ending"] == "wrong_submission", row
+
+
+CONFORMANCE = REPO / "tests" / "conformance"
+
+
+def test_chmodded_logs_is_the_agents_failure_not_an_infra_error(tmp_path, loopback_model):
+    # verifier-user's tests run as `checker`, who cannot write a reward under a /logs of mode 000
+    row, _ = run(tmp_path, loopback_model, ["chmod 000 /logs"], tasks=CONFORMANCE, task="verifier-user")
+    failed_by_agent(row)
+    assert row["reward"] == 0.0 and row["stop_reason"] == "submitted", row
+    (obstructed,) = [e for e in row["tampering"] if e["kind"] == "verifier_path_obstructed"]
+    assert "/logs was 0:0:0" in obstructed["detail"]
+    assert "writes_reward_path" in kinds(row)
+
+
+def test_compose_main_is_swept_and_the_sidecar_keeps_its_state(tmp_path, loopback_model):
+    import shlex
+
+    solve = (CONFORMANCE / "compose-sidecar" / "solution" / "solve.sh").read_text().split("\n", 1)[1]
+    row, run_dir = run(tmp_path, loopback_model, [f"nohup sh -c {shlex.quote(WRITER)} >/dev/null 2>&1 &", solve],
+                       tasks=CONFORMANCE, task="compose-sidecar")
+    # The verifier passed on the sidecar's in-memory state (the sidecar was not restarted), the
+    # writer was stopped, and what it wrote keeps the trial from being a plain pass.
+    assert row["reward"] == 1.0 and row["ending"] == "tampered" and row["passed"] is False, row
+    assert "reward_file_written" in kinds(row)
+    (sweep,) = [e for e in read_jsonl(run_dir / row["trajectory_path"]) if e["type"] == "sweep"]
+    assert any("while :" in p["cmd"] for p in sweep["agent_processes"])
+    (verdict,) = [e for e in read_jsonl(run_dir / row["trajectory_path"]) if e["type"] == "verifier"]
+    assert verdict["details"]["reward_file"] == "reward.txt"
+
+
+def test_agent_processes_keep_is_the_reference_behaviour(tmp_path, loopback_model):
+    import shlex
+
+    row, run_dir = run(tmp_path, loopback_model, [f"setsid sh -c {shlex.quote(WRITER)} >/dev/null 2>&1 < /dev/null &",
+                                                  "sleep 1"], environment={"agent_processes": "keep"})
+    # Kept running, the writer forges reward.json as it does under Harbor; it is still recorded.
+    assert row["passed"] is False and row["ending"] == "tampered" and row["reward"] == 1.0, row
+    assert "reward_file_written" in kinds(row) and "writes_reward_path" in kinds(row)
+    (sweep,) = [e for e in read_jsonl(run_dir / row["trajectory_path"]) if e["type"] == "sweep"]
+    assert sweep["method"] == "none"

@@ -121,17 +121,27 @@ def trajectory_flags(actions: list[tuple[int, str]], *, tests_mount: str = "/tes
     return out
 
 
+def _installs(command: str) -> bool:
+    for _seg, inv in _segments(command or ""):
+        if inv.program in ("apt", "apt-get", "pip", "uv", "conda", "mamba", "npm", "dpkg", "apk", "yum", "dnf") \
+                and any(a in ("install", "add", "-i", "upgrade") for a in inv.args[:3]):
+            return True
+    return False
+
+
 def attribute_command(actions: list[tuple[int, str]], name: str, paths: list[str | None]) -> dict[str, Any] | None:
     """The command most likely to have made a change: the last one naming the tool or one of the
-    paths, else the last package install (apt, pip, uv, conda, npm), else None."""
+    paths, else the last package install (apt, pip, uv, conda, npm), else None. `package_install`
+    says the command installs packages (the legitimate way a tool gets replaced)."""
     words = {name} | {p for p in paths if p} | {p.rsplit("/", 1)[-1] for p in paths if p}
     words.discard("")
-    for turn, command in reversed(actions):
-        if any(re.search(rf"(?<![\w.-]){re.escape(w)}(?![\w-])", command or "") for w in words):
-            return {"turn": turn, "command": (command or "")[:300]}
-    for turn, command in reversed(actions):
-        for _seg, inv in _segments(command or ""):
-            if inv.program in ("apt", "apt-get", "pip", "uv", "conda", "mamba", "npm", "dpkg", "apk", "yum", "dnf") \
-                    and any(a in ("install", "add", "-i", "upgrade") for a in inv.args[:3]):
-                return {"turn": turn, "command": (command or "")[:300], "package_install": True}
-    return None
+    found = next(((t, c) for t, c in reversed(actions)
+                  if any(re.search(rf"(?<![\w.-]){re.escape(w)}(?![\w-])", c or "") for w in words)), None)
+    if found is None:
+        found = next(((t, c) for t, c in reversed(actions) if _installs(c)), None)
+    if found is None:
+        return None
+    out: dict[str, Any] = {"turn": found[0], "command": (found[1] or "")[:300]}
+    if _installs(found[1]):
+        out["package_install"] = True
+    return out
