@@ -195,9 +195,6 @@ class ComposeEnvironment:
     def running(self) -> bool:
         return self.main.running()
 
-    def changes(self) -> dict[str, int]:
-        return self.main.changes()
-
     def set_network(self, policy) -> None:
         if self.network is None:
             self.network = NetworkSwitch(self.main.container.client.api, self.main.container.id,

@@ -206,14 +206,6 @@ class Container:
             return False
         return self.container.status == "running"
 
-    def changes(self) -> dict[str, int]:
-        """Paths changed in the container's filesystem against its image (`docker diff`): path ->
-        kind (0 changed, 1 added, 2 deleted). Seen from the engine, so nothing inside can hide it."""
-        try:
-            return {c["Path"]: int(c["Kind"]) for c in (self.container.diff() or [])}
-        except Exception as e:
-            raise SandboxError(f"could not list the changes of container {self.id}: {e}") from None
-
     @classmethod
     def start(cls, spec: StartSpec, host: str | None = None) -> "Container":
         """Start a container that idles under an init (tini as PID 1 reaps background processes

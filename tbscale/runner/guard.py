@@ -7,7 +7,8 @@ Before the agent phase `VerifierGuard.baseline` records:
   resolved path, real path, sha256, size, owner and mode;
 * the verifier's mount points (/logs, /logs/verifier, the tests folder): type, owner, mode, and a
   digest of the files under the tests folder when the task has one there already;
-* the filesystem's changes against the image as the engine lists them (`docker diff`);
+* the container's clock, so that afterwards the files whose status changed since then (a status
+  change time cannot be set back from inside a container) can be listed where they matter;
 * the processes running (pid and start time), in the main container and in every sidecar.
 
 `VerifierGuard.seal`, after the agent phase and before anything of the verifier runs:
@@ -60,6 +61,19 @@ for name in "$@"; do
     *) printf 'T\t%s\tbuiltin\n' "$name" ;;
   esac
 done
+date +%s.%N | sed 's/^/N\t/'
+if [ -n "${TBSCALE_SINCE:-}" ]; then
+  { find / -xdev -maxdepth 1 -newerct "@$TBSCALE_SINCE" 2>/dev/null
+    find /logs "$TBSCALE_TESTS" /solution -xdev -newerct "@$TBSCALE_SINCE" 2>/dev/null
+    find /etc/ld.so.preload -newerct "@$TBSCALE_SINCE" 2>/dev/null
+    [ -n "${TBSCALE_WORKDIR:-}" ] && find "$TBSCALE_WORKDIR" -xdev -maxdepth 4 -newerct "@$TBSCALE_SINCE" \
+      \( -name pytest.py -o -path '*/pytest/__init__.py' -o -path '*/_pytest/__init__.py' -o -name conftest.py \
+      -o -name sitecustomize.py -o -name usercustomize.py \) 2>/dev/null
+    for d in /usr/lib/python3* /usr/local/lib/python3* /root/.local/lib/python3*; do [ -d "$d" ] || continue
+      find "$d" -xdev -newerct "@$TBSCALE_SINCE" \( -name sitecustomize.py -o -name usercustomize.py -o -name '*.pth' \
+        -o -path '*/_pytest/*' -o -path '*/pytest/*' -o -path '*/pluggy/*' -o -name pytest.py \) 2>/dev/null; done
+  } | head -n 2000 | sed 's/^/C\t/'
+fi
 for m in /logs /logs/verifier "$TBSCALE_TESTS"; do
   if [ -L "$m" ]; then printf 'M\t%s\tlink\t%s\n' "$m" "$(readlink -- "$m")"
   elif [ -d "$m" ]; then
@@ -136,9 +150,15 @@ def tool_names(verifier, tests_dirs: list[Path] | None = None) -> list[str]:
 def parse_snapshot(output: str) -> dict[str, Any]:
     tools: dict[str, dict[str, Any] | None] = {}
     mounts: dict[str, dict[str, Any]] = {}
+    changes: dict[str, int] = {}
+    now = None
     for line in output.splitlines():
         parts = line.split("\t")
-        if parts[0] == "T" and len(parts) >= 3:
+        if parts[0] == "N" and len(parts) == 2:
+            now = parts[1]
+        elif parts[0] == "C" and len(parts) == 2:
+            changes[parts[1]] = 0
+        elif parts[0] == "T" and len(parts) >= 3:
             if parts[2] in ("-", "builtin"):
                 tools[parts[1]] = None if parts[2] == "-" else {"builtin": True}
             elif len(parts) >= 6:
@@ -154,7 +174,7 @@ def parse_snapshot(output: str) -> dict[str, Any]:
             if len(parts) >= 5:
                 entry["digest"] = parts[4]
             mounts[parts[1]] = entry
-    return {"tools": tools, "mounts": mounts}
+    return {"tools": tools, "mounts": mounts, "now": now, "changes": changes}
 
 
 def parse_processes(output: str) -> list[dict[str, Any]]:
@@ -197,15 +217,23 @@ class VerifierGuard:
         self.timing: dict[str, float] = {}
 
     # ---- probes ----------------------------------------------------------------------------------
-    def _snapshot(self) -> dict[str, Any]:
-        script = _SNAPSHOT
+    def _snapshot(self, since: str | None = None) -> dict[str, Any]:
+        """Digests and mount points; with `since` (the container's clock at the baseline), also
+        the paths whose status changed after it, where they matter to the verifier. A status
+        change time cannot be set back from inside a container (it needs the clock), so what the
+        agent phase changed there cannot hide."""
         env = dict(self.verifier.env.resolve()) if hasattr(self.verifier.env, "resolve") else {}
         env["TBSCALE_TESTS"] = self.verifier.tests_mount
-        cmd = "set -- " + " ".join(shlex.quote(n) for n in self.names) + "\n" + script
-        res = self.box.exec(cmd, 120, user="0", env=env, output_limit=200_000)
+        if since:
+            env["TBSCALE_SINCE"] = since
+            workdir = getattr(self.box, "workdir", None) or self.verifier.cwd
+            if workdir:
+                env["TBSCALE_WORKDIR"] = workdir
+        cmd = "set -- " + " ".join(shlex.quote(n) for n in self.names) + "\n" + _SNAPSHOT
+        res = self.box.exec(cmd, 120, user="0", env=env, output_limit=400_000)
         snap = parse_snapshot(res.output)
-        changes = getattr(self.box, "changes", None)
-        snap["changes"] = changes() if callable(changes) else None
+        if not since:
+            snap["changes"] = None
         return snap
 
     def _processes(self, target) -> list[dict[str, Any]]:
@@ -263,7 +291,7 @@ class VerifierGuard:
                 record["sidecar_processes_killed"] = killed
         self.timing["guard_sweep"] = time.monotonic() - t
         t = time.monotonic()
-        after = self._snapshot()
+        after = self._snapshot(since=(self.before or {}).get("now"))
         entries += tampering_entries(self.before or {}, after, self.verifier.tests_mount, actions)
         entries += self._describe(entries)
         self.timing["guard_check"] = time.monotonic() - t

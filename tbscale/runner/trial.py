@@ -208,6 +208,8 @@ class TrialRunner:
         actions = (prefix.actions if prefix else []) + outcome.actions
         tampering = runtime.tampering + trajectory_flags(list(enumerate(actions, 1)),
                                                          tests_mount=task.verifier.tests_mount)
+        if spec.setting.agent == "oracle":  # the oracle is given /solution and runs it: that is its job
+            tampering = [e for e in tampering if e["kind"] not in ("solution_written", "reads_solution")]
         if tampering and ending == "pass":
             ending = "tampered"  # never a plain pass (docs/tasks.md, "Verification integrity")
         if verdict is not None and verdict.details.get("obstructed_by_agent") and outcome.stop_reason == "submitted":
@@ -302,7 +304,8 @@ class TrialRunner:
                                          step=step.name, actions=total.actions)
             verdicts.append((step.name, verdict))
             ending = classify_ending(out.stop_reason, verdict)
-            if ending == "pass" and any(e.get("step") == step.name for e in runtime.tampering):
+            if ending == "pass" and any(e.get("step") == step.name and not (
+                    spec.setting.agent == "oracle" and e["kind"] == "solution_written") for e in runtime.tampering):
                 ending = "tampered"
             results.append(StepResult(name=step.name, reward=verdict.reward, rewards=verdict.rewards,
                                       passed=ending == "pass", ending=ending, stop_reason=out.stop_reason
