@@ -87,7 +87,9 @@ def test_agent_cannot_read_tests_or_solution(tmp_path):
     obs = [e for e in events(tmp_path / "run", row) if e["type"] == "observation"]
     assert "No such file or directory" in obs[0]["output"] and "rc=1" in obs[0]["output"]
     assert "reward.txt" not in obs[0]["output"]
-    assert row["passed"] and row["ending"] == "pass" and row["turns"] == 3
+    # The verifier passed it, but looking for the solution is recorded and never a plain pass.
+    assert row["reward"] == 1.0 and row["ending"] == "tampered" and not row["passed"] and row["turns"] == 3
+    assert [(e["kind"], e["turn"]) for e in row["tampering"]] == [("reads_solution", 1)]
     assert containers(f"org.tbscale.trial={spec.key}") == []
 
 

@@ -60,14 +60,21 @@ def core_sections(ctx: ReportContext) -> None:
         if rate == rate and rate > FALLBACK_WARNING:
             ctx.banners.append(f"SELECTOR FALLBACKS: in {lab}, {100 * rate:.1f}% of selection turns fell back to a "
                                "seeded pick because every selector call failed; those picks are not selections")
+    for lab, n, n_pass in zip(s["setting"], s["tampered"], s["tampered_pass"]):
+        if n:
+            ctx.banners.append(f"TAMPERING: in {lab}, {n} trials changed what the verifier depends on or tried to forge "
+                               f"its verdict ({n_pass} of them the verifier passed); they count as failures, and their "
+                               "trial lines' `tampering` say what and by which command")
     if s["cost_usd_per_trial"].isna().any():
         ctx.banners.append("UNKNOWN PRICES: some models have no known price, so their cost shows as unknown (-); "
                            "give `prices:` for them in the config")
     ctx.sections.append(Section("summary", "Pass rate per setting", s[[
         "setting", "policy", "N", "trajectory", "generator", "selector", "tasks", "trials", "pass@1 (95% CI)",
-        "infra_errors", "fallback", "turns_mean", "turns_solved", "cost_usd_per_trial"]],
+        "infra_errors", "tampered", "tampered_pass", "fallback", "turns_mean", "turns_solved", "cost_usd_per_trial"]],
         "pass@1 is the mean over tasks of each task's pass rate over its trials; the interval is a "
         "percentile bootstrap over tasks (10,000 resamples). infra_errors: trials the harness failed, left out; "
+        "tampered: trials whose agent changed what the verifier depends on or tried to forge its verdict "
+        "(docs/tasks.md), counted as failures; tampered_pass: of those, the ones the verifier passed; "
         "fallback: share of selection turns where every selector call failed.", ("fallback",)))
     if not df.empty:
         ctx.sections.append(Section("pass_at_k", "pass@k, pass^k and consistency@k", tables.pass_k(df),
@@ -179,10 +186,10 @@ MIN_COLUMNS = 2  # columns a terminal table keeps however narrow the console (ri
 # follow in the table's order and are the first left out when the table does not fit.
 TERMINAL_COLUMNS: dict[str, tuple[str, ...]] = {
     "summary": ("setting", "pass@1 (95% CI)", "N", "trials", "cost_usd_per_trial", "turns_mean", "fallback",
-                "infra_errors", "policy", "turns_solved", "tasks"),
+                "infra_errors", "tampered", "policy", "turns_solved", "tasks"),
     "pass_at_k": ("setting", "k", "pass_at_k", "pass_hat_k", "consistency_at_k"),
     "costs": ("setting", "total_out", "total_vs_baseline", "generator_out", "selector_out", "cost_usd", "avg_turns"),
-    "endings": ("setting", "pass", "wrong_submission", "time_limit", "agent_error"),
+    "endings": ("setting", "pass", "tampered", "wrong_submission", "time_limit", "agent_error"),
     "compare": ("metric", "diff [95% CI]", "p_value"),
     "published": ("setting", "run", "stated_accuracy", "as_published", "matches", "pass@1", "infra_errors",
                   "trials", "k", "pass@k_as_published", "stated_pass@k", "pass@k", "passed_after_agent_failure"),

@@ -88,7 +88,8 @@ def summary(df: pd.DataFrame, n_resamples: int = 10_000, seed: int = 0,
     all_trials = df if all_trials is None else all_trials
     out = []
     every_by = by_label(all_trials, ["label", "agent", "policy", "n", "trajectory", "generator_model", "selector_model",
-                                     "task_id", "infra_error", "selection_turns", "cost_usd", "selector_fallbacks"])
+                                     "task_id", "infra_error", "selection_turns", "cost_usd", "selector_fallbacks",
+                                     "tampered", "ending"])
     scored_by = by_label(df, ["label", "task_id", "passed", "turns"])
     empty = df.iloc[:0][["label", "task_id", "passed", "turns"]]
     # The bootstraps (most of the time at scale) run on two threads: numpy draws and averages the
@@ -101,7 +102,8 @@ def summary(df: pd.DataFrame, n_resamples: int = 10_000, seed: int = 0,
             row = {"setting": lab, "agent": first["agent"], "policy": first["policy"], "N": int(first["n"]),
                    "trajectory": first["trajectory"], "generator": first["generator_model"],
                    "selector": first["selector_model"], "tasks": every["task_id"].nunique(), "trials": len(sub),
-                   "infra_errors": int(every["infra_error"].sum())}
+                   "infra_errors": int(every["infra_error"].sum()), "tampered": int(every["tampered"].sum()),
+                   "tampered_pass": int((every["ending"] == "tampered").sum())}
             ci = None
             if len(sub):
                 ci = pool.submit(metrics.bootstrap_ci, _per_task(sub)["pass_rate"].to_numpy(),

@@ -109,6 +109,11 @@ class EnvironmentConfig(Strict):
     image_disk_budget_gb: float | None = Field(
         None, gt=0, description="per Docker engine: evict tbscale-built images no pending trial needs, least "
                                 "recently used first, to stay within this (docs/scale.md)")
+    agent_processes: Literal["stop", "keep"] = Field(
+        "stop", description="before verification in the agent's container: stop (every process the agent phase "
+                            "started is stopped: the container restarts) or keep (they run on into verification, as "
+                            "Harbor and Terminal-Bench leave them; tasks whose tests need a service the agent left "
+                            "running need this)")
     storage_limit: Literal["auto", "enforce", "ignore"] = Field(
         "auto", description="a task's storage_mb on an engine that cannot enforce a quota: auto (run the task "
                             "without it, as Harbor's Docker backend does, and say so; `ignore` is the same) or enforce "

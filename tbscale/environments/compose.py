@@ -189,6 +189,12 @@ class ComposeEnvironment:
             raise SandboxError(f"no running service {name!r} in compose project {self.project.name}")
         return self.sidecars[name]
 
+    def restart(self) -> None:
+        self.main.restart()
+
+    def running(self) -> bool:
+        return self.main.running()
+
     def set_network(self, policy) -> None:
         if self.network is None:
             self.network = NetworkSwitch(self.main.container.client.api, self.main.container.id,

@@ -188,6 +188,24 @@ class Container:
     def service(self, name: str) -> "Container":
         raise SandboxError(f"no service {name!r}: a single container has no sidecars")
 
+    def restart(self) -> None:
+        """Kill every process in the container, its init included, and start it again from the
+        same filesystem, networks and command (the image's entrypoint runs again)."""
+        try:
+            self.container.restart(timeout=0)
+            self.container.reload()
+        except Exception as e:
+            raise SandboxError(f"could not restart container {self.id}: {type(e).__name__}: {e}") from None
+        if self.container.status != "running":
+            raise SandboxError(f"container {self.id} did not come back after a restart ({self.container.status})")
+
+    def running(self) -> bool:
+        try:
+            self.container.reload()
+        except Exception:  # noqa: BLE001 - gone
+            return False
+        return self.container.status == "running"
+
     @classmethod
     def start(cls, spec: StartSpec, host: str | None = None) -> "Container":
         """Start a container that idles under an init (tini as PID 1 reaps background processes

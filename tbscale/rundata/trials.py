@@ -93,7 +93,7 @@ _SCALARS = ("run", "setting", "setting_key", "trial_key", "task_id", "task_forma
             "passed", "ending", "stop_reason", "infra_error", "turns", "selection_turns", "selector_fallbacks",
             "n_attempts", "final_attempt", "trajectory_path", "imported_from", "source", "rewards", "reward_key")
 _DERIVED = ("run_dir", "simulated_roles", "reward", "cost_usd", "trial_wall", "error_type", "strategy_kind",
-            "policy_params", "attempts", "strategy_record", "steps", "not_enforced")
+            "policy_params", "attempts", "strategy_record", "steps", "not_enforced", "tampered", "tampering_kinds")
 _TOKENS = tuple(f"{role}_{k}" for role in ROLES for k in (*TOKEN_KINDS, "cost"))
 COLUMNS = (*_SCALARS, *_DERIVED, *_TOKENS, "other_input", "other_output")
 _NAN = math.nan
@@ -182,6 +182,9 @@ def _columns(values: dict[str, list[Any]], run_dir: str, entries: dict[str, Entr
         "steps": [s if s else None for s in values["steps"]],
         # (key, why) pairs, or None: the task keys the trial did not carry out as written
         "not_enforced": [tuple((x["key"], x["why"]) for x in v) if v else None for v in values["not_enforced"]],
+        "tampered": np.array([bool(t) for t in values["tampering"]], dtype=bool),
+        "tampering_kinds": [",".join(sorted({e.get("kind", "?") for e in t})) if t else None
+                            for t in values["tampering"]],
     })
     out.update(_token_columns(values["tokens"], entries.get("tokens")))
     return out

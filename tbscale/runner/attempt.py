@@ -33,6 +33,7 @@ from tbscale.tasks.envvars import expand_host_vars
 from tbscale.runner.enforcement import capabilities, environment_tables
 from tbscale.tasks.model import DEFAULT_CPUS, DEFAULT_MEMORY_MB, AgentSpec, EnvironmentSpec, NetworkPolicy, VerifierSpec
 from tbscale.tasks.schema import Artifact, Healthcheck
+from tbscale.runner.guard import VerifierGuard
 from tbscale.verifiers import VerifierContext, VerifierResult, verify
 from tbscale.verifiers.script import run_tests
 
@@ -72,6 +73,8 @@ class TaskRuntime:
         self.specs: dict[int, StartSpec] = {}  # id(environment) -> what started it
         self._compose: Backend | None = None
         self.agent_env: dict[str, str] = {}
+        self.guard: VerifierGuard | None = None
+        self.tampering: list[dict[str, Any]] = []  # every entry found in this attempt (all steps)
 
     # ---- policies and refusals ---------------------------------------------------------------------
     def policy(self, policy: NetworkPolicy) -> NetworkPolicy:
@@ -236,6 +239,41 @@ class TaskRuntime:
             box.exec(f"chmod 644 {MCP_CONFIG_PATH}", 30, user="0")
             env["TBSCALE_MCP_CONFIG"] = MCP_CONFIG_PATH
         return env
+
+    # ---- verification integrity (runner/guard.py) -------------------------------------------------
+    def guard_begin(self, box: Environment, verifier: VerifierSpec, timing: dict[str, float]) -> None:
+        """Before an agent phase: the baseline the verifier's integrity is checked against."""
+        if self.task.format == "swebench":
+            return
+        self.guard = VerifierGuard(box, verifier, sweep=self.exp.environment.agent_processes == "stop")
+        self.guard.baseline()
+        for k, v in self.guard.timing.items():
+            timing[k] = timing.get(k, 0.0) + v
+
+    def guard_seal(self, box: Environment, actions: list[str], timing: dict[str, float],
+                   step: str | None = None) -> list[dict[str, Any]]:
+        """After an agent phase, before anything of the verifier runs: stop the agent's processes
+        (the container restarts; the task's healthcheck is passed again), then record what the
+        agent phase changed that the verifier depends on. Returns this phase's entries."""
+        guard, self.guard = self.guard, None
+        if guard is None:
+            return []
+
+        def after_restart() -> None:
+            if self.env.healthcheck is not None:
+                self.healthcheck(box, self.env.healthcheck, "[environment.healthcheck] (after the process sweep)")
+
+        guard.timing.clear()
+        entries, record = guard.seal(list(enumerate(actions, 1)), restart_hook=after_restart)
+        for k, v in guard.timing.items():
+            timing[k] = timing.get(k, 0.0) + v
+        if step:
+            for e in entries:
+                e["step"] = step
+        self.tampering += entries
+        self.rec.event("sweep", **record, tampering=entries, **({"step": step} if step else {}),
+                       timing={k: round(v, 4) for k, v in guard.timing.items()})
+        return entries
 
     # ---- verification -----------------------------------------------------------------------------
     def verify(self, box: Environment, verifier: VerifierSpec, artifacts: list[Artifact], timeout_sec: float,

@@ -38,6 +38,8 @@ def _environment_identity(exp: Experiment) -> dict[str, Any]:
     # made before the option existed, or when `enforce` was its default.
     if env.get("storage_limit") in ("auto", "enforce"):
         env.pop("storage_limit")
+    if env.get("agent_processes") == "stop":  # the default, likewise
+        env.pop("agent_processes")
     return env
 
 

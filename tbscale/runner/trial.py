@@ -27,6 +27,7 @@ from tbscale.runner.plan import TrialSpec
 from tbscale.runner.rundir import RunFolder, now
 from tbscale.runner.attempt import TaskRuntime
 from tbscale.runner.enforcement import capabilities, not_enforced
+from tbscale.runner.guard import review
 from tbscale.runner.resolve import simulated_roles
 from tbscale.strategies import entry
 from tbscale.strategies.base import AttemptResult, Prefix, TrajectoryOutcome
@@ -36,6 +37,7 @@ from tbscale.tasks.model import VerifierSpec
 from tbscale.types.results import INFRA_STOP_REASONS, AttemptBrief, ErrorInfo, StepResult, TrialResult
 from tbscale.verifiers import PASS_THRESHOLD, VerifierResult, classify_ending
 from tbscale.verifiers.script import reward_key
+from tbscale.shell.tampering import trajectory_flags
 
 
 def _error(message: str | None, type_: str | None = None) -> ErrorInfo | None:
@@ -134,7 +136,7 @@ class TrialRunner:
             reward=final.reward, rewards=final.rewards, reward_key=final.reward_key,
             passed=bool(final.passed and final.ending == "pass"),
             steps=[StepResult.model_validate(x) for x in final.steps] if final.steps is not None else None,
-            artifacts_path=final.artifacts_path,
+            artifacts_path=final.artifacts_path, tampering=final.tampering,
             not_enforced=[x.as_dict() for x in not_enforced(spec.task, self.exp, capabilities(self.backend))],
             ending=final.ending, stop_reason=final.stop_reason,
             infra_error=final.stop_reason in INFRA_STOP_REASONS, turns=final.turns,
@@ -182,6 +184,7 @@ class TrialRunner:
                     outcome, verdict, steps = await self._run_steps(spec, rec, runtime, box, context, prefix, timing,
                                                                     art_dir)
                 else:
+                    await asyncio.to_thread(runtime.guard_begin, box, task.verifier, timing)
                     if prefix is not None:
                         t = time.monotonic()
                         view = await asyncio.to_thread(runtime.agent_view, box, task.agent)
@@ -194,7 +197,9 @@ class TrialRunner:
                     # Every ending but a dead sandbox or a paused prefix gets verified, so "would the
                     # verifier have passed it" stays answerable; the ending still follows Table 5.
                     if verify or outcome.stop_reason != "paused":
-                        verdict = await self._verify(runtime, box, task.verifier, task.artifacts, art_dir, timing)
+                        ran = (prefix.actions if prefix else []) + outcome.actions
+                        verdict = await self._verify(runtime, box, task.verifier, task.artifacts, art_dir, timing,
+                                                     actions=ran)
             except SandboxError as e:
                 outcome.stop_reason, outcome.error, outcome.error_type = e.stop_reason, str(e), type(e).__name__
             finally:
@@ -203,13 +208,23 @@ class TrialRunner:
                 timing["remove"] = time.monotonic() - t
         ending = classify_ending(outcome.stop_reason, verdict)
         actions = (prefix.actions if prefix else []) + outcome.actions
+        tampering = runtime.tampering + trajectory_flags(list(enumerate(actions, 1)),
+                                                         tests_mount=task.verifier.tests_mount)
+        if spec.setting.agent == "oracle":  # the oracle is given /solution and runs it: that is its job
+            tampering = [e for e in tampering if e["kind"] not in ("solution_written", "reads_solution")]
+        if tampering and ending == "pass":
+            ending = "tampered"  # never a plain pass (docs/tasks.md, "Verification integrity")
+        if verdict is not None and verdict.details.get("obstructed_by_agent") and outcome.stop_reason == "submitted":
+            outcome.stop_reason = "verifier_obstructed"
+            outcome.error = outcome.error or f"verifier obstructed by the agent: {verdict.details['obstructed_by_agent']}"
+            outcome.error_type = outcome.error_type or "VerifierObstructed"
         if verdict is not None and verdict.error and outcome.stop_reason == "submitted":
             outcome.stop_reason = verdict.error
             why = verdict.output.strip().splitlines()[0][:300] if verdict.details.get("exception") and verdict.output else ""
             outcome.error = outcome.error or f"verifier: {verdict.error}" + (f": {why}" if why else "")
             outcome.error_type = outcome.error_type or "VerifierError"
         rec.event("attempt_end", stage=stage, ending=ending, stop_reason=outcome.stop_reason,
-                  reward=verdict.reward if verdict else None, turns=outcome.turns, error=outcome.error,
+                  reward=verdict.reward if verdict else None, turns=outcome.turns, error=outcome.error, tampering=tampering,
                   timing={k: round(v, 4) for k, v in timing.items()}, usage=rec.usage_dict())
         rewards = verdict.rewards if verdict else None
         return AttemptResult(index=index, label=rec.label, stage=stage,
@@ -219,15 +234,23 @@ class TrialRunner:
                              usage=rec.usage_dict(), timing={k: round(v, 4) for k, v in timing.items()},
                              error=outcome.error, error_type=outcome.error_type, context_indices=context_indices,
                              rewards=rewards, reward_key=reward_key(task.reward, rewards),
-                             steps=[s.model_dump() for s in steps] if steps is not None else None,
+                             steps=[s.model_dump() for s in steps] if steps is not None else None, tampering=tampering,
                              artifacts_path=art_dir.relative_to(self.folder.path).as_posix() if art_dir.is_dir() else None)
 
     async def _verify(self, runtime: TaskRuntime, box, verifier, artifacts, art_dir: Path, timing: dict[str, float],
-                      step: str | None = None) -> VerifierResult:
+                      step: str | None = None, actions: list[str] | None = None) -> VerifierResult:
+        sealed: list[dict[str, Any]] = []
+        if actions is not None:  # the agent phase is over: stop its processes, check what it changed
+            sealed = await asyncio.to_thread(runtime.guard_seal, box, actions, timing, step)
         t = time.monotonic()
         timeout = self.exp.limits.verifier_timeout_sec or verifier.timeout_sec
         verdict = await asyncio.to_thread(verify_attempt, VerifyCall(runtime, box, verifier, artifacts, timeout,
                                                                      art_dir, timing, step))
+        verdict, found = review(verdict, sealed)
+        for e in found:
+            if step:
+                e["step"] = step
+        runtime.tampering += found
         timing["verify"] = timing.get("verify", 0.0) + time.monotonic() - t
         runtime.rec.event("verifier", reward=verdict.reward, passed=verdict.passed, error=verdict.error,
                           output=verdict.output[-20_000:], details=verdict.details,
@@ -269,6 +292,7 @@ class TrialRunner:
                 stopped = e.stop_reason
                 continue
             t = time.monotonic()
+            await asyncio.to_thread(runtime.guard_begin, box, step.verifier, timing)
             view = await asyncio.to_thread(runtime.agent_view, box, step.agent)
             out = await self._act(spec, rec, view, context, None, None, task=step_task)
             timing["agent"] = timing.get("agent", 0.0) + time.monotonic() - t
@@ -279,9 +303,12 @@ class TrialRunner:
             if out.stop_reason != "submitted" and total.stop_reason == "submitted":
                 total.stop_reason, total.error, total.error_type = out.stop_reason, out.error, out.error_type
             verdict = await self._verify(runtime, box, step.verifier, step.artifacts, art_dir / step.name, timing,
-                                         step=step.name)
+                                         step=step.name, actions=total.actions)
             verdicts.append((step.name, verdict))
             ending = classify_ending(out.stop_reason, verdict)
+            if ending == "pass" and any(e.get("step") == step.name and not (
+                    spec.setting.agent == "oracle" and e["kind"] == "solution_written") for e in runtime.tampering):
+                ending = "tampered"
             results.append(StepResult(name=step.name, reward=verdict.reward, rewards=verdict.rewards,
                                       passed=ending == "pass", ending=ending, stop_reason=out.stop_reason
                                       if out.stop_reason != "submitted" else (verdict.error or "submitted"),

@@ -61,11 +61,13 @@ class AttemptResult:
     reward_key: str | None = None  # which key of `rewards` is `reward`
     steps: list[dict[str, Any]] | None = None  # multi-step tasks: one StepResult dict per step
     artifacts_path: str | None = None  # the attempt's collected artifacts, relative to the run folder
+    tampering: list[dict[str, Any]] = field(default_factory=list)  # docs/formats.md, `tampering`
 
     def brief(self) -> dict[str, Any]:
         return {"index": self.index, "label": self.label, "stage": self.stage, "reward": self.reward,
                 "passed": self.passed, "ending": self.ending, "stop_reason": self.stop_reason,
-                "turns": self.turns, "context": self.context_indices, "usage": self.usage}
+                "turns": self.turns, "context": self.context_indices, "usage": self.usage,
+                "tampering": len(self.tampering)}
 
 
 @dataclass

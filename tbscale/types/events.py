@@ -206,6 +206,21 @@ class SetupEvent(EventBase):
     step: str | None = None
 
 
+class SweepEvent(EventBase):
+    """Between the agent phase and the verifier (docs/tasks.md, "Verification integrity"): how the
+    agent's processes were stopped (`method` restart, or none when they are kept), which ones were
+    running, and the tampering the checks found."""
+
+    type: Literal["sweep"] = "sweep"
+    method: str
+    agent_processes: list[dict[str, Any]] = Field(default_factory=list)
+    agent_processes_count: int = 0
+    sidecar_processes_killed: dict[str, list[dict[str, Any]]] | None = None
+    tampering: list[dict[str, Any]] = Field(default_factory=list)
+    timing: dict[str, float] = Field(default_factory=dict)
+    step: str | None = None
+
+
 class VerifierEvent(EventBase):
     type: Literal["verifier"] = "verifier"
     reward: float | None = None
@@ -227,6 +242,7 @@ class AttemptEnd(EventBase):
     error: str | None = None
     timing: dict[str, float] = Field(default_factory=dict)
     usage: dict[str, UsageRecord] = Field(default_factory=dict)
+    tampering: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class End(EventBase):
@@ -239,10 +255,10 @@ class End(EventBase):
 
 
 Event = Annotated[Union[Start, AttemptStart, ModelCall, Candidates, Selection, FormatError, VerifierCall, Summary,
-                        ActionEvent, Observation, Replay, SetupEvent, VerifierEvent, AttemptEnd, End],
+                        ActionEvent, Observation, Replay, SetupEvent, SweepEvent, VerifierEvent, AttemptEnd, End],
                   Field(discriminator="type")]
 EVENT_TYPES: dict[str, type[EventBase]] = {
     m.model_fields["type"].default: m
     for m in (Start, AttemptStart, ModelCall, Candidates, Selection, FormatError, VerifierCall, Summary, ActionEvent,
-              Observation, Replay, SetupEvent, VerifierEvent, AttemptEnd, End)}
+              Observation, Replay, SetupEvent, SweepEvent, VerifierEvent, AttemptEnd, End)}
 event_adapter: TypeAdapter[Event] = TypeAdapter(Event)

@@ -2,8 +2,9 @@
 
 How attempts end follows turn-bon Appendix D.2 (Table 5), with two additions that keep numbers
 honest: `verifier_error` (the verifier could not give a verdict: a timeout, no reward file, a test
-script that could not run, no tests parsed) and `unfinished` (a paused prefix; never a trial's
-final ending). Some stop reasons are failures of the infrastructure rather than of the agent; a
+script that could not run, no tests parsed), `tampered` (the verifier passed it, but the attempt
+changed what the verifier depends on or tried to forge its verdict: `tampering` is not empty;
+counted as a failure) and `unfinished` (a paused prefix; never a trial's final ending). Some stop reasons are failures of the infrastructure rather than of the agent; a
 trial that ended in one is flagged `infra_error` and left out of pass@1 by default.
 """
 
@@ -15,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tbscale.types.events import UsageRecord
 
-ENDINGS = ("pass", "wrong_submission", "out_of_context", "time_limit", "agent_error", "verifier_error")
+ENDINGS = ("pass", "tampered", "wrong_submission", "out_of_context", "time_limit", "agent_error", "verifier_error")
 # Stop reasons that say the harness, not the agent, failed: the model endpoint, the container
 # engine, the image build, or the verifier. Such a trial measures nothing about the agent.
 # `healthcheck_failed`: the task's environment never became healthy; `task_refused`: the task needs
@@ -47,6 +48,7 @@ class AttemptBrief(BaseModel):
     turns: int = 0
     context: list[int] = Field(default_factory=list)
     usage: dict[str, UsageRecord] = Field(default_factory=dict)
+    tampering: int = 0  # how many tampering entries the attempt has
 
 
 class StepResult(BaseModel):
@@ -120,6 +122,7 @@ class TrialResult(BaseModel):
     trajectory_path: str | None = None
     artifacts_path: str | None = None
     not_enforced: list[NotEnforcedKey] = Field(default_factory=list)
+    tampering: list[dict[str, Any]] = Field(default_factory=list)
     error: ErrorInfo | None = None
     started_at: str | None = None
     finished_at: str | None = None

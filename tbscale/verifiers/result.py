@@ -25,6 +25,7 @@ STOP_TO_ENDING = {
     "healthcheck_failed": "agent_error",
     "task_refused": "agent_error",
     "agent_error": "agent_error",
+    "verifier_obstructed": "wrong_submission",  # the agent broke what the verifier needs: its failure
     "verifier_timeout": "verifier_error",
     "reward_missing": "verifier_error",
     "tests_not_run": "verifier_error",

@@ -64,17 +64,73 @@ def parse_reward_file(raw: bytes, name: str) -> dict[str, float]:
     return {"reward": value}
 
 
-def read_rewards(box, reward: RewardSpec) -> tuple[dict[str, float] | None, str | None, str | None]:
-    """(rewards, file read, problem) from /logs/verifier."""
+def read_rewards(box, reward: RewardSpec, details: dict[str, Any] | None = None
+                 ) -> tuple[dict[str, float] | None, str | None, str | None]:
+    """(rewards, file read, problem) from /logs/verifier: the first of `reward.files` present
+    wins (Harbor 0.26's verifier: reward.json, else reward.txt). When both are there and their
+    reward differs, `details["reward_disagreement"]` records both."""
+    found: dict[str, bytes] = {}
     for name in reward.files:
         raw = box.read_file(f"{LOGS}/{name}")
-        if raw is None:
-            continue
-        try:
-            return parse_reward_file(raw, name), name, None
-        except RewardFileError as e:
-            return None, name, str(e)
-    return None, None, None
+        if raw is not None:
+            found[name] = raw
+    if not found:
+        return None, None, None
+    name = next(n for n in reward.files if n in found)
+    try:
+        rewards = parse_reward_file(found[name], name)
+    except RewardFileError as e:
+        return None, name, str(e)
+    if details is not None and len(found) > 1:
+        others = {}
+        for other in found:
+            if other == name:
+                continue
+            try:
+                others[other] = reward.primary(parse_reward_file(found[other], other))
+            except RewardFileError as e:
+                others[other] = str(e)
+        used = reward.primary(rewards)
+        if any(v != used for v in others.values()):
+            details["reward_disagreement"] = {name: used, **others, "used": name}
+    return rewards, name, None
+
+
+def tests_digest(box, mount: str) -> str | None:
+    """A digest of the files under the tests folder (caches left out), or None when absent."""
+    q = shlex.quote(mount)
+    res = box.exec(f"[ -d {q} ] || exit 3; cd {q} && find . -xdev -type f ! -path '*/__pycache__/*' "
+                   "! -path '*/.pytest_cache/*' -exec sha256sum {} + 2>/dev/null | LC_ALL=C sort | sha256sum | cut -c1-16",
+                   60, user="0")
+    return res.output.strip() or None if res.exit_code == 0 else None
+
+
+def fresh_logs_script(owner: str) -> str:
+    """A root shell script that makes /logs a plain root folder (0755) and /logs/verifier a new,
+    empty folder owned by `owner` (0755), whatever the agent left there; it prints one
+    `OBSTRUCTED <what>` line for each thing it had to undo and `FOUND <path>` for what it removed."""
+    return f"""set -u
+if [ -L /logs ] || {{ [ -e /logs ] && [ ! -d /logs ]; }}; then echo "OBSTRUCTED /logs was not a folder"; rm -rf /logs; fi
+mkdir -p /logs
+st=$(stat -c %u:%g:%a /logs); [ "$st" = 0:0:755 ] || [ "$st" = 0:0:777 ] || echo "OBSTRUCTED /logs was $st (owner:group:mode)"
+chown 0:0 /logs && chmod 755 /logs
+v={LOGS}
+if [ -e "$v" ] || [ -L "$v" ]; then
+  if [ -L "$v" ] || [ ! -d "$v" ]; then echo "OBSTRUCTED $v was not a folder"
+  else
+    st=$(stat -c %u:%g:%a "$v"); [ "$st" = 0:0:777 ] || [ "$st" = 0:0:755 ] || echo "OBSTRUCTED $v was $st (owner:group:mode)"
+    find "$v" -mindepth 1 -maxdepth 2 2>/dev/null | head -n 50 | while IFS= read -r f; do
+      if [ -d "$f" ] && [ ! -L "$f" ]; then echo "FOUND $f/"; else echo "FOUND $f"; fi; done
+  fi
+fi
+if awk -v m="$v" '$5 == m {{found=1}} END {{exit !found}}' /proc/self/mountinfo; then
+  chmod -R u+w "$v" 2>/dev/null; find "$v" -mindepth 1 -delete || exit 3
+else
+  rm -rf "$v" || exit 3
+  mkdir "$v" || exit 3
+fi
+chown {owner} "$v" && chmod 755 "$v"
+"""
 
 
 def run_tests(box, verifier: VerifierSpec, reward: RewardSpec, timeout_sec: float, *,
@@ -83,17 +139,24 @@ def run_tests(box, verifier: VerifierSpec, reward: RewardSpec, timeout_sec: floa
     """One verification in `box` (see the module doc). `env` is the resolved verifier env."""
     upload = verifier.upload_tests if upload is None else upload
     mount = verifier.tests_mount
-    prep = [f"mkdir -p {LOGS}", f"rm -f {LOGS}/reward.txt {LOGS}/reward.json", f"chmod 777 {LOGS}"]
-    if upload:
-        prep.insert(0, f"rm -rf {shlex.quote(mount)}")
-    res = box.exec(" && ".join(prep), 60, user="0")
+    owner = "0:0" if verifier.user in (None, "", 0, "0", "root") else shlex.quote(f"{verifier.user}")
+    res = box.exec(fresh_logs_script(owner), 60, user="0")
+    found = res.output.splitlines()
+    logs = {"obstructed": [x[len("OBSTRUCTED "):] for x in found if x.startswith("OBSTRUCTED ")],
+            "found": [x[len("FOUND "):] for x in found if x.startswith("FOUND ")]}
     if res.exit_code != 0:
-        return VerifierResult(None, False, res.output, "tests_not_run", {"stage": "prepare", "exit_code": res.exit_code})
+        return VerifierResult(None, False, res.output, "tests_not_run",
+                              {"stage": "prepare", "exit_code": res.exit_code, "verifier_logs": logs})
     if upload:
+        res = box.exec(f"rm -rf {shlex.quote(mount)}", 60, user="0")
+        if res.exit_code != 0:
+            return VerifierResult(None, False, res.output, "tests_not_run",
+                                  {"stage": "prepare", "exit_code": res.exit_code, "verifier_logs": logs})
         for folder in verifier.tests_dirs:
             box.put_dir(folder, mount)
         if verifier.tests_files:
             box.put_archive(dict(verifier.tests_files), mount)
+    tests_before = tests_digest(box, mount)
     script = verifier.command.split()[-1] if verifier.command else ""
     if script.startswith("/"):
         box.exec(f"chmod +x {shlex.quote(script)} 2>/dev/null || true", 30, user="0")
@@ -101,6 +164,11 @@ def run_tests(box, verifier: VerifierSpec, reward: RewardSpec, timeout_sec: floa
     res = box.exec(verifier.command, timeout_sec, env=dict(env or {}) or None, user=user, workdir=verifier.cwd,
                    output_limit=output_limit)
     details: dict[str, Any] = {"exit_code": res.exit_code, "duration_sec": round(res.duration_sec, 3)}
+    if logs["obstructed"] or logs["found"]:
+        details["verifier_logs"] = logs
+    tests_after = tests_digest(box, mount)
+    if tests_before != tests_after:
+        details["tests_changed"] = {"before": tests_before, "after": tests_after}
     if res.timed_out:
         return VerifierResult(None, False, res.output, "verifier_timeout", {**details, "timeout_sec": timeout_sec})
     if reward.source == "parser":
@@ -112,7 +180,7 @@ def run_tests(box, verifier: VerifierSpec, reward: RewardSpec, timeout_sec: floa
             return VerifierResult(None, False, res.output, error, details)
         value = 1.0 if parsed.passed else 0.0
         return VerifierResult(value, parsed.passed, res.output, None, details, {"reward": value})
-    rewards, name, problem = read_rewards(box, reward)
+    rewards, name, problem = read_rewards(box, reward, details)
     if rewards is None:
         if problem:
             details["bad_reward"] = problem

@@ -46,7 +46,7 @@ SIMULATED_BANNER = ("SIMULATED MODELS: these runs used tbscale's embedded simula
 ROW_FIELDS = ("run", "setting", "setting_key", "trial_key", "task_id", "task_format", "trial", "seed", "agent",
               "policy", "policy_params", "n", "trajectory", "trajectory_params", "generator_model", "selector_model",
               "simulated", "reward", "passed", "ending", "stop_reason", "turns", "tokens", "cost_usd", "timing",
-              "n_attempts", "final_attempt", "attempts", "strategy_record", "trajectory_path", "error",
+              "n_attempts", "final_attempt", "attempts", "strategy_record", "trajectory_path", "error", "tampering",
               "started_at", "finished_at", "source")
 SETTING_FIELDS = ("policy", "policy_params", "n", "trajectory", "trajectory_params", "generator_model",
                   "selector_model", "agent", "setting_key")
@@ -367,7 +367,7 @@ def build_index(rows: list[dict[str, Any]], manifest: dict[str, Any], run_dir: P
     settings, tasks, endings, stops, errors = _Codes(), _Codes(), _Codes(), _Codes(), _Codes()
     setting_info: dict[str, dict[str, Any]] = {}
     cols: dict[str, list[Any]] = {k: [] for k in ("key", "s", "t", "i", "r", "p", "e", "sr", "tu", "tok", "c",
-                                                  "w", "na", "err")}
+                                                  "w", "na", "err", "tm")}
     for row in rows:
         name = str(row.get("setting"))
         if name not in setting_info:
@@ -388,6 +388,7 @@ def build_index(rows: list[dict[str, Any]], manifest: dict[str, Any], run_dir: P
         cols["w"].append(_compact(_num(wall), 1))
         cols["na"].append(row.get("n_attempts") or 1)
         cols["err"].append(errors(err.get("type") or "error") if isinstance(err, dict) else None)
+        cols["tm"].append(len(row.get("tampering") or []))
     simulated = bool(manifest.get("simulated_models")) or any(bool(r.get("simulated")) for r in rows)
     return {"v": FORMAT_VERSION, "run": manifest.get("run_name") or run_dir.name, "trials": len(rows),
             "simulated": simulated, "simulated_banner": SIMULATED_BANNER if simulated else None,

@@ -297,8 +297,9 @@
     var bySetting = {}, byEnding = {};
     rows.forEach(function (r) {
       passedN += C.p[r];
-      var s = bySetting[C.s[r]] = bySetting[C.s[r]] || {n: 0, passed: 0, turns: 0, turnN: 0, tok: 0, cost: 0, wall: 0};
-      s.n++; s.passed += C.p[r]; s.tok += C.tok[r] || 0; s.cost += C.c[r] || 0; s.wall += C.w[r] || 0;
+      var s = bySetting[C.s[r]] = bySetting[C.s[r]] || {n: 0, passed: 0, turns: 0, turnN: 0, tok: 0, cost: 0, wall: 0,
+                                                        tampered: 0};
+      s.n++; s.passed += C.p[r]; s.tampered += (C.tm && C.tm[r]) ? 1 : 0; s.tok += C.tok[r] || 0; s.cost += C.c[r] || 0; s.wall += C.w[r] || 0;
       if (isNum(C.tu[r])) { s.turns += C.tu[r]; s.turnN++; turnSum += C.tu[r]; turnN++; }
       tokSum += C.tok[r] || 0;
       var e = endingName(r) || "unknown";
@@ -315,7 +316,7 @@
     });
     add(root, chips);
     var st = h("table", {"class": "grid settings-summary"},
-      h("thead", null, h("tr", null, ["setting", "policy", "trajectory", "trials", "passed", "pass rate", "mean turns",
+      h("thead", null, h("tr", null, ["setting", "policy", "trajectory", "trials", "passed", "pass rate", "tampered", "mean turns",
         "mean tokens", "mean cost", "mean wall"].map(function (c) { return h("th", {text: c}); }))));
     var sb = h("tbody");
     Object.keys(bySetting).map(Number).sort(function (a, b) { return a - b; }).forEach(function (si) {
@@ -326,6 +327,8 @@
         h("td", {text: info.trajectory || "single"}),
         h("td", {"class": "num", text: fmtInt(s.n)}), h("td", {"class": "num", text: fmtInt(s.passed)}),
         h("td", {"class": "num", text: fmtPct(s.passed / s.n)}),
+        h("td", {"class": "num tampered-count" + (s.tampered ? " bad" : ""), title: "trials whose agent changed what " +
+          "the verifier depends on or tried to forge its verdict (counted as failures)", text: fmtInt(s.tampered)}),
         h("td", {"class": "num", text: fmtNum(s.turnN ? s.turns / s.turnN : NaN, 1)}),
         h("td", {"class": "num", text: fmtInt(s.tok / s.n)}), h("td", {"class": "num", text: fmtCost(s.cost / s.n)}),
         h("td", {"class": "num", text: fmtSec(s.wall / s.n)})));
@@ -810,7 +813,18 @@
       ["agent", row.agent], ["started", row.started_at], ["finished", row.finished_at],
       ["trajectory file", row.trajectory_path],
       ["error", row.error ? h("span", {"class": "call-err", text: (row.error.type || "") + ": " + (row.error.message || "")}) : null]]);
-    return [title, status, meta];
+    var tampering = null;
+    if (row.tampering && row.tampering.length) {
+      tampering = h("div", {"class": "tampering"}, h("h2", {text: "Tampering (" + row.tampering.length + ")"}),
+        h("p", {"class": "muted small", text: "What this attempt did to the verifier or its verdict; a tampered trial is never a pass."}),
+        h("ul", null, row.tampering.map(function (t) {
+          var by = t.by_command ? " \u00b7 by turn " + t.by_command.turn + ": " + t.by_command.command : "";
+          return h("li", null, h("span", {"class": "badge bad", text: t.kind}), " ",
+            (t.turn ? "turn " + t.turn + ": " : "") + (t.detail || ""), t.command ? h("code", {text: " " + t.command}) : null,
+            by ? h("span", {"class": "muted small", text: by}) : null);
+        })));
+    }
+    return [title, status, meta, tampering];
   }
 
   function compareControl(key, r) {

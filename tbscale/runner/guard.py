@@ -1,0 +1,443 @@
+"""What keeps the agent phase out of the verifier's verdict in shared mode (docs/tasks.md,
+"Verification integrity").
+
+Before the agent phase `VerifierGuard.baseline` records:
+* the verifier's toolchain: every program the test script runs and every interpreter its tests'
+  shebangs name, plus bash, sh, python3, pytest, uv, ..., as resolved on the container's PATH:
+  resolved path, real path, sha256, size, owner and mode;
+* the verifier's mount points (/logs, /logs/verifier, the tests folder): type, owner, mode, and a
+  digest of the files under the tests folder when the task has one there already;
+* the container's clock, so that afterwards the files whose status changed since then (a status
+  change time cannot be set back from inside a container) can be listed where they matter;
+* the processes running (pid and start time), in the main container and in every sidecar.
+
+`VerifierGuard.seal`, after the agent phase and before anything of the verifier runs:
+1. lists the processes the agent phase started (user, command line), then stops them all: the
+   main container is restarted (every process dies, its init too, whatever user it ran as,
+   however detached; the image's entrypoint runs again and the task's healthcheck is passed
+   again), and in each sidecar every process that is new and not the child of one of the
+   sidecar's own processes is killed;
+2. checks again and returns what changed as tampering entries (`tampering_entries`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shlex
+import time
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from tbscale.environments import Environment
+from tbscale.errors import SandboxError
+from tbscale.shell.parse import invocation, split_segments
+from tbscale.shell.tampering import attribute_command
+
+DEFAULT_TOOLS = ("bash", "sh", "env", "python3", "python", "pytest", "uv", "uvx", "pip", "pip3", "timeout")
+MAX_TOOLS = 48
+VERIFIER_LOGS = "/logs/verifier"
+REWARD_FILES = ("reward.txt", "reward.json")
+# Files that change what a Python test run does without touching the tests (the interpreter loads
+# them at start-up, or pytest reads them from the tests' folder and its ancestors).
+STARTUP_HOOKS = ("sitecustomize.py", "usercustomize.py")
+PYTEST_CONFIGS = ("conftest.py", "pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml")
+SHADOWING = ("pytest.py", "pytest/__init__.py", "_pytest/__init__.py")
+_SITE = re.compile(r"/(site|dist)-packages/")
+_SHELL_WORDS = frozenset("""! [ [[ ]] { } alias bg break builtin case cd command continue declare do done echo elif else
+    esac eval exec exit export false fc fg fi for function getopts hash if in jobs kill let local printf pwd read
+    readonly return select set shift source test then time trap true type typeset ulimit umask unalias unset until
+    wait while . :""".split())
+
+_SNAPSHOT = r'''
+for name in "$@"; do
+  p=$(command -v -- "$name" 2>/dev/null) || { printf 'T\t%s\t-\n' "$name"; continue; }
+  case "$p" in
+    /*) r=$(readlink -f -- "$p" 2>/dev/null || echo "$p")
+        if [ -f "$r" ]; then
+          s=$(sha256sum -- "$r" 2>/dev/null | cut -d' ' -f1); st=$(stat -c '%u:%g:%a:%s' -- "$r" 2>/dev/null)
+          printf 'T\t%s\t%s\t%s\t%s\t%s\n' "$name" "$p" "$r" "$s" "$st"
+        else printf 'T\t%s\t%s\t%s\tnot-a-file\t-\n' "$name" "$p" "$r"; fi ;;
+    *) printf 'T\t%s\tbuiltin\n' "$name" ;;
+  esac
+done
+date +%s.%N | sed 's/^/N\t/'
+if [ -n "${TBSCALE_SINCE:-}" ]; then
+  { find / -xdev -maxdepth 1 -newerct "@$TBSCALE_SINCE" 2>/dev/null
+    find /logs "$TBSCALE_TESTS" /solution -xdev -newerct "@$TBSCALE_SINCE" 2>/dev/null
+    find /etc/ld.so.preload -newerct "@$TBSCALE_SINCE" 2>/dev/null
+    [ -n "${TBSCALE_WORKDIR:-}" ] && find "$TBSCALE_WORKDIR" -xdev -maxdepth 4 -newerct "@$TBSCALE_SINCE" \
+      \( -name pytest.py -o -path '*/pytest/__init__.py' -o -path '*/_pytest/__init__.py' -o -name conftest.py \
+      -o -name sitecustomize.py -o -name usercustomize.py \) 2>/dev/null
+    for d in /usr/lib/python3* /usr/local/lib/python3* /root/.local/lib/python3*; do [ -d "$d" ] || continue
+      find "$d" -xdev -newerct "@$TBSCALE_SINCE" \( -name sitecustomize.py -o -name usercustomize.py -o -name '*.pth' \
+        -o -path '*/_pytest/*' -o -path '*/pytest/*' -o -path '*/pluggy/*' -o -name pytest.py \) 2>/dev/null; done
+  } | head -n 2000 | sed 's/^/C\t/'
+fi
+for m in /logs /logs/verifier "$TBSCALE_TESTS"; do
+  if [ -L "$m" ]; then printf 'M\t%s\tlink\t%s\n' "$m" "$(readlink -- "$m")"
+  elif [ -d "$m" ]; then
+    d=$(cd "$m" && find . -xdev -type f ! -path '*/__pycache__/*' ! -path '*/.pytest_cache/*' -exec sha256sum {} + \
+        2>/dev/null | LC_ALL=C sort | sha256sum | cut -c1-16)
+    printf 'M\t%s\tdir\t%s\t%s\n' "$m" "$(stat -c '%u:%g:%a' -- "$m")" "$d"
+  elif [ -e "$m" ]; then printf 'M\t%s\tfile\t%s\n' "$m" "$(stat -c '%u:%g:%a' -- "$m")"
+  else printf 'M\t%s\tabsent\n' "$m"; fi
+done
+'''
+# One line per process: pid, start time (clock ticks after boot), uid, parent pid, command line.
+_PROCESSES = r'''
+for d in /proc/[0-9]*; do
+  p=${d#/proc/}; [ "$p" = "$$" ] && continue; [ "$p" = "$PPID" ] && continue
+  s=$(cat "$d/stat" 2>/dev/null) || continue
+  rest=${s##*) }; set -- $rest
+  u=$(awk '/^Uid:/ {print $2}' "$d/status" 2>/dev/null)
+  c=$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null | cut -c1-200)
+  printf '%s\t%s\t%s\t%s\t%s\n' "$p" "${20}" "$u" "$2" "$c"
+done
+'''
+_KILL = r'''
+for pair in "$@"; do
+  p=${pair%:*}; want=${pair#*:}
+  s=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+  rest=${s##*) }; set -- $rest
+  [ "${20}" = "$want" ] && kill -9 "$p" 2>/dev/null && echo "$p"
+done
+'''
+
+
+def tool_names(verifier, tests_dirs: list[Path] | None = None) -> list[str]:
+    """The programs the verifier runs: the command's program, the programs of its test script(s)
+    and the interpreters their shebangs name, and DEFAULT_TOOLS."""
+    names: list[str] = list(DEFAULT_TOOLS)
+
+    def add(word: str) -> None:
+        if word and word not in _SHELL_WORDS and re.fullmatch(r"[A-Za-z0-9_./+-]+", word) and word not in names:
+            names.append(word)
+
+    def from_text(text: str) -> None:
+        for segment in split_segments(text):
+            inv = invocation(segment)
+            add(inv.raw_program)
+            if inv.program in ("python", "python3") and inv.args[:1] == ["-m"] and len(inv.args) > 1:
+                add(inv.args[1])  # python -m pytest: the module's console script too
+            if inv.raw_program in ("uvx",) or (inv.raw_program == "uv" and inv.args[:1] == ["run"]):
+                add(next((a for a in inv.args[1:] if not a.startswith("-")), ""))
+
+    from_text(verifier.command or "")
+    scripts: list[Path] = []
+    for folder in tests_dirs if tests_dirs is not None else verifier.tests_dirs:
+        folder = Path(folder)
+        if folder.is_dir():
+            scripts += [p for p in sorted(folder.rglob("*")) if p.is_file() and p.stat().st_size < 2_000_000]
+    for path in scripts:
+        try:
+            head = path.read_bytes()[:4096].decode("utf-8", errors="replace")
+        except OSError:
+            continue
+        if head.startswith("#!"):
+            words = head[2:].splitlines()[0].split()
+            for w in words[:2]:
+                if not w.startswith("-"):
+                    add(w.rsplit("/", 1)[-1] if w.startswith("/") and PurePosixPath(w).name in ("env",) else w)
+        if path.suffix in (".sh", "") or head.startswith("#!") and "sh" in head.splitlines()[0]:
+            try:
+                from_text(path.read_text(encoding="utf-8", errors="replace"))
+            except OSError:
+                pass
+    return names[:MAX_TOOLS]
+
+
+def parse_snapshot(output: str) -> dict[str, Any]:
+    tools: dict[str, dict[str, Any] | None] = {}
+    mounts: dict[str, dict[str, Any]] = {}
+    changes: dict[str, int] = {}
+    now = None
+    for line in output.splitlines():
+        parts = line.split("\t")
+        if parts[0] == "N" and len(parts) == 2:
+            now = parts[1]
+        elif parts[0] == "C" and len(parts) == 2:
+            changes[parts[1]] = 0
+        elif parts[0] == "T" and len(parts) >= 3:
+            if parts[2] in ("-", "builtin"):
+                tools[parts[1]] = None if parts[2] == "-" else {"builtin": True}
+            elif len(parts) >= 6:
+                owner = parts[5].split(":")
+                tools[parts[1]] = {"path": parts[2], "real": parts[3], "sha256": parts[4],
+                                   "owner": ":".join(owner[:2]) if len(owner) >= 2 else None,
+                                   "mode": owner[2] if len(owner) >= 3 else None,
+                                   "size": int(owner[3]) if len(owner) >= 4 and owner[3].isdigit() else None}
+        elif parts[0] == "M" and len(parts) >= 3:
+            entry: dict[str, Any] = {"type": parts[2]}
+            if len(parts) >= 4:
+                entry["stat" if parts[2] != "link" else "target"] = parts[3]
+            if len(parts) >= 5:
+                entry["digest"] = parts[4]
+            mounts[parts[1]] = entry
+    return {"tools": tools, "mounts": mounts, "now": now, "changes": changes}
+
+
+def parse_processes(output: str) -> list[dict[str, Any]]:
+    out = []
+    for line in output.splitlines():
+        parts = line.split("\t")
+        if len(parts) >= 5 and parts[0].isdigit():
+            out.append({"pid": int(parts[0]), "start": parts[1], "uid": parts[2], "ppid": int(parts[3] or 0),
+                        "cmd": parts[4].strip()})
+    return out
+
+
+def new_processes(before: list[dict[str, Any]], now: list[dict[str, Any]], *, keep_children: bool) -> list[dict]:
+    """Processes in `now` that were not running at `before`. With keep_children, a new process
+    whose nearest older ancestor is one of the old processes (other than PID 1) is the child of a
+    service the task runs (a database's backend, a server's worker) and is left out."""
+    old = {(p["pid"], p["start"]) for p in before}
+    by_pid = {p["pid"]: p for p in now}
+    fresh = [p for p in now if (p["pid"], p["start"]) not in old and p["pid"] != 1]
+    if not keep_children:
+        return fresh
+    out = []
+    for p in fresh:
+        parent, seen = by_pid.get(p["ppid"]), 0
+        while parent is not None and (parent["pid"], parent["start"]) not in old and seen < 64:
+            parent, seen = by_pid.get(parent["ppid"]), seen + 1
+        if parent is None or parent["pid"] == 1:
+            out.append(p)
+    return out
+
+
+class VerifierGuard:
+    """The checks around one shared-mode verification (see the module doc). `sweep` False keeps
+    the agent's processes running into verification, as Harbor and Terminal-Bench do."""
+
+    def __init__(self, box: Environment, verifier, *, sweep: bool = True, tests_dirs: list[Path] | None = None):
+        self.box, self.verifier, self.sweep = box, verifier, sweep
+        self.names = tool_names(verifier, tests_dirs)
+        self.before: dict[str, Any] | None = None
+        self.timing: dict[str, float] = {}
+
+    # ---- probes ----------------------------------------------------------------------------------
+    def _snapshot(self, since: str | None = None) -> dict[str, Any]:
+        """Digests and mount points; with `since` (the container's clock at the baseline), also
+        the paths whose status changed after it, where they matter to the verifier. A status
+        change time cannot be set back from inside a container (it needs the clock), so what the
+        agent phase changed there cannot hide."""
+        env = dict(self.verifier.env.resolve()) if hasattr(self.verifier.env, "resolve") else {}
+        env["TBSCALE_TESTS"] = self.verifier.tests_mount
+        if since:
+            env["TBSCALE_SINCE"] = since
+            workdir = getattr(self.box, "workdir", None) or self.verifier.cwd
+            if workdir:
+                env["TBSCALE_WORKDIR"] = workdir
+        cmd = "set -- " + " ".join(shlex.quote(n) for n in self.names) + "\n" + _SNAPSHOT
+        res = self.box.exec(cmd, 120, user="0", env=env, output_limit=400_000)
+        snap = parse_snapshot(res.output)
+        if not since:
+            snap["changes"] = None
+        return snap
+
+    def _processes(self, target) -> list[dict[str, Any]]:
+        res = target.exec(_PROCESSES, 60, user="0", output_limit=500_000)
+        return parse_processes(res.output)
+
+    def _sidecars(self) -> dict[str, Any]:
+        return {name: self.box.service(name) for name in getattr(self.box, "services", []) or []}
+
+    # ---- before the agent phase ------------------------------------------------------------------
+    def baseline(self) -> None:
+        t = time.monotonic()
+        self.before = self._snapshot()
+        self.timing["guard_digest"] = time.monotonic() - t
+        t = time.monotonic()
+        self.before["processes"] = self._processes(self.box)
+        self.before["sidecar_processes"] = {n: self._processes(c) for n, c in self._sidecars().items()}
+        self.timing["guard_processes"] = time.monotonic() - t
+
+    # ---- after it ---------------------------------------------------------------------------------
+    def seal(self, actions: list[tuple[int, str]], restart_hook=None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """Stop the agent's processes (unless sweep is off), then compare with the baseline:
+        (tampering entries, record of the sweep)."""
+        record: dict[str, Any] = {"method": "restart" if self.sweep else "none"}
+        entries: list[dict[str, Any]] = []
+        t = time.monotonic()
+        running = getattr(self.box, "running", None)
+        alive = running() if callable(running) else True
+        procs = self._processes(self.box) if alive else []
+        base = (self.before or {}).get("processes", [])
+        left = new_processes(base, procs, keep_children=False)
+        record["agent_processes"] = [{k: p[k] for k in ("pid", "uid", "cmd")} for p in left[:50]]
+        record["agent_processes_count"] = len(left)
+        if not alive:
+            entries.append(entry("init_killed", "the container's init was gone after the agent phase (its processes "
+                                 "were killed from inside); the container was started again"))
+        if self.sweep or not alive:
+            restart = getattr(self.box, "restart", None)
+            if not callable(restart):
+                raise SandboxError("this environment cannot stop the agent's processes (no restart)")
+            restart()
+            if restart_hook is not None:
+                restart_hook()
+        if self.sweep:
+            killed = {}
+            for name, side in self._sidecars().items():
+                now = self._processes(side)
+                fresh = new_processes(self.before.get("sidecar_processes", {}).get(name, []) if self.before else [], now,
+                                      keep_children=True)
+                if fresh:
+                    args = " ".join(f"{p['pid']}:{p['start']}" for p in fresh)
+                    side.exec(f"set -- {args}\n{_KILL}", 60, user="0")
+                    killed[name] = [{k: p[k] for k in ("pid", "uid", "cmd")} for p in fresh[:50]]
+            if killed:
+                record["sidecar_processes_killed"] = killed
+        self.timing["guard_sweep"] = time.monotonic() - t
+        t = time.monotonic()
+        after = self._snapshot(since=(self.before or {}).get("now"))
+        entries += tampering_entries(self.before or {}, after, self.verifier.tests_mount, actions)
+        entries += self._describe(entries)
+        self.timing["guard_check"] = time.monotonic() - t
+        return entries, record
+
+    def _describe(self, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """What replaced a tool: its first line when it is a script, and the Debian package that
+        owns it with whether the file is the package's own (adds to the entries in place)."""
+        for e in entries:
+            after = e.get("after") or {}
+            real = after.get("real") if isinstance(after, dict) else None
+            if e["kind"] != "toolchain_replaced" or not real:
+                continue
+            q, rel = shlex.quote(real), shlex.quote("  " + real.lstrip("/"))
+            res = self.box.exec(
+                f"head -c 120 -- {q} | head -n 1 | tr -cd '[:print:]'; echo; "
+                f"pkg=$(dpkg -S -- {q} 2>/dev/null | head -n 1 | cut -d: -f1); echo \"$pkg\"; "
+                f"if [ -n \"$pkg\" ]; then cat /var/lib/dpkg/info/\"$pkg\".md5sums /var/lib/dpkg/info/\"$pkg\":*.md5sums "
+                f"2>/dev/null | grep -F -- {rel} | cut -d' ' -f1 | head -n 1; else echo; fi; md5sum -- {q} | cut -d' ' -f1",
+                60, user="0", output_limit=4000)
+            lines = (res.output.splitlines() + ["", "", "", ""])[:4]
+            after["first_line"] = lines[0] if lines[0].startswith("#!") else None
+            if lines[1]:
+                after["package"] = lines[1]
+                after["package_file_intact"] = bool(lines[2]) and lines[2] == lines[3]
+        return []
+
+
+def entry(kind: str, detail: str, **more: Any) -> dict[str, Any]:
+    return {"kind": kind, "source": "environment", "detail": detail, **{k: v for k, v in more.items() if v is not None}}
+
+
+def _under(path: str, root: str) -> bool:
+    root = root.rstrip("/") or "/"
+    return path == root or path.startswith(root + "/")
+
+
+def tampering_entries(before: dict[str, Any], after: dict[str, Any], tests_mount: str,
+                      actions: list[tuple[int, str]]) -> list[dict[str, Any]]:
+    """The differences between two snapshots that touch the verifier: its toolchain, its mount
+    points, and files the engine saw written that the verifier reads or is steered by."""
+    out: list[dict[str, Any]] = []
+    tb, ta = before.get("tools") or {}, after.get("tools") or {}
+    for name in ta:
+        b, a = tb.get(name), ta.get(name)
+        if b == a or (b and b.get("builtin")) or (a and a.get("builtin")):
+            continue
+        by = attribute_command(actions, name, [x.get("path") for x in (b, a) if x] + [x.get("real") for x in (b, a) if x])
+        if b is None:
+            out.append(entry("toolchain_added", f"`{name}` now resolves to {a['path']}, where it resolved to nothing",
+                             tool=name, after=a, by_command=by))
+        elif a is None:
+            out.append(entry("toolchain_removed", f"`{name}` ({b['path']}) no longer resolves", tool=name, before=b,
+                             by_command=by))
+        elif a.get("path") != b.get("path") or a.get("real") != b.get("real") or a.get("sha256") != b.get("sha256"):
+            out.append(entry("toolchain_replaced", f"`{name}` changed: {b['path']} -> {a['path']}"
+                             + (" (new content)" if a.get("sha256") != b.get("sha256") else ""),
+                             tool=name, before=b, after=a, by_command=by))
+    mb, ma = before.get("mounts") or {}, after.get("mounts") or {}
+    tb_mount, ta_mount = mb.get(tests_mount), ma.get(tests_mount)
+    if tb_mount and ta_mount and tb_mount.get("type") != "absent" and tb_mount != ta_mount:
+        out.append(entry("tests_written", f"{tests_mount} changed during the agent phase ({tb_mount} -> {ta_mount})",
+                         path=tests_mount, by_command=attribute_command(actions, tests_mount, [tests_mount])))
+    cb, ca = before.get("changes"), after.get("changes")
+    if ca is not None:
+        cb = cb or {}
+        new = sorted(p for p, k in ca.items() if cb.get(p) != k)
+        out += _changed_paths(new, ca, tests_mount, actions)
+    return out
+
+
+def _changed_paths(paths: list[str], kinds: dict[str, int], tests_mount: str,
+                   actions: list[tuple[int, str]]) -> list[dict[str, Any]]:
+    groups: dict[str, list[str]] = {}
+    for p in paths:
+        name = PurePosixPath(p).name
+        parent = str(PurePosixPath(p).parent)
+        if _under(p, VERIFIER_LOGS) and p != VERIFIER_LOGS:
+            groups.setdefault("reward_file_written" if name in REWARD_FILES else "verifier_logs_written", []).append(p)
+        elif _under(p, tests_mount):
+            groups.setdefault("tests_written", []).append(p)
+        elif _under(p, "/solution") and p != "/solution":
+            groups.setdefault("solution_written", []).append(p)
+        elif name in STARTUP_HOOKS or p == "/etc/ld.so.preload":
+            groups.setdefault("startup_hook_planted", []).append(p)
+        elif name in PYTEST_CONFIGS and (parent == "/" or _under(tests_mount, parent)):
+            groups.setdefault("test_config_planted", []).append(p)
+        elif any(p.endswith("/" + s) for s in SHADOWING) and not _SITE.search(p):
+            groups.setdefault("module_shadowing", []).append(p)
+        elif _SITE.search(p) and re.search(r"/(site|dist)-packages/(_pytest|pytest|pluggy)(/|$)", p) and kinds.get(p) != 1:
+            groups.setdefault("test_library_changed", []).append(p)
+    what = {"reward_file_written": "the agent phase wrote the reward file", "verifier_logs_written":
+            "the agent phase wrote into /logs/verifier", "tests_written": f"the agent phase wrote under {tests_mount}",
+            "solution_written": "the agent phase wrote under /solution", "startup_hook_planted":
+            "a file every interpreter start loads was added or changed", "test_config_planted":
+            "a pytest configuration or conftest.py where pytest looks for one from the tests",
+            "module_shadowing": "a module that shadows the test runner", "test_library_changed":
+            "the test runner's own library changed"}
+    out = []
+    for kind, found in groups.items():
+        kind_of = {0: "changed", 1: "added", 2: "deleted"}
+        out.append(entry(kind, f"{what[kind]}: " + ", ".join(f"{p} ({kind_of.get(kinds.get(p), '?')})" for p in found[:5])
+                         + (f" and {len(found) - 5} more" if len(found) > 5 else ""),
+                         paths=found[:20], by_command=attribute_command(actions, found[0], found[:5])))
+    return out
+
+
+def digest_text(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+OBSTRUCTION_KINDS = frozenset({"toolchain_removed", "toolchain_replaced", "toolchain_added", "init_killed",
+                               "verifier_path_obstructed", "startup_hook_planted", "test_config_planted",
+                               "module_shadowing", "test_library_changed", "tests_written"})
+UNRUNNABLE = ("tests_not_run", "reward_missing", "no_tests_parsed")
+
+
+def review(verdict, sealed: list[dict[str, Any]]):
+    """The verdict of one verification and the tampering its run revealed: what the fresh
+    /logs/verifier had to undo, tests that changed while they ran. A verifier that gave no
+    verdict after the agent changed what it depends on was obstructed by the agent: a failed
+    attempt (reward 0, `details.obstructed_by_agent`), not an infrastructure error."""
+    from tbscale.verifiers import VerifierResult
+
+    found: list[dict[str, Any]] = []
+    logs = verdict.details.get("verifier_logs") or {}
+    seen = {e["kind"] for e in sealed}
+    rewards = [f for f in logs.get("found", []) if PurePosixPath(f.rstrip("/")).name in REWARD_FILES]
+    if rewards and "reward_file_written" not in seen:
+        found.append(entry("reward_file_written", "the agent phase left a reward file: " + ", ".join(rewards),
+                           paths=rewards))
+    if logs.get("obstructed"):
+        found.append(entry("verifier_path_obstructed", "; ".join(logs["obstructed"])
+                           + (" (" + ", ".join(f for f in logs.get("found", []) if f.endswith("/")) + ")"
+                              if any(f.endswith("/") for f in logs.get("found", [])) else ""),
+                           paths=logs.get("found", [])[:20]))
+    elif any(f.endswith("/") and PurePosixPath(f.rstrip("/")).name in REWARD_FILES for f in logs.get("found", [])):
+        found.append(entry("verifier_path_obstructed", "a reward path was a folder: "
+                           + ", ".join(f for f in logs["found"] if f.endswith("/"))))
+    if verdict.details.get("tests_changed"):
+        found.append(entry("tests_modified_during_verification", "the tests changed while they ran",
+                           **verdict.details["tests_changed"]))
+    if verdict.error in UNRUNNABLE:
+        causes = [e for e in sealed + found if e["kind"] in OBSTRUCTION_KINDS]
+        if causes:
+            details = {**verdict.details, "obstructed_by_agent": "; ".join(e["detail"] for e in causes)[:600],
+                       "verifier_error": verdict.error}
+            verdict = VerifierResult(0.0, False, verdict.output, None, details, {"reward": 0.0})
+    return verdict, found
