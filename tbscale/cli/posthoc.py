@@ -78,12 +78,11 @@ def import_runs(paths: list[Path] = typer.Argument(..., help="mini-swe-agent out
     report` (pass@k, costs, endings, behaviours) and `tbscale judge` work on them. Nothing is rerun.
     For mini-swe-agent, each PATH is one trial of every task found in it."""
     from tbscale.ingest import import_runs as import_into
+    from tbscale.names import check_name
 
-    try:
-        result = import_into(paths, output_dir / name, fmt=fmt, setting=setting, resolved=resolved,
-                                       missing_as_failed=missing_as_failed, force=force)
-    except TbscaleError as e:
-        fail(str(e))
+    check_name(name, "--name")
+    result = import_into(paths, output_dir / name, fmt=fmt, setting=setting, resolved=resolved,
+                         missing_as_failed=missing_as_failed, force=force)
     console.print(f"imported {result.trials} trials of {result.tasks} tasks ({result.format}) into {result.run_dir}"
                   + (f"; {len(result.warnings)} warnings" if result.warnings else ""), highlight=False)
     for w in result.warnings[:20]:
@@ -107,8 +106,10 @@ def judge_model_config(model: str, config: Path | None, api_base: str | None, ap
         cfg = validate_file(ModelConfig, {**raw, "model": model if model != "sim/bsr_judge" else raw["model"]}, config)
     else:
         cfg = resolve_judge_model(model, raw.get("models"), run_dir, str(config or "judge model"))
-    updates = {k: v for k, v in {"api_base": api_base, "api_key_env": api_key_env}.items() if v}
-    return cfg.model_copy(update=updates) if updates else cfg
+    updates = {k: v for k, v in {"api_base": api_base, "api_key_env": api_key_env}.items() if v is not None}
+    # Validated like a config's model (a URL that is one, a variable name that is one).
+    return validate_file(ModelConfig, {**cfg.model_dump(exclude_unset=True), **updates},
+                         "--api-base/--api-key-env") if updates else cfg
 
 
 @app.command("rewards")
@@ -138,6 +139,7 @@ def rewards(runs: list[Path] = typer.Argument(..., help="run folder(s) holding t
 
     from rich.table import Table
 
+    from tbscale.names import writable_folder
     from tbscale.posthoc import bsr
     from tbscale.rundata import find_run_dirs, load_trials
 
@@ -156,7 +158,7 @@ def rewards(runs: list[Path] = typer.Argument(..., help="run folder(s) holding t
                 err.print("[yellow]Simulated judge (sim/...): a rule-based stand-in with noise; its preferences "
                           "exercise the pipeline and measure nothing.[/]")
             judge = bsr.llm_judge(model_cfg)
-        out_dir = output or (run_dirs[0] / "rewards")
+        out_dir = writable_folder(output or (run_dirs[0] / "rewards"), "rewards folder")  # before any judge call
         store = bsr.judgement_store(out_dir, bsr.bsr_judge_key(model_cfg, params)) if judge is not None else None
         result = asyncio.run(bsr.refine(df, params, judge, store))
         paths = bsr.write_outputs(out_dir, result, params, model_cfg.model if model_cfg else None,

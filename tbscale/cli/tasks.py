@@ -145,6 +145,10 @@ def tasks_check(path: Path = typer.Argument(Path("tasks")),
     from tbscale.runner import Runner, load_rows
     from tbscale.tasks import load_tasks
 
+    from tbscale.config import bounds
+
+    if (problem := bounds.over_limit("concurrency", concurrency)):
+        fail(f"--concurrency: {problem}")
     networks = {"task": "task", "public": "bridge", "no-network": "none"}
     if network not in networks:
         fail(f"--network: one of task, public, no-network, got {network!r}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
@@ -15,6 +16,7 @@ from tbscale.errors import TbscaleError
 from tbscale.ingest.harbor import harbor_trial_dirs, read_harbor
 from tbscale.ingest.mini_swe_agent import read_mini_swe_agent
 from tbscale.ingest.model import ImportedTrial, ImportedTurn, ImportResult, _safe
+from tbscale.names import check_name, run_folder_problem, writable_folder
 from tbscale.seeds import stable_hash
 
 
@@ -37,9 +39,12 @@ def _candidate(t: ImportedTurn) -> dict[str, Any]:
             "parse_error": t.parse_error}
 
 
-def write_run(trials: list[ImportedTrial], run_dir: Path, fmt: str, sources: Iterable[Path]) -> None:
+def write_run(trials: list[ImportedTrial], run_dir: Path, fmt: str, sources: Iterable[Path],
+              run_name: str | None = None) -> None:
+    """The trials as a run folder at `run_dir`, for a run named `run_name` (default: the folder's name)."""
     from tbscale.logs import EventLog, TrialIndex
 
+    name = run_name or run_dir.name
     run_dir.mkdir(parents=True, exist_ok=True)
     index = TrialIndex(run_dir / "trials.jsonl")
     setting_keys: dict[str, str] = {}
@@ -75,7 +80,7 @@ def write_run(trials: list[ImportedTrial], run_dir: Path, fmt: str, sources: Ite
                   final_attempt=0, record={})
         log.close()
         index.append({
-            "schema_version": SCHEMA_VERSION, "run": run_dir.name, "setting": t.setting, "setting_key": skey,
+            "schema_version": SCHEMA_VERSION, "run": name, "setting": t.setting, "setting_key": skey,
             "trial_key": key, "task_id": t.task_id, "task_format": fmt, "trial": t.trial, "seed": None,
             "agent": t.agent, "policy": "baseline", "policy_params": {}, "trajectory": "single",
             "trajectory_params": {}, "n": 1, "generator_model": t.model, "selector_model": None, "simulated": False,
@@ -85,10 +90,10 @@ def write_run(trials: list[ImportedTrial], run_dir: Path, fmt: str, sources: Ite
             "n_attempts": 1, "final_attempt": 0, "attempts": None, "strategy_record": None,
             "trajectory_path": rel, "error": {"type": t.error.split(":", 1)[0], "message": t.error} if t.error else None,
             "started_at": t.started_at, "finished_at": t.finished_at, "imported_from": fmt, "source": t.source})
-    manifest = {"schema_version": SCHEMA_VERSION, "run_name": run_dir.name,
+    manifest = {"schema_version": SCHEMA_VERSION, "run_name": name,
                 "imported_from": {"format": fmt, "paths": [str(p) for p in sources],
                                   "at": datetime.now(timezone.utc).isoformat()},
-                "experiment": {"name": run_dir.name, "models": {}, "tasks": {"path": None},
+                "experiment": {"name": name, "models": {}, "tasks": {"path": None},
                                "settings": list(settings.values())},
                 "setting_keys": setting_keys, "created_at": datetime.now(timezone.utc).isoformat(),
                 "simulated_models": False, "invocations": []}
@@ -117,12 +122,41 @@ def import_runs(paths: list[Path], run_dir: Path, *, fmt: str = "auto", setting:
     else:
         trials = read_harbor(paths, setting, warnings)
     run_dir = Path(run_dir)
-    if run_dir.exists() and any(run_dir.iterdir()):
+    replace_folder(run_dir, force, lambda tmp: write_run(trials, tmp, fmt, paths, run_name=run_dir.name))
+    return ImportResult(run_dir, fmt, len(trials), len({t.task_id for t in trials}), warnings)
+
+
+def replace_folder(run_dir: Path, force: bool, write) -> None:
+    """Write a run folder through `write(folder)` into a fresh folder beside `run_dir`, then put it
+    in place. An existing non-empty `run_dir` is replaced only with `force`, and only when it is a
+    tbscale run folder inside its results folder (names.run_folder_problem); anything else is
+    refused, never removed. A write that fails leaves `run_dir` as it was."""
+    check_name(run_dir.name, "--name")
+    root = writable_folder(run_dir.parent, "output_dir")
+    occupied = run_dir.is_symlink() or (run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())))
+    if occupied:
         if not force:
             raise TbscaleError(f"{run_dir}: already exists; pick another --name or pass --force to replace it")
-        shutil.rmtree(run_dir)
-    write_run(trials, run_dir, fmt, paths)
-    return ImportResult(run_dir, fmt, len(trials), len({t.task_id for t in trials}), warnings)
+        problem = run_folder_problem(run_dir, root)
+        if problem:
+            raise TbscaleError(f"{run_dir}: {problem}; --force replaces only a tbscale run folder, so nothing was "
+                               "removed (remove it yourself, or pick another --name)")
+    tag = uuid.uuid4().hex[:8]
+    fresh = root / f".{run_dir.name}.importing-{tag}"
+    try:
+        write(fresh)
+    except BaseException:
+        shutil.rmtree(fresh, ignore_errors=True)
+        raise
+    if occupied:
+        old = root / f".{run_dir.name}.replaced-{tag}"
+        run_dir.rename(old)
+        fresh.rename(run_dir)
+        shutil.rmtree(old)
+    else:
+        if run_dir.is_dir():
+            run_dir.rmdir()  # empty
+        fresh.rename(run_dir)
 
 
 def source_signature(path: Path) -> str:
