@@ -1,6 +1,7 @@
-"""What makes a trial line's verdict believable, without the typed model (the viewer reads trial
-lines without importing pydantic): rewards that are numbers, and a pass that is one. The trial
-model (types/results.py) and the chunked reader (rundata/lines.py) apply the same rule."""
+"""What makes a trial line believable, without the typed model (the viewer reads trial lines
+without importing pydantic): rewards that are numbers, a pass that is one, and names and paths that
+stay inside the run folder (readers open `trajectory_path`; exports name files after `setting`).
+The trial model (types/results.py) and the chunked reader (rundata/lines.py) apply the same rule."""
 
 from __future__ import annotations
 
@@ -43,6 +44,20 @@ def verdict_problem(reward: Any, rewards: Any, passed: Any, ending: Any, steps: 
     return None
 
 
+def place_problem(setting: Any, trajectory_path: Any = None, artifacts_path: Any = None) -> str | None:
+    """Why a line's setting name or file paths would lead a reader out of the run folder, or None."""
+    if isinstance(setting, str) and (setting in ("", ".", "..") or "/" in setting or "\\" in setting
+                                     or "\x00" in setting):
+        return f"setting: {setting!r} cannot name a file"
+    for name, value in (("trajectory_path", trajectory_path), ("artifacts_path", artifacts_path)):
+        if value is None:
+            continue
+        if (not isinstance(value, str) or not value or value.startswith("/") or "\\" in value or "\x00" in value
+                or ".." in value.split("/")):
+            return f"{name}: {value!r} is not a path inside the run folder"
+    return None
+
+
 def line_problem(obj: Any) -> str | None:
     """A light check of one trial line read as JSON: the required fields with their types, and the
     verdict. The typed reader checks more; this is what readers that skip it must not miss."""
@@ -61,4 +76,5 @@ def line_problem(obj: Any) -> str | None:
         return "rewards: not a mapping"
     return verdict_problem(obj.get("reward"), rewards, obj.get("passed", False), obj["ending"],
                            obj.get("steps") if isinstance(obj.get("steps"), list) else None,
-                           obj.get("attempts") if isinstance(obj.get("attempts"), list) else None)
+                           obj.get("attempts") if isinstance(obj.get("attempts"), list) else None) \
+        or place_problem(obj["setting"], obj.get("trajectory_path"), obj.get("artifacts_path"))

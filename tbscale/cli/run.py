@@ -155,11 +155,8 @@ def models_check(config: Path = typer.Argument(..., help="experiment YAML"),
     from tbscale.runner import load_experiment
     from tbscale.runner.resolve import referenced_models
 
-    try:
-        exp = load_experiment(config)
-        checks = asyncio.run(check_models(referenced_models(exp), probe=probe))
-    except TbscaleError as e:
-        fail(str(e))
+    exp = load_experiment(config)
+    checks = asyncio.run(check_models(referenced_models(exp), probe=probe))
     table = Table(title=f"models of {config}")
     for col in ("key", "model", "checked", "result"):
         table.add_column(col)

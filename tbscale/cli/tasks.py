@@ -14,7 +14,6 @@ from typing import Optional
 import typer
 
 from tbscale.cli.app import console, fail, out, sigterm_as_interrupt, split_list, tasks_app
-from tbscale.errors import TbscaleError
 
 
 @tasks_app.command("list")
@@ -24,10 +23,7 @@ def tasks_list(path: Path = typer.Argument(Path("tasks"), help="a task directory
 
     from tbscale.tasks import load_tasks
 
-    try:
-        tasks, problems = load_tasks(path, on_error="collect")
-    except TbscaleError as e:
-        fail(str(e))
+    tasks, problems = load_tasks(path, on_error="collect")
     table = Table(title=f"{len(tasks)} tasks in {path}")
     for col in ("id", "format", "difficulty", "category", "steps", "agent timeout", "instruction"):
         table.add_column(col)
@@ -154,12 +150,9 @@ def tasks_check(path: Path = typer.Argument(Path("tasks")),
         fail(f"--network: one of task, public, no-network, got {network!r}")
     if storage_limit not in ("enforce", "ignore"):
         fail(f"--storage-limit: enforce or ignore, got {storage_limit!r}")
-    try:
-        tasks, problems = load_tasks(path, include=split_list(include), exclude=split_list(exclude),
-                                     on_error="collect")
-        get_backend("docker").check()
-    except TbscaleError as e:
-        fail(str(e))
+    tasks, problems = load_tasks(path, include=split_list(include), exclude=split_list(exclude),
+                                 on_error="collect")
+    get_backend("docker").check()
     for p, msg in problems:
         console.print(f"[red]broken:[/] {escape(msg)}", highlight=False, soft_wrap=True)
     exp = Experiment.model_validate({

@@ -330,6 +330,10 @@ def _read_trial_table(run_dirs: list[Path], current_only: bool) -> TrialTable:
     if not rows.count:
         bad = sum(len(p.corrupt) for p in table.problems)
         where = ", ".join(map(str, run_dirs))
+        planned = sum(sum(p.planned.values()) for p in table.plans)
+        stopped = "; ".join(p.stopped for p in table.plans if p.stopped)
+        if planned and stopped and not bad:
+            raise TbscaleError(f"{where}: no trial has finished (0 of {planned} planned); it stopped: {stopped}")
         if bad:
             first = next(p for p in table.problems if p.corrupt)
             raise TbscaleError(f"{where}: trials.jsonl has no readable trial lines ({bad} unreadable; first: "

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tbscale.types.events import UsageRecord
-from tbscale.verdict import PASS_THRESHOLD, verdict_problem  # noqa: F401  (re-exported)
+from tbscale.verdict import PASS_THRESHOLD, place_problem, verdict_problem  # noqa: F401  (re-exported)
 
 ENDINGS = ("pass", "wrong_submission", "out_of_context", "time_limit", "agent_error", "verifier_error")
 # Stop reasons that say the harness, not the agent, failed: the model endpoint, the container
@@ -119,7 +119,8 @@ class TrialResult(BaseModel):
 
     @model_validator(mode="after")
     def _true_verdict(self) -> "TrialResult":
-        problem = verdict_problem(self.reward, self.rewards, self.passed, self.ending, self.steps, self.attempts)
+        problem = verdict_problem(self.reward, self.rewards, self.passed, self.ending, self.steps, self.attempts) \
+            or place_problem(self.setting, self.trajectory_path, self.artifacts_path)
         if problem:
             raise ValueError(problem)
         return self
