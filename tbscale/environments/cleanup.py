@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from tbscale.environments.engine import _use_record, build_lock, client
 from tbscale.environments.owner import (LABEL_APP, LABEL_HOST, LABEL_PROJECT, LABEL_RUN, LABEL_SESSION, HOST,
                                         describe_owner, owner_state)
 
@@ -30,8 +31,6 @@ class CleanResult:
 
 
 def _api(host: str | None):
-    from tbscale.environments.docker import client
-
     return client(host).api
 
 
@@ -111,8 +110,6 @@ def clean(host: str | None = None, *, runs: Iterable[str] = (), labels: Iterable
 def _remove_images(host: str | None, scope: list[str]) -> int:
     """Images tbscale built whose builder is gone, that no container uses and that no trial on this
     machine used within IMAGE_GRACE_SEC; each removed under its build lock."""
-    from tbscale.environments.docker import _use_record, build_lock
-
     api = _api(host)
     in_use = {c.get("ImageID") for c in api.containers(all=True)}
     removed = 0

@@ -11,97 +11,32 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import fcntl
-import hashlib
 import io
 import os
 import re
 import shlex
 import tarfile
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from tbscale.environments.cleanup import (cleanup_labelled, cleanup_orphans,  # noqa: F401  (re-exported)
                                           remove_compose_project)
+from tbscale.environments.engine import (CLIENT_TIMEOUT_SEC, _use_record, build_lock,  # noqa: F401  (re-exported)
+                                         cache_dir, client, note_image_use)
 from tbscale.environments.dockerfile import for_classic_builder
 from tbscale.environments.base import BoundedOutput, ExecResult, LiveSet, StartSpec
 from tbscale.environments.network import NetworkSwitch
 from tbscale.environments.owner import (HOST, LABEL_APP, LABEL_HOST, LABEL_PROJECT,  # noqa: F401  (re-exported)
                                         LABEL_RUN, LABEL_SESSION, SESSION_ID, owner_labels)
-from tbscale.errors import ImageBuildError, SandboxError, TaskRefused, TbscaleError
+from tbscale.errors import ImageBuildError, SandboxError, TaskRefused
 from tbscale.seeds import hash_directory
-# The docker SDK's socket timeout must outlive the longest command; commands carry their own
-# `timeout` inside the container, so this is only a backstop for a dead engine.
-CLIENT_TIMEOUT_SEC = 3600
 
 _HOST = HOST
 # Run by the shell as `sh -c _GO_THEN_RUN TIMEOUT SHELL COMMAND`: wait for the go line (see
 # Container.exec), then become `timeout`, which runs the command with stdin from /dev/null.
 _GO_THEN_RUN = 'read -r _ || exit 125; exec timeout -k 5 "$0" "$1" -c "$2" </dev/null'
-_clients: dict[str | None, object] = {}
-_client_lock = threading.Lock()
-_build_locks: dict[str, threading.Lock] = {}
-
-
-def cache_dir() -> Path:
-    """tbscale's own folder on this machine (build locks, image use times): $XDG_CACHE_HOME/tbscale."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tbscale"
-
-
-@contextlib.contextmanager
-def build_lock(host: str | None, tag: str):
-    """Held while one image is checked for and built: across the threads of this process and, by
-    an fcntl lock on a file under cache_dir(), across every process on this machine (Ray runs
-    trials in several worker processes per node), so one tag is never built twice at once."""
-    key = f"{host}|{tag}"
-    folder = cache_dir() / "locks"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / (hashlib.sha256(key.encode()).hexdigest()[:24] + ".lock")
-    with _build_locks.setdefault(key, threading.Lock()), open(path, "a") as f:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
-
-
-def _use_record(tag: str) -> Path:
-    return cache_dir() / "images" / re.sub(r"[^A-Za-z0-9_.-]", "_", tag)
-
-
-def note_image_use(tag: str) -> None:
-    """Remember when an image was last used on this machine (the image disk budget evicts the
-    least recently used first)."""
-    path = _use_record(tag)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.touch()
-
-
-def client(host: str | None = None):
-    """One shared SDK client per engine (connection pool sized for concurrent execs): `host` is a
-    docker base URL (tcp://, ssh://, unix://); None means DOCKER_HOST or the local socket."""
-    with _client_lock:
-        if host not in _clients:
-            import docker
-
-            try:
-                if host:
-                    c = docker.DockerClient(base_url=host, timeout=CLIENT_TIMEOUT_SEC, max_pool_size=64,
-                                            use_ssh_client=host.startswith("ssh://"))
-                else:
-                    c = docker.from_env(timeout=CLIENT_TIMEOUT_SEC, max_pool_size=64)
-                c.ping()
-            except Exception as e:  # docker.errors.DockerException, connection errors
-                where = host or os.environ.get("DOCKER_HOST") or "the local engine"
-                raise TbscaleError(f"Docker engine not reachable at {where} ({type(e).__name__}); "
-                                   "start one (scripts/ensure_docker.sh does so on Debian)") from None
-            _clients[host] = c
-        return _clients[host]
-
-
 # An image reference as the engine parses it (distribution/reference): a name of path components,
 # an optional registry host first, an optional tag and digest.
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
