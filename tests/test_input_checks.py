@@ -287,3 +287,17 @@ def test_output_dir_checks_leave_nothing_behind(tmp_path: Path) -> None:
 
     writable_folder(tmp_path / "a" / "b", "output_dir")
     assert [p.name for p in (tmp_path / "a" / "b").iterdir()] == []
+
+
+def test_sweep_history_lines_read_around_broken_lines(tmp_path: Path, caplog) -> None:
+    from tbscale.sweeps import Sweep, history_lines
+
+    good = [json.dumps(trial_line("r", i)) for i in range(3)]
+    run = write_run(tmp_path, "r", [good[0], "not json", json.dumps(trial_line("r", 3, reward=float("inf"))),
+                                    good[1], good[2]], planned=4)
+    sweep = Sweep(name="s", configs=["c.yaml"])
+    with caplog.at_level("WARNING", logger="tbscale"):
+        lines = history_lines(run, sweep, {}, "2026-01-01")
+    assert [(x["setting"], x["trials"], x["pass_at_1"]) for x in lines] == [("base", 3, 1.0)]
+    assert "skipped 2 unreadable lines: line 2 (not JSON), line 3 (reward: Input should be a finite number)" \
+        in caplog.text
