@@ -104,6 +104,8 @@ def make_inputs(root: Path, api: str) -> None:
     _config(root, "unknown-policy.yaml", settings="[{name: base, generator: gen, policy: {name: bon}}]")
     real = "{gen: {model: sim/policy}, real: {model: openai/gpt-4o-mini, api_key_env: TBSCALE_TEST_UNSET_KEY}}"
     _config(root, "real.yaml", models=real, settings="[{name: base, generator: real}]")
+    bad_task = write_harbor_task(root / "bad-tasks", "latin1")
+    (bad_task / "task.toml").write_bytes("[agent]\ntimeout_sec = 60 # caf\xe9\n".encode("latin-1"))
     _config(root, "mixed.yaml", models=real,
             settings="[{name: mixed, generator: real, policy: {name: turn_bon, n: 2, selector: gen}}]")
     # What the issue names
@@ -318,6 +320,7 @@ CASES: list[Case] = [
          "models.real: the environment variable TBSCALE_TEST_UNSET_KEY (api_key_env) is not set",
          env={"TBSCALE_TEST_UNSET_KEY": None}),
     Case("tasks path is a file", ["tasks", "list", "{root}/a-file.txt"], 2, "a-file.txt"),
+    Case("task file not UTF-8", ["tasks", "list", "{root}/bad-tasks"], 1, "task.toml"),
     Case("no such task folder", ["tasks", "list", "{root}/nowhere"], 2, "nowhere: no such file or directory"),
     Case("report on a non-run", ["report", "{root}/tasks"], 2, "no runs found (no trials.jsonl)"),
     Case("report on a file", ["report", "{root}/a-file.txt"], 2, "a-file.txt: a file, not a run folder"),
@@ -326,6 +329,8 @@ CASES: list[Case] = [
     Case("judge on a non-run", ["judge", "{root}/tasks", "--model", "sim/rubric_judge"], 2, "not a run folder"),
     Case("view on a non-run", ["view", "{root}/tasks"], 2, "not a run folder"),
     Case("import of a missing path", ["import", "{root}/nowhere", "--name", "x"], 2, "nowhere: no such file"),
+    Case("models check, key unset", ["models", "check", "{root}/real.yaml"], 1, "models of",
+         env={"TBSCALE_TEST_UNSET_KEY": None}),
 ]
 
 
