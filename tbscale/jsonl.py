@@ -21,12 +21,27 @@ class ReadProblems:
     path: Path
     corrupt: list[tuple[int, str]] = field(default_factory=list)
     torn_last_line: bool = False
+    torn_line: int | None = None  # its number
 
-    def warn(self) -> None:
+    def torn(self, n: int) -> None:
+        self.torn_last_line, self.torn_line = True, n
+
+    def summary(self) -> str | None:
+        """One line naming the file and the lines skipped, or None when none was."""
+        parts = []
         if self.corrupt:
             where = ", ".join(f"line {n} ({why})" for n, why in self.corrupt[:5])
             more = f" and {len(self.corrupt) - 5} more" if len(self.corrupt) > 5 else ""
-            log.warning(f"{self.path}: skipped {len(self.corrupt)} unreadable lines: {where}{more}")
+            parts.append(f"{len(self.corrupt)} unreadable line{'s' if len(self.corrupt) > 1 else ''}: {where}{more}")
+        if self.torn_last_line:
+            parts.append(f"a torn last line{f' (line {self.torn_line})' if self.torn_line else ''}, cut short by a crash")
+        return f"{self.path}: skipped {'; and '.join(parts)}" if parts else None
+
+    def warn(self, sink=None) -> None:
+        """The summary as a warning: to `sink(text)` when given, else to the log."""
+        text = self.summary()
+        if text:
+            (sink or log.warning)(text)
 
 
 def read_jsonl(path: Path, problems: ReadProblems | None = None) -> Iterator[dict[str, Any]]:
@@ -58,7 +73,7 @@ def jsonl_with_text(path: Path, problems: ReadProblems | None = None) -> Iterato
                 if line.endswith("\n"):
                     problems.corrupt.append((n, f"not JSON: {e.msg}"))
                 else:  # only the last line can lack its newline: a write torn by a crash
-                    problems.torn_last_line = True
+                    problems.torn(n)
                 continue
             if isinstance(obj, dict):
                 yield n, obj, text

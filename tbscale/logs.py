@@ -209,11 +209,12 @@ def validate_trial_line(n: int, line: bytes, problems: ReadProblems) -> TrialRes
     except ValidationError as e:
         first = e.errors()[0]
         if first["type"] == "json_invalid" and not line.endswith(b"\n"):
-            problems.torn_last_line = True
+            problems.torn(n)
         elif first["type"] in ("json_invalid", "model_type"):
             problems.corrupt.append((n, "not a JSON object" if first["type"] == "model_type" else "not JSON"))
         else:
-            problems.corrupt.append((n, f"{'.'.join(map(str, first['loc']))}: {first['msg']}"))
+            where = ".".join(map(str, first["loc"]))
+            problems.corrupt.append((n, f"{where + ': ' if where else ''}{first['msg'].removeprefix('Value error, ')}"))
         return None
 
 

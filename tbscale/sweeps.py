@@ -22,11 +22,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tbscale.config import Experiment, beside_config, read_yaml_mapping, validate_file
+from tbscale.config.yamlfile import read_yaml_file
 from tbscale.errors import TbscaleError
+from tbscale.jsonl import ReadProblems, numbered_jsonl
+from tbscale.names import name_problem
 
 
 class Sweep(BaseModel):
@@ -42,6 +44,14 @@ class Sweep(BaseModel):
     @classmethod
     def _date_as_text(cls, v: Any) -> Any:
         return v.isoformat() if hasattr(v, "isoformat") else v  # YAML reads 2026-11-30 as a date
+
+    @field_validator("date")
+    @classmethod
+    def _date_is_a_folder_name(cls, v: str | None) -> str | None:
+        problem = None if v is None else name_problem(v)  # it names the runs' folder
+        if problem:
+            raise ValueError(f"{v!r} {problem}")
+        return v
 
 
 def load_sweep(path: Path) -> Sweep:
@@ -91,10 +101,11 @@ def expand(sweep: Sweep) -> list[tuple[str, dict[str, Any], dict[str, Any], Path
     out = []
     for cfg in sweep.configs:
         path = Path(cfg)
-        try:
-            doc = yaml.safe_load(path.read_text())
-        except FileNotFoundError:
-            raise TbscaleError(f"{path}: no such file (named in the sweep's configs)") from None
+        if not path.is_file():
+            raise TbscaleError(f"{path}: no such file (named in the sweep's configs)")
+        doc = read_yaml_file(path)
+        if not isinstance(doc, dict):
+            raise TbscaleError(f"{path}: the top level must be a mapping of keys")
         for point in grid_points(sweep.grid):
             d = copy.deepcopy(doc)
             for k, v in point.items():
@@ -141,6 +152,54 @@ def history_lines(run_dir: Path, sweep: Sweep, point: dict[str, Any], date: str)
             "task_pass_rates": {str(t): round(float(r), 6) for t, r in
                                 tables.per_task(df, setting).set_index("task_id")["pass_rate"].items()},
         })
+    return lines
+
+
+# ---- the history file -----------------------------------------------------------------------------
+
+Rate = Field(ge=0.0, le=1.0, allow_inf_nan=False)
+
+
+class HistoryLine(BaseModel):
+    """What `history` and the gate read of one history line (other fields are kept as they are)."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+    sweep: str
+    date: str
+    run: str
+    setting: str
+    pass_at_1: float = Rate
+    ci_lo: float = Rate
+    ci_hi: float = Rate
+    turns_mean: float = Field(0.0, ge=0)
+    total_out_tokens: float = Field(0.0, ge=0)
+    task_pass_rates: dict[str, float] | None = None
+
+    @field_validator("task_pass_rates")
+    @classmethod
+    def _rates(cls, v: dict[str, float] | None) -> dict[str, float] | None:
+        for task, rate in (v or {}).items():
+            if not 0.0 <= rate <= 1.0:
+                raise ValueError(f"{task}: {rate} is not a pass rate")
+        return v
+
+
+def read_history(path: Path, problems: ReadProblems | None = None) -> list[dict[str, Any]]:
+    """The readable lines of a history file (as dicts); unreadable ones are noted in `problems`
+    with their line numbers (and warned about when no `problems` is given)."""
+    own = problems is None
+    problems = problems or ReadProblems(Path(path))
+    lines = []
+    for n, obj in numbered_jsonl(path, problems):
+        try:
+            HistoryLine.model_validate(obj)
+        except ValidationError as e:
+            first = e.errors()[0]
+            problems.corrupt.append((n, f"{'.'.join(map(str, first['loc']))}: {first['msg']}"))
+            continue
+        lines.append(obj)
+    if own:
+        problems.warn()
     return lines
 
 

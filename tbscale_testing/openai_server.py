@@ -22,6 +22,9 @@ What it does:
 - `fail_next(...)`: the next requests, in arrival order, answer with the given errors
   (`rate_limit()` 429 with Retry-After 0, `server_error()` 500, `unavailable()` 503,
   `context_length_error()` 400 in OpenAI's format, `auth_error()` 401, or a bare status code).
+- `api_key`: when given, every request (the model list too) without `Authorization: Bearer
+  <api_key>` is refused with 401 in OpenAI's format, the refused key echoed in the message (worse
+  than OpenAI, which masks it: what a client shows must never carry it).
 - Every request is recorded (`requests`): body, arrival and finish times (time.monotonic), status,
   n and the usage it was told; `max_overlap()` is the largest number served at once.
 
@@ -220,7 +223,19 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError, ValueError):
             pass  # the client went away (or the server is closing)
 
+    def _refused(self) -> bool:
+        """Answer 401 when the server wants a key and the request lacks it."""
+        expected = self.owner.api_key
+        sent = (self.headers.get("Authorization") or "").removeprefix("Bearer ").strip()
+        if expected is None or sent == expected:
+            return False
+        self._send(401, auth_error(f"Incorrect API key provided: {sent or '(none)'}. You can find your API key "
+                                   "at https://platform.example/account/api-keys.").body())
+        return True
+
     def do_GET(self):
+        if self._refused():
+            return
         if self.path.rstrip("/") in ("/v1/models", "/models"):
             self._send(200, {"object": "list", "data": [{"id": self.owner.model_name, "object": "model",
                                                          "owned_by": "tbscale-loopback"}]})
@@ -232,6 +247,8 @@ class _Handler(BaseHTTPRequestHandler):
         arrived = time.monotonic()
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        if self._refused():
+            return
         try:
             body = json.loads(raw) if raw else {}
         except json.JSONDecodeError:
@@ -258,8 +275,9 @@ class LoopbackModel:
 
     def __init__(self, responder: Responder | None = None, *, latency: float | Callable[[dict], float] = 0.0,
                  model_name: str = "scripted", cached_tokens: int | Callable[[dict], int] = 0,
-                 max_lifetime_sec: float = 900.0):
+                 max_lifetime_sec: float = 900.0, api_key: str | None = None):
         self.responder = responder or (lambda body: "ok")
+        self.api_key = api_key
         self.latency = latency
         self.model_name = model_name
         self.cached_tokens = cached_tokens

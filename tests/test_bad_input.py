@@ -1,95 +1,46 @@
-"""Bad input ends in one line naming the file and the key, and a non-zero exit; never a traceback.
-The table here is the one the closing note of the run-identity work reports."""
+"""Bad input ends in one line naming the file and the key, and exit code 2, before any container
+starts; never a traceback. Broken files are read around with a warning naming file and line.
+The cases are tbscale_testing/bad_inputs.py's list, the one scripts/bad_input_table.py prints."""
 
 from __future__ import annotations
 
-import json
-import textwrap
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from tbscale.cli import app
-from tbscale_testing.tasks import write_harbor_task
+from tbscale_testing.bad_inputs import CASES, can_mount_read_only, fill, inputs, run_case
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def setup_inputs(root: Path) -> dict[str, Path]:
-    write_harbor_task(root / "tasks", "ok-task")
-    (root / "good.yaml").write_text(textwrap.dedent(f"""
-        name: bad-input
-        tasks: {{path: {root / 'tasks'}}}
-        output_dir: {root / 'results'}
-        models: {{gen: {{model: sim/policy}}, real: {{model: openai/gpt-4o-mini, api_key_env: TBSCALE_TEST_UNSET_KEY}}}}
-        settings: [{{name: base, generator: gen}}]
-    """))
-    (root / "not-yaml.yaml").write_text("name: [unclosed\n")
-    (root / "typo.yaml").write_text((root / "good.yaml").read_text() + "trails: 3\n")
-    mixed = (root / "good.yaml").read_text().replace(
-        "settings: [{name: base, generator: gen}]",
-        "settings: [{name: mixed, generator: real, policy: {name: turn_bon, n: 2, selector: gen}}]")
-    (root / "mixed.yaml").write_text(mixed)
-    (root / "unknown-policy.yaml").write_text((root / "good.yaml").read_text().replace(
-        "settings: [{name: base, generator: gen}]", "settings: [{name: base, generator: gen, policy: {name: bon}}]"))
-    (root / "real.yaml").write_text((root / "good.yaml").read_text().replace(
-        "settings: [{name: base, generator: gen}]", "settings: [{name: base, generator: real}]"))
-    bad_task = write_harbor_task(root / "bad-tasks", "latin1")
-    (bad_task / "task.toml").write_bytes("[agent]\ntimeout_sec = 60 # caf\xe9\n".encode("latin-1"))
-    garbage = root / "garbage-run"
-    garbage.mkdir()
-    (garbage / "trials.jsonl").write_text("not json\n{\"also\": \"not a trial\"}\n")
-    (root / "a-file.txt").write_text("x")
-    run = root / "results" / "bad-input"
-    run.mkdir(parents=True)
-    row = {"schema_version": 2, "run": "bad-input", "setting": "base", "setting_key": "k", "trial_key": "t",
-           "task_id": "ok-task", "trial": 0, "ending": "pass", "passed": True}
-    (run / "trials.jsonl").write_text(json.dumps(row) + "\n")
-    return {"root": root}
-
-
-CASES = [
-    ("missing config", ["run", "{root}/nope.yaml"], 2, "nope.yaml: no such file"),
-    ("config not YAML", ["run", "{root}/not-yaml.yaml"], 2, "not-yaml.yaml: line 2: not valid YAML"),
-    ("unknown key", ["run", "{root}/typo.yaml"], 2, "typo.yaml: trails: unknown key"),
-    ("unknown policy", ["run", "{root}/unknown-policy.yaml"], 2, "settings[0].policy.name: unknown policy 'bon'"),
-    ("--trials 0", ["run", "{root}/good.yaml", "--trials", "0"], 2, "--trials: must be at least 1, got 0"),
-    ("--concurrency 0", ["run", "{root}/good.yaml", "--concurrency", "0"], 2, "--concurrency: must be at least 1"),
-    ("a simulated role beside a real one", ["run", "{root}/mixed.yaml"], 2,
-     "simulated roles (selector 'gen' (sim/policy)) beside real ones"),
-    ("missing key variable", ["run", "{root}/real.yaml"], 2,
-     "models.real: the environment variable TBSCALE_TEST_UNSET_KEY (api_key_env) is not set"),
-    ("tasks path is a file", ["tasks", "list", "{root}/a-file.txt"], 2, "a-file.txt"),
-    ("task file not UTF-8", ["tasks", "list", "{root}/bad-tasks"], 1, "task.toml"),
-    ("no such task folder", ["tasks", "list", "{root}/nowhere"], 2, "nowhere: no such file or directory"),
-    ("report on a non-run", ["report", "{root}/tasks"], 2, "no runs found (no trials.jsonl)"),
-    ("report on a file", ["report", "{root}/a-file.txt"], 2, "a-file.txt: a file, not a run folder"),
-    ("report on unparsable lines", ["report", "{root}/garbage-run"], 2,
-     "trials.jsonl has no readable trial lines (2 unreadable; first:"),
-    ("--compare an unknown setting", ["report", "{root}/results/bad-input", "--compare", "base", "zzz", "--no-plots"],
-     2, "--compare: no setting named 'zzz'"),
-    ("judge on a non-run", ["judge", "{root}/tasks", "--model", "sim/rubric_judge"], 2, "not a run folder"),
-    ("view on a non-run", ["view", "{root}/tasks"], 2, "tasks"),
-    ("import of a missing path", ["import", "{root}/nowhere", "--name", "x"], 2, "nowhere: no such file or directory"),
-    ("models check, key unset", ["models", "check", "{root}/real.yaml"], 1, ""),
-]
+MOUNTS = can_mount_read_only()
 
 
 @pytest.fixture(scope="module")
-def inputs(tmp_path_factory) -> dict[str, Path]:
-    return setup_inputs(tmp_path_factory.mktemp("bad-input"))
+def subs(tmp_path_factory):
+    with inputs(tmp_path_factory.mktemp("bad-input") / "in") as found:
+        yield found
 
 
-@pytest.mark.parametrize("name, args, code, first_line", CASES, ids=[c[0] for c in CASES])
-def test_bad_input_is_one_line_and_non_zero(inputs, monkeypatch, name, args, code, first_line) -> None:
-    monkeypatch.delenv("TBSCALE_TEST_UNSET_KEY", raising=False)
-    res = CliRunner().invoke(app, [a.format(root=inputs["root"]) for a in args])
-    assert res.exit_code == code, res.output
-    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
-    assert "Traceback" not in res.output
-    errors = [ln for ln in res.output.splitlines() if ln.startswith("error:")]
-    if code == 2:
-        assert len(errors) == 1 and first_line in errors[0], res.output
-    else:
-        assert first_line in res.output
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_bad_input(subs, case) -> None:
+    if case.readonly and not MOUNTS:
+        pytest.skip("needs `unshare -m` to mount a folder read-only")
+    got = run_case(case, subs, in_process=True)
+    assert not got.traceback, got.output
+    assert got.code == case.code, got.output
+    assert fill(case.first_line, subs) in got.output, got.output
+    if case.code == 2:  # one line, and it is the error
+        errors = [ln for ln in got.output.splitlines() if ln.startswith("error:")]
+        assert len(errors) == 1 and fill(case.first_line, subs) in errors[0], got.output
+    if case.check is not None:
+        assert case.check(Path(subs["root"])), f"{case.name}: what must survive did not"
+    if case.absent is not None:
+        assert case.absent not in got.output
+
+
+def test_the_list_holds_every_input_of_the_issue_and_at_least_40() -> None:
+    names = {c.name for c in CASES if c.from_issue}
+    assert len(CASES) >= 40 and len(names) >= 20
+    for needed in ("import --name ../../victim --force", "run --run-name ../escaped", "api_base: not-a-url",
+                   "trials: 1000000000", "YAML alias bomb in extra_params", "duplicate YAML key", 'model: ""',
+                   "empty key variable", "missing prompt file", "broken Jinja template",
+                   "report on a read-only run", "history --check, no readable line", "report: reward NaN"):
+        assert needed in names

@@ -72,7 +72,7 @@ def test_missing_key_variable_stops_before_any_trial(tmp_path: Path) -> None:
     res = tbscale("run", str(cfg), "--no-report", env={"TBSCALE_TEST_MISSING_KEY": ""})
     took = time.monotonic() - t0
     assert res.returncode == 2 and took < 30, (res.returncode, took, res.stderr)
-    assert "TBSCALE_TEST_MISSING_KEY (api_key_env) is not set" in res.stderr
+    assert "TBSCALE_TEST_MISSING_KEY (api_key_env) is set but empty" in res.stderr  # not "not set": it is
 
 
 def test_rejected_key_trips_the_breaker_within_seconds(tmp_path: Path) -> None:

@@ -38,6 +38,15 @@ BAD = [
     {"tokens": {"generator": {"input": 1, "tokenz": 2}}},
     {"attempts": [dict(ATTEMPT, turns="x")], "n_attempts": 2},
     {"timing": {"agent": "slow"}},
+    # Verdicts that cannot be true: corrupt, never counted (let alone as a pass).
+    {"reward": float("nan"), "passed": True},
+    {"rewards": {"a": float("inf")}},
+    {"passed": True, "reward": 0.25},
+    {"passed": True, "ending": "wrong_submission", "reward": 1.0},
+    {"attempts": [dict(ATTEMPT, reward=float("nan"))], "n_attempts": 2},
+    # Names and paths that would lead a reader (the viewer, an export) out of the run folder.
+    {"trajectory_path": "../../../etc/passwd"},
+    {"setting": "../x"},
 ]
 
 

@@ -322,7 +322,7 @@ def test_rebuild_writes_only_what_changed(run: Path) -> None:
     assert third.written == 1
     # a superseding trials.jsonl line (a rerun) rewrites that trial, and a trial gone from the index is removed
     rows = [json.loads(x) for x in (run / "trials.jsonl").read_text().splitlines()[:4]]
-    rows[0]["reward"] = 0.5
+    rows[0].update(reward=0.5, passed=False, ending="wrong_submission")  # a verdict that can be true
     rows = [r for r in rows if r["trial_key"] != OTHER_KEY]
     (run / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     fourth = build_viewer(run)

@@ -38,11 +38,13 @@ class ReportContext:
     adaptive_pair: list[str] | None = None
     # Names --compare may use for a run folder (a path given to --import), mapped to that folder.
     run_aliases: dict[str, Path] = field(default_factory=dict)
+    # What each run's manifest says its plan holds (rundata.trials.RunPlan): planned against finished.
+    plans: list[Any] = field(default_factory=list)
 
 
 def fmt(v: Any, pct: bool) -> str:
     """A table cell: percentages with one decimal, large numbers with separators, NaN as `-`."""
-    if v is None or (isinstance(v, float) and math.isnan(v)):
+    if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
         return "-"
     if isinstance(v, float):
         return f"{100 * v:.1f}%" if pct else (f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}")

@@ -42,6 +42,7 @@ from tbscale.analysis import (
 )
 from tbscale.analysis.context import ReportContext, Section, fmt
 from tbscale.errors import TbscaleError
+from tbscale.names import writable_folder
 from tbscale.rundata import read_trial_table
 from tbscale.rundata.compact import system_allocator
 from tbscale.rundata.spend import spend_totals
@@ -51,9 +52,52 @@ SectionFn = Callable[[ReportContext], None]
 FALLBACK_WARNING = 0.05  # above this share of selector fallbacks, a setting's selection is flagged
 
 
+def completeness(ctx: ReportContext) -> pd.DataFrame:
+    """Per setting label: the trials its runs' plans hold and those that finished (have a line of
+    the current configuration, for a task of the plan). Runs without a recorded plan are left out."""
+    every = ctx.all_trials if ctx.all_trials is not None else ctx.df
+    names = [s for plan in ctx.plans for s in plan.planned]
+    rows = []
+    for plan in ctx.plans:
+        mine = every[every["run_dir"] == plan.run_dir]
+        for setting, n in plan.planned.items():
+            sub = mine[mine["setting"] == setting]
+            if plan.tasks is not None:
+                sub = sub[sub["task_id"].isin(plan.tasks)]
+            label = sub["label"].iloc[0] if len(sub) else (
+                f"{Path(plan.run_dir).name}/{setting}" if names.count(setting) > 1 else setting)
+            rows.append({"setting": label, "planned": n, "finished": min(len(sub), n)})
+    if not rows:
+        return pd.DataFrame(columns=["setting", "planned", "finished"])
+    return pd.DataFrame(rows).groupby("setting", sort=False, as_index=False)[["planned", "finished"]].sum()
+
+
+def incomplete_banner(ctx: ReportContext, done: pd.DataFrame) -> str | None:
+    missing = done[done["finished"] < done["planned"]]
+    if missing.empty:
+        return None
+    planned, finished = int(done["planned"].sum()), int(done["finished"].sum())
+    per = "; ".join(f"{r.setting}: {r.finished} of {r.planned}" for r in missing.itertuples())
+    why = "; ".join(f"{Path(p.run_dir).name}: {p.stopped}" for p in ctx.plans if p.stopped)
+    return (f"INCOMPLETE: {finished} of {planned} planned trials have finished ({per}); every number below covers "
+            f"the finished trials only." + (f" Why: {why}." if why else "")
+            + " Run the same command again to finish the plan.")
+
+
 def core_sections(ctx: ReportContext) -> None:
     df, every = ctx.df, ctx.all_trials if ctx.all_trials is not None else ctx.df
     s = tables.summary(df, all_trials=every)
+    done = completeness(ctx)
+    if len(done):
+        s = s.merge(done, on="setting", how="outer")
+        s["trials"] = s["trials"].fillna(0).astype(int)
+        s["infra_errors"] = s["infra_errors"].fillna(0).astype(int)
+        s[["planned", "finished"]] = s[["planned", "finished"]].astype("Int64")
+        banner = incomplete_banner(ctx, done)
+        if banner:
+            ctx.banners.insert(0, banner)  # first: every other number stands on it
+    else:
+        s["planned"], s["finished"] = pd.array([pd.NA] * len(s), dtype="Int64"), pd.array([pd.NA] * len(s), dtype="Int64")
     s["pass@1 (95% CI)"] = [f"{100 * m:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}]" if m == m else "-"
                             for m, lo, hi in zip(s["pass@1"], s["ci_lo"], s["ci_hi"])]
     for lab, rate in zip(s["setting"], s["fallback"]):
@@ -69,10 +113,13 @@ def core_sections(ctx: ReportContext) -> None:
         ctx.banners.append("UNKNOWN PRICES: some models have no known price, so their cost shows as unknown (-); "
                            "give `prices:` for them in the config")
     ctx.sections.append(Section("summary", "Pass rate per setting", s[[
-        "setting", "policy", "N", "trajectory", "generator", "selector", "tasks", "trials", "pass@1 (95% CI)",
-        "infra_errors", "tampered", "tampered_pass", "fallback", "turns_mean", "turns_solved", "cost_usd_per_trial"]],
+        "setting", "policy", "N", "trajectory", "generator", "selector", "tasks", "trials", "finished", "planned",
+        "pass@1 (95% CI)", "infra_errors", "tampered", "tampered_pass", "fallback", "turns_mean", "turns_solved",
+        "cost_usd_per_trial"]],
         "pass@1 is the mean over tasks of each task's pass rate over its trials; the interval is a "
-        "percentile bootstrap over tasks (10,000 resamples). infra_errors: trials the harness failed, left out; "
+        "percentile bootstrap over tasks (10,000 resamples). trials: those pass@1 counts; finished and planned: the "
+        "trials of the run's plan that have finished, and all it holds (- when the run recorded no plan); "
+        "infra_errors: trials the harness failed, left out; "
         "tampered: trials whose agent changed what the verifier depends on or tried to forge its verdict "
         "(docs/tasks.md), counted as failures; tampered_pass: of those, the ones the verifier passed; "
         "fallback: share of selection turns where every selector call failed.", ("fallback",)))
@@ -185,8 +232,8 @@ MIN_COLUMNS = 2  # columns a terminal table keeps however narrow the console (ri
 # Per section, the columns that matter most, in the order the terminal shows them; the others
 # follow in the table's order and are the first left out when the table does not fit.
 TERMINAL_COLUMNS: dict[str, tuple[str, ...]] = {
-    "summary": ("setting", "pass@1 (95% CI)", "N", "trials", "cost_usd_per_trial", "turns_mean", "fallback",
-                "infra_errors", "tampered", "policy", "turns_solved", "tasks"),
+    "summary": ("setting", "pass@1 (95% CI)", "N", "trials", "finished", "planned", "cost_usd_per_trial", "turns_mean",
+                "fallback", "infra_errors", "tampered", "policy", "turns_solved", "tasks"),
     "pass_at_k": ("setting", "k", "pass_at_k", "pass_hat_k", "consistency_at_k"),
     "costs": ("setting", "total_out", "total_vs_baseline", "generator_out", "selector_out", "cost_usd", "avg_turns"),
     "endings": ("setting", "pass", "tampered", "wrong_submission", "time_limit", "agent_error"),
@@ -289,15 +336,19 @@ def _build_report(paths: list[Path], console: Console, *, compare: list[str] | N
                   include_infra_errors: bool, adaptive_pair: list[str] | None,
                   tables_to_console: bool, run_aliases: dict[str, Path]) -> ReportContext:
     run_dirs = tables.find_run_dirs(paths)
+    target = out_dir or (run_dirs[0] / "report" if len(run_dirs) == 1 else Path(paths[0]) / "report")
+    try:  # before any work: a report that cannot be written is said at once
+        writable_folder(target, "report folder")
+    except TbscaleError as e:
+        raise TbscaleError(f"{e}; give --out DIR to write the report elsewhere") from None
     table = read_trial_table(run_dirs)
     for p in table.problems:
         p.warn()
     everything = table.df
     df = tables.scored(everything, include_infra_errors)
-    target = out_dir or (run_dirs[0] / "report" if len(run_dirs) == 1 else Path(paths[0]) / "report")
     ctx = ReportContext(df=df, run_dirs=run_dirs, out_dir=target, baseline=tables.baseline_label(everything, baseline),
                         compare=compare, plots=plots, simulated=bool(everything["simulated"].any()),
-                        all_trials=everything, adaptive_pair=adaptive_pair, run_aliases=run_aliases)
+                        all_trials=everything, adaptive_pair=adaptive_pair, run_aliases=run_aliases, plans=table.plans)
     infra = int(everything["infra_error"].sum())
     if infra:
         how = "counted as failures" if include_infra_errors else "left out of pass@1 (--include-infra-errors counts them)"

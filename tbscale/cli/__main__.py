@@ -1,3 +1,3 @@
 from tbscale.cli import app
 
-app()
+app(prog_name="tbscale")

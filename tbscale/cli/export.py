@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from tbscale.cli.app import console, export_app, fail, swebench_app
+from tbscale.cli.app import console, export_app, swebench_app
 from tbscale.cli.app import out as stdout
 from tbscale.errors import TbscaleError
 
@@ -27,11 +27,8 @@ def verifier_data(
     parsed scores or preference, and the attempt's outcome (JSONL)."""
     from tbscale.analysis.export_verifier import export_verifier_data
 
-    try:
-        counts = export_verifier_data(runs, out, roles=role, methods=method, settings=setting,
-                                      include_failed=include_failed, include_simulated=include_simulated)
-    except TbscaleError as e:
-        fail(str(e))
+    counts = export_verifier_data(runs, out, roles=role, methods=method, settings=setting,
+                                  include_failed=include_failed, include_simulated=include_simulated)
     detail = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if k not in ("written", "calls"))
     stdout.print(f"wrote {counts['written']} of {counts['calls']} calls to {out}" + (f" ({detail})" if detail else ""))
     if counts["skipped_simulated"] and not counts["written"]:
@@ -52,10 +49,7 @@ def export_swebench_preds(
 
     from tbscale.analysis.swebench_export import export_predictions
 
-    try:
-        files = export_predictions(run, out, setting, model_name)
-    except TbscaleError as e:
-        fail(str(e))
+    files = export_predictions(run, out, setting, model_name)
     table = Table(title=f"SWE-bench predictions from {run}")
     for col in ("setting", "trial", "instances", "empty patches", "file"):
         table.add_column(col)
@@ -78,14 +72,11 @@ def swebench_list(config: Path = typer.Argument(..., help="experiment YAML with 
     from tbscale.tasks.swebench import select_instances
     from tbscale.tasks.swebench.images import resolve_image
 
-    try:
-        exp = load_experiment(config)
-        if exp.tasks.swebench is None:
-            raise TbscaleError(f"{config}: tasks has no `swebench` block")
-        src, rows = select_instances(exp.tasks.swebench, exp.tasks.include, exp.tasks.exclude)
-        images = [resolve_image(r, src) for r in rows]
-    except TbscaleError as e:
-        fail(str(e))
+    exp = load_experiment(config)
+    if exp.tasks.swebench is None:
+        raise TbscaleError(f"{config}: tasks has no `swebench` block")
+    src, rows = select_instances(exp.tasks.swebench, exp.tasks.include, exp.tasks.exclude)
+    images = [resolve_image(r, src) for r in rows]
     table = Table(title=f"{len(rows)} SWE-bench instances ({src.dataset or src.task_repo}, split {src.split})")
     for col in ("instance_id", "repo", "version", "FAIL_TO_PASS", "image"):
         table.add_column(col)

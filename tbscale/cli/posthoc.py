@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from tbscale.cli.app import app, console, fail, labelled, out, split_list
+from tbscale.cli.app import app, console, labelled, out, split_list
 from tbscale.errors import TbscaleError
 
 
@@ -32,28 +32,25 @@ def judge(run: Path = typer.Argument(..., help="a run folder (holding trials.jso
     from tbscale.posthoc.pipeline import resolve_judge_model
 
     split = split_list
-    try:
-        if not (run / "trials.jsonl").is_file():
-            raise TbscaleError(f"{run}: not a run folder (no trials.jsonl)")
-        cfg = J.load_judge_config(config, model, samples=samples, settings=split(settings), tasks=split(tasks),
-                                  per_task=per_task, concurrency=concurrency,
-                                  rubrics=None if rubrics else False,
-                                  reward_hacking=None if reward_hacking else False)
-        resolved = resolve_judge_model(cfg.model, cfg.models, run)
-        if resolved.is_simulated:
-            console.print("[yellow]Simulated judge (sim/...): a rule-based stand-in with noise; its flags exercise "
-                          "the pipeline and measure nothing.[/]")
-        last = {"n": 0}
+    if not (run / "trials.jsonl").is_file():
+        raise TbscaleError(f"{run}: not a run folder (no trials.jsonl)")
+    cfg = J.load_judge_config(config, model, samples=samples, settings=split(settings), tasks=split(tasks),
+                              per_task=per_task, concurrency=concurrency,
+                              rubrics=None if rubrics else False,
+                              reward_hacking=None if reward_hacking else False)
+    resolved = resolve_judge_model(cfg.model, cfg.models, run)
+    if resolved.is_simulated:
+        console.print("[yellow]Simulated judge (sim/...): a rule-based stand-in with noise; its flags exercise "
+                      "the pipeline and measure nothing.[/]")
+    last = {"n": 0}
 
-        def progress(stats):
-            n = stats.rubric_calls + stats.rh_calls
-            if n - last["n"] >= 50:
-                last["n"] = n
-                console.print(f"  {n} judgements ({stats.errors} failed)", highlight=False)
+    def progress(stats):
+        n = stats.rubric_calls + stats.rh_calls
+        if n - last["n"] >= 50:
+            last["n"] = n
+            console.print(f"  {n} judgements ({stats.errors} failed)", highlight=False)
 
-        stats = asyncio.run(J.run_judge(run, cfg, progress))
-    except TbscaleError as e:
-        fail(str(e))
+    stats = asyncio.run(J.run_judge(run, cfg, progress))
     console.print(f"judged {run}: {stats.rubric_calls} rubric judgements, {stats.rh_calls} reward-hacking "
                   f"judgements, {stats.skipped} already done, {stats.errors} failed; results in {run / 'judge'}",
                   highlight=False)
@@ -81,12 +78,11 @@ def import_runs(paths: list[Path] = typer.Argument(..., help="terminal-bench `tb
     `tbscale judge` work on them. Nothing is rerun. For mini-swe-agent, each PATH is one trial of
     every task found in it; for terminal-bench, the runs of a submission are trials of its tasks."""
     from tbscale.ingest import import_runs as import_into
+    from tbscale.names import check_name
 
-    try:
-        result = import_into(paths, output_dir / name, fmt=fmt, setting=setting, resolved=resolved,
-                                       missing_as_failed=missing_as_failed, force=force)
-    except TbscaleError as e:
-        fail(str(e))
+    check_name(name, "--name")
+    result = import_into(paths, output_dir / name, fmt=fmt, setting=setting, resolved=resolved,
+                         missing_as_failed=missing_as_failed, force=force)
     console.print(f"imported {result.trials} trials of {result.tasks} tasks ({result.format}) into {result.run_dir}"
                   + (f"; {len(result.warnings)} warnings" if result.warnings else ""), highlight=False)
     for w in result.warnings[:20]:
@@ -110,8 +106,10 @@ def judge_model_config(model: str, config: Path | None, api_base: str | None, ap
         cfg = validate_file(ModelConfig, {**raw, "model": model if model != "sim/bsr_judge" else raw["model"]}, config)
     else:
         cfg = resolve_judge_model(model, raw.get("models"), run_dir, str(config or "judge model"))
-    updates = {k: v for k, v in {"api_base": api_base, "api_key_env": api_key_env}.items() if v}
-    return cfg.model_copy(update=updates) if updates else cfg
+    updates = {k: v for k, v in {"api_base": api_base, "api_key_env": api_key_env}.items() if v is not None}
+    # Validated like a config's model (a URL that is one, a variable name that is one).
+    return validate_file(ModelConfig, {**cfg.model_dump(exclude_unset=True), **updates},
+                         "--api-base/--api-key-env") if updates else cfg
 
 
 @app.command("rewards")
@@ -142,6 +140,7 @@ def rewards(runs: list[Path] = typer.Argument(..., help="run folder(s) holding t
     from rich.table import Table
     from rich.text import Text
 
+    from tbscale.names import writable_folder
     from tbscale.posthoc import bsr
     from tbscale.rundata import find_run_dirs, load_trials
 
@@ -149,24 +148,21 @@ def rewards(runs: list[Path] = typer.Argument(..., help="run folder(s) holding t
     params = bsr.BsrParams(a0=a0, a1=a1, delta=delta, tau=tau, bt_l2=bt_l2, group_by=group_by, seed=seed,
                            buckets=tuple(b.strip() for b in buckets.split(",") if b.strip()),
                            random_control=random_control, concurrency=concurrency)
-    try:
-        run_dirs = find_run_dirs(runs)
-        df = load_trials(run_dirs)
-        df = df[~df["infra_error"]]  # a trial the harness failed says nothing about the agent
-        model_cfg, judge = None, None
-        if not random_control:
-            model_cfg = judge_model_config(judge_model, config, api_base, api_key_env, run_dirs[0])
-            if model_cfg.is_simulated:
-                err.print("[yellow]Simulated judge (sim/...): a rule-based stand-in with noise; its preferences "
-                          "exercise the pipeline and measure nothing.[/]")
-            judge = bsr.llm_judge(model_cfg)
-        out_dir = output or (run_dirs[0] / "rewards")
-        store = bsr.judgement_store(out_dir, bsr.bsr_judge_key(model_cfg, params)) if judge is not None else None
-        result = asyncio.run(bsr.refine(df, params, judge, store))
-        paths = bsr.write_outputs(out_dir, result, params, model_cfg.model if model_cfg else None,
-                                  bool(model_cfg and model_cfg.is_simulated), run_dirs)
-    except TbscaleError as e:
-        fail(str(e))
+    run_dirs = find_run_dirs(runs)
+    df = load_trials(run_dirs)
+    df = df[~df["infra_error"]]  # a trial the harness failed says nothing about the agent
+    model_cfg, judge = None, None
+    if not random_control:
+        model_cfg = judge_model_config(judge_model, config, api_base, api_key_env, run_dirs[0])
+        if model_cfg.is_simulated:
+            err.print("[yellow]Simulated judge (sim/...): a rule-based stand-in with noise; its preferences "
+                      "exercise the pipeline and measure nothing.[/]")
+        judge = bsr.llm_judge(model_cfg)
+    out_dir = writable_folder(output or (run_dirs[0] / "rewards"), "rewards folder")  # before any judge call
+    store = bsr.judgement_store(out_dir, bsr.bsr_judge_key(model_cfg, params)) if judge is not None else None
+    result = asyncio.run(bsr.refine(df, params, judge, store))
+    paths = bsr.write_outputs(out_dir, result, params, model_cfg.model if model_cfg else None,
+                              bool(model_cfg and model_cfg.is_simulated), run_dirs)
 
     mode = "random control" if random_control else f"judge {model_cfg.model}"
     out.print(f"[bold]BSR rewards[/] ({mode}, seed {seed}, group by {group_by}): {len(result.trajectories)} "

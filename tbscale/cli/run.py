@@ -41,9 +41,14 @@ def run_with_progress(runner, title: str) -> None:
         asyncio.run(runner.run())
 
 
-def _positive(name: str, value: int | None) -> int | None:
+def _count(name: str, value: int | None) -> int | None:
+    """A count given on the command line: at least 1, and within its bound (config/bounds.py)."""
+    from tbscale.config import bounds
+
     if value is not None and value < 1:
         fail(f"--{name}: must be at least 1, got {value}")
+    if value is not None and (problem := bounds.over_limit(name, value)):
+        fail(f"--{name}: {problem}")
     return value
 
 
@@ -65,26 +70,26 @@ def run(config: Path = typer.Argument(..., help="experiment YAML"),
     Exit codes: 0 done; 1 some trials crashed (not recorded, rerun to retry); 2 bad input;
     3 some trials ended in an infrastructure error; 4 a model was unavailable and the run stopped;
     130 interrupted."""
+    from tbscale.environments import get_backend
     from tbscale.runner import Runner, experiment_dataset, experiment_tasks, load_experiment
+    from tbscale.runner.checks import before_first_container, run_folder
 
     overrides = {}
-    if _positive("concurrency", concurrency):
+    if _count("concurrency", concurrency):
         overrides["concurrency"] = concurrency
-    if _positive("trials", trials):
+    if _count("trials", trials):
         overrides["trials"] = trials
-    try:
-        exp = load_experiment(config, overrides)
-        if preflight:
-            _preflight(exp, config, probe)
-        dataset = experiment_dataset(exp, log=lambda m: say(m))
-        task_list = experiment_tasks(exp, split_list(tasks), dataset=dataset)
-        from tbscale.environments import get_backend
-
-        backend = get_backend(exp.environment.backend, host=exp.environment.docker_host)
-        backend.check()
-    except TbscaleError as e:
-        fail(str(e))
-    run_dir = (output_dir or Path(exp.output_dir)) / (run_name or exp.name)
+    exp = load_experiment(config, overrides)
+    run_dir = run_folder(output_dir or Path(exp.output_dir), run_name or exp.name,
+                         "--run-name" if run_name is not None else f"{config}: name")
+    backend = get_backend(exp.environment.backend, host=exp.environment.docker_host)
+    dataset = experiment_dataset(exp, log=lambda m: say(m))
+    # Everything the config names is checked before anything is built or started.
+    task_list = experiment_tasks(exp, split_list(tasks), dataset=dataset,
+                                 before_build=lambda ts: before_first_container(exp, ts, config, backend))
+    if preflight:
+        _preflight(exp, config, probe)
+    backend.check()
     runner = Runner(exp, task_list, run_dir, retry_infra_errors=retry_errors,
                     dataset=dataset.manifest() if dataset is not None else None)
     if runner.simulated:
@@ -97,8 +102,6 @@ def run(config: Path = typer.Argument(..., help="experiment YAML"),
         say(f"interrupted: {runner.counters.done} trials finished this time are saved in {run_dir}; run the same "
             "command again to resume.", "yellow")
         raise typer.Exit(130)
-    except TbscaleError as e:
-        fail(str(e))
     except Exception as e:
         from tbscale.errors import ModelUnavailable
 
@@ -106,9 +109,9 @@ def run(config: Path = typer.Argument(..., help="experiment YAML"),
             raise
     say(f"results: {run_dir}")
     _after_run(runner, run_dir)
-    if report and runner.counters.done + runner.counters.skipped and runner.stopped is None:
+    if report and runner.counters.done + runner.counters.skipped:
         try:
-            _report([run_dir], compare=None, plots=True)
+            _report([run_dir], compare=None, plots=runner.stopped is None)
         except TbscaleError as e:
             console.print(labelled("report:", "red", str(e)), highlight=False, soft_wrap=True)
     raise typer.Exit(runner.exit_code)
@@ -158,11 +161,8 @@ def models_check(config: Path = typer.Argument(..., help="experiment YAML"),
     from tbscale.runner import load_experiment
     from tbscale.runner.resolve import referenced_models
 
-    try:
-        exp = load_experiment(config)
-        checks = asyncio.run(check_models(referenced_models(exp), probe=probe))
-    except TbscaleError as e:
-        fail(str(e))
+    exp = load_experiment(config)
+    checks = asyncio.run(check_models(referenced_models(exp), probe=probe))
     table = Table(title=f"models of {config}")
     for col in ("key", "model", "checked", "result"):
         table.add_column(col)
@@ -193,7 +193,9 @@ def report(runs: Optional[list[Path]] = typer.Argument(None, help="run folders, 
            format_: Optional[str] = typer.Option(
                None, "--format", metavar="md|csv|json",
                help="print one format to stdout for scripts, and nothing else (messages go to stderr): md, the "
-                    "report.md text; csv, each table after a `# table: <key>` line; json, summary.json")):
+                    "report.md text; csv, each table after a `# table: <key>` line; json, summary.json"),
+           out_dir: Optional[Path] = typer.Option(None, "--out", help="write the report's files here (default: "
+                                                                    "RUN/report, or FOLDER/report for a folder of runs)")):
     """Tables (and plots) from finished runs: pass@k, consistency, turns, endings, costs, significance.
 
     In a terminal the tables fit its width (COLUMNS, or 120, when output is not a terminal), key
@@ -206,13 +208,11 @@ def report(runs: Optional[list[Path]] = typer.Argument(None, help="run folders, 
     if not paths and not imports:
         fail("give run folders, or runs made elsewhere with --import PATH")
     aliases: dict[str, Path] = {}
-    try:
-        if imports:
-            paths, aliases = _imported([*imports, *paths])
-        _report(paths, list(compare) if compare else None, plots, include_infra_errors=include_infra_errors,
-                adaptive_pair=list(adaptive_pair) if adaptive_pair else None, format_=format_, run_aliases=aliases)
-    except TbscaleError as e:
-        fail(str(e))
+    if imports:
+        paths, aliases = _imported([*imports, *paths])
+    _report(paths, list(compare) if compare else None, plots, include_infra_errors=include_infra_errors,
+            adaptive_pair=list(adaptive_pair) if adaptive_pair else None, format_=format_, run_aliases=aliases,
+            out_dir=out_dir)
 
 
 def _imported(paths: list[Path]) -> tuple[list[Path], dict[str, Path]]:
@@ -250,16 +250,16 @@ def _imported(paths: list[Path]) -> tuple[list[Path], dict[str, Path]]:
 
 def _report(runs: list[Path], compare, plots: bool, include_infra_errors: bool = False,
             adaptive_pair: list[str] | None = None, format_: str | None = None,
-            run_aliases: dict[str, Path] | None = None) -> None:
+            run_aliases: dict[str, Path] | None = None, out_dir: Path | None = None) -> None:
     import sys
 
     from tbscale.analysis.report import build_report, render, report_console
 
     if format_ is None:
         build_report(runs, report_console(), compare=compare, plots=plots, include_infra_errors=include_infra_errors,
-                     adaptive_pair=adaptive_pair, run_aliases=run_aliases)
+                     adaptive_pair=adaptive_pair, run_aliases=run_aliases, out_dir=out_dir)
         return
-    ctx = build_report(runs, report_console(stderr=True), compare=compare, plots=plots,
+    ctx = build_report(runs, report_console(stderr=True), compare=compare, plots=plots, out_dir=out_dir,
                        include_infra_errors=include_infra_errors, adaptive_pair=adaptive_pair, tables_to_console=False,
                        run_aliases=run_aliases)
     sys.stdout.write(render(ctx, format_))
@@ -267,14 +267,45 @@ def _report(runs: list[Path], compare, plots: bool, include_infra_errors: bool =
 
 
 @app.command()
-def clean(all_sessions: bool = typer.Option(True, "--all/--orphans",
-                                           help="every tbscale container, or only those of dead processes on this host"),
+def clean(all_sessions: bool = typer.Option(False, "--all/--orphans",
+                                           help="every tbscale container on the engine, live runs' too (asks first); "
+                                                "default: only those whose owning process is gone"),
+          yes: bool = typer.Option(False, "--yes", "-y", help="with --all: remove without asking"),
+          run: Optional[list[Path]] = typer.Option(None, "--run", help="also remove this run folder's containers and "
+                                                                    "networks while it is running (repeatable)"),
+          label: Optional[list[str]] = typer.Option(None, "--label", help="only resources carrying this label "
+                                                                        "(key or key=value; repeatable)"),
+          images: bool = typer.Option(False, "--images", help="also remove images tbscale built whose builder is "
+                                                             "gone, that no container uses and no trial used lately"),
           docker_host: Optional[str] = typer.Option(None, help="a Docker host other than DOCKER_HOST / the local one")):
-    """Remove containers left behind by tbscale processes that were killed."""
-    from tbscale.environments.docker import cleanup_labelled, cleanup_orphans
+    """Remove what tbscale processes that are gone left behind: containers (a compose project whole),
+    the networks made for them, and with --images the images they built. Every resource carries its
+    owner (host, pid, process start time): a live run's are left alone unless the run is named."""
+    from tbscale.config.experiment import DOCKER_SCHEMES, url_problem
+    from tbscale.environments.cleanup import clean as clean_engine
+    from tbscale.environments.cleanup import cleanup_labelled
 
-    try:
-        out.print(f"removed {cleanup_labelled(host=docker_host) if all_sessions else cleanup_orphans(docker_host)} "
-                  "containers")
-    except TbscaleError as e:
-        fail(str(e))
+    if docker_host is not None and (problem := url_problem(docker_host, DOCKER_SCHEMES)):
+        fail(f"--docker-host: {problem}")
+    for text in label or []:
+        if not text or "," in text or text.startswith("="):
+            fail(f"--label: {text!r} is not key or key=value")
+    if all_sessions:
+        if not yes:
+            try:
+                sure = typer.confirm("Remove every tbscale container on this engine, including those of runs in "
+                                     "progress?", err=True)
+            except typer.Abort:  # no answer (stdin closed): the prompt's line is ended first
+                console.print()
+                sure = False
+            if not sure:
+                fail("--all: not confirmed, nothing removed (add --yes to confirm without a prompt)")
+        out.print(f"removed {cleanup_labelled(host=docker_host, labels=label or [])} containers")
+        return
+    runs = [str(Path(r).resolve()) for r in run or []]
+    result = clean_engine(docker_host, runs=runs, labels=label or [], images=images)
+    out.print(f"removed {result.containers} containers and {result.networks} networks"
+              + (f" and {result.images} images" if images else ""), highlight=False)
+    for who, n in sorted(result.kept.items()):
+        out.print(f"kept {n} containers of a live or unknown owner ({who}); `tbscale clean --run RUN` removes a "
+                  "live run's", highlight=False, soft_wrap=True)

@@ -8,8 +8,10 @@ from typing import Optional
 
 import typer
 
-from tbscale.cli.app import app, fail, out, say, sigterm_as_interrupt
-from tbscale.errors import TbscaleError
+from tbscale.cli.app import app, console, fail, out, say, sigterm_as_interrupt
+from rich.markup import escape
+
+from tbscale.errors import ModelUnavailable, TbscaleError
 
 
 @app.command()
@@ -19,35 +21,46 @@ def sweep(sweep_file: Path = typer.Argument(..., help="sweep YAML: configs and a
     from datetime import datetime, timezone
 
     from tbscale.cli.run import run_with_progress
+    from tbscale.config import bounds
+    from tbscale.environments import get_backend
     from tbscale.logs import TrialIndex
+    from tbscale.names import writable_folder
     from tbscale.runner import Runner, experiment_dataset, experiment_tasks, resolve_experiment
+    from tbscale.runner.checks import before_first_container, run_folder
     from tbscale.sweeps import expand, experiment_of, history_lines, load_sweep
 
-    try:
-        sw = load_sweep(sweep_file)
-        plan = expand(sw)
-    except TbscaleError as e:
-        fail(str(e))
+    sw = load_sweep(sweep_file)
+    plan = expand(sw)
     date = sw.date or datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    if concurrency and (problem := bounds.over_limit("concurrency", concurrency)):
+        fail(f"--concurrency: {problem}")
+    if Path(sw.history).is_dir():
+        fail(f"{sweep_file}: history: {sw.history} is a folder, not a file")
+    writable_folder(Path(sw.history).parent, f"{sweep_file}: history folder")
     history = TrialIndex(Path(sw.history))
-    Path(sw.history).parent.mkdir(parents=True, exist_ok=True)
-    sigterm_as_interrupt()
+    # Every grid point is loaded and checked before the first one runs: a bad point costs no work.
+    points = []
     for name, doc, point, cfg_path in plan:
         if concurrency:
             doc["concurrency"] = concurrency
-        try:
-            exp = resolve_experiment(experiment_of(doc, cfg_path, point), f"{cfg_path} (grid point {point})")
-            dataset = experiment_dataset(exp)
-            task_list = experiment_tasks(exp, dataset=dataset)
-        except TbscaleError as e:
-            fail(str(e))
-        run_dir = Path(sw.output_dir) / date / name
+        where = f"{cfg_path} (grid point {point})"
+        exp = resolve_experiment(experiment_of(doc, cfg_path, point), where)
+        dataset = experiment_dataset(exp)
+        task_list = experiment_tasks(exp, dataset=dataset, before_build=lambda ts, exp=exp, where=where:
+                                     before_first_container(exp, ts, where, get_backend(exp.environment.backend)))
+        points.append((name, point, exp, dataset, task_list, run_folder(Path(sw.output_dir) / date, name, where)))
+    sigterm_as_interrupt()
+    for name, point, exp, dataset, task_list, run_dir in points:
         runner = Runner(exp, task_list, run_dir, dataset=dataset.manifest() if dataset is not None else None)
         try:
             run_with_progress(runner, name)
         except KeyboardInterrupt:
             say(f"interrupted; rerun the same sweep to resume ({run_dir})", "yellow")
             raise typer.Exit(130)
+        except ModelUnavailable as e:
+            console.print(f"[bold red]stopped:[/] {escape(str(e))}; the finished trials are kept in {run_dir} and no "
+                          "history line was written for it; rerun the same sweep to resume", highlight=False)
+            raise typer.Exit(4)
         for line in history_lines(run_dir, sw, point, date):
             history.append(line)
         say(f"{name}: done ({run_dir})", to=out)
@@ -67,20 +80,43 @@ def history_cmd(path: Path = typer.Argument(Path("results/history.jsonl")),
     regression gate."""
     if not path.exists():
         fail(f"{path}: no such history file (written by `tbscale sweep`)")
-    show_history(path, sweep_name)
+    if path.is_dir():
+        fail(f"{path}: a folder, not a history file (give results/history.jsonl or the sweep's `history:`)")
+    lines = history_lines_of(path, required=check)
+    show_history(path, sweep_name, lines)
     if check:
-        raise typer.Exit(check_history(path, sweep_name, alpha, min_tasks))
+        raise typer.Exit(check_history(path, sweep_name, alpha, min_tasks, lines))
 
 
-def check_history(path: Path, sweep_name: str | None, alpha: float = 0.05, min_tasks: int = 2) -> int:
+def history_lines_of(path: Path, required: bool = True) -> list[dict]:
+    """The readable lines of a history file, the unreadable ones warned about with their line
+    numbers; with `required`, a file with no readable line is an error (the gate must not pass on
+    a history it cannot read)."""
+    from tbscale.jsonl import ReadProblems
+    from tbscale.sweeps import read_history
+
+    problems = ReadProblems(path)
+    lines = read_history(path, problems)
+    problems.warn()
+    if not lines and (required or problems.corrupt or problems.torn_last_line):
+        skipped = len(problems.corrupt) + problems.torn_last_line
+        first = f"; first: line {problems.corrupt[0][0]}: {problems.corrupt[0][1]}" if problems.corrupt else ""
+        raise TbscaleError(f"{path}: no readable history line ({skipped} unreadable{first}); nothing to check")
+    return lines
+
+
+def check_history(path: Path, sweep_name: str | None, alpha: float = 0.05, min_tasks: int = 2,
+                  lines: list[dict] | None = None) -> int:
     """Print every comparison and the regressions; 1 when there is a regression, else 0."""
     from rich.table import Table
     from rich.text import Text
 
-    from tbscale.logs import read_jsonl
     from tbscale.sweeps import regressions
 
-    comps = regressions(list(read_jsonl(path)), sweep_name, alpha=alpha, min_tasks=min_tasks)
+    lines = history_lines_of(path) if lines is None else lines
+    if sweep_name is not None and not any(r.get("sweep") == sweep_name for r in lines):
+        raise TbscaleError(f"{path}: no history line of sweep {sweep_name!r}; nothing to check")
+    comps = regressions(lines, sweep_name, alpha=alpha, min_tasks=min_tasks)
     level = f"{100 * (1 - alpha):g}%"
     table = Table(title=f"newest vs previous date, paired bootstrap over shared tasks ({level} interval)")
     for col in ("sweep", "run", "setting", "dates", "pass@1", "diff [interval]", "tasks", "verdict"):
@@ -104,13 +140,12 @@ def check_history(path: Path, sweep_name: str | None, alpha: float = 0.05, min_t
     return 1 if bad else 0
 
 
-def show_history(path: Path, sweep_name: str | None) -> None:
+def show_history(path: Path, sweep_name: str | None, lines: list[dict] | None = None) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from tbscale.logs import read_jsonl
-
-    rows = [r for r in read_jsonl(path) if sweep_name is None or r.get("sweep") == sweep_name]
+    lines = history_lines_of(path, required=False) if lines is None else lines
+    rows = [r for r in lines if sweep_name is None or r.get("sweep") == sweep_name]
     table = Table(title=f"history: {path}")
     for col in ("date", "commit", "run", "setting", "pass@1 (95% CI)", "turns", "out tokens", "sim"):
         table.add_column(col)

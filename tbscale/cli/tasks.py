@@ -20,10 +20,7 @@ from tbscale.errors import TbscaleError
 def _load(path: Path, strict_keys: bool, **kwargs):
     from tbscale.tasks import load_tasks
 
-    try:
-        return load_tasks(path, on_error="collect", strict=strict_keys, **kwargs)
-    except TbscaleError as e:
-        fail(str(e))
+    return load_tasks(path, on_error="collect", strict=strict_keys, **kwargs)
 
 
 def _ignored_keys_notice(tasks: list) -> None:
@@ -180,16 +177,17 @@ def tasks_check(path: Path = typer.Argument(Path("tasks")),
     from tbscale.environments import get_backend
     from tbscale.runner import Runner, load_rows
 
+    from tbscale.config import bounds
+
+    if (problem := bounds.over_limit("concurrency", concurrency)):
+        fail(f"--concurrency: {problem}")
     networks = {"task": "task", "public": "bridge", "no-network": "none"}
     if network not in networks:
         fail(f"--network: one of task, public, no-network, got {network!r}")
     if storage_limit not in ("auto", "enforce", "ignore"):
         fail(f"--storage-limit: auto or enforce, got {storage_limit!r}")
     tasks, problems = _load(path, strict_keys, include=split_list(include), exclude=split_list(exclude))
-    try:
-        get_backend("docker").check()
-    except TbscaleError as e:
-        fail(str(e))
+    get_backend("docker").check()
     for p, msg in problems:
         console.print(labelled("broken:", "red", msg), highlight=False, soft_wrap=True)
     exp = Experiment.model_validate({

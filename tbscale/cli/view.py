@@ -26,15 +26,11 @@ def view(run: Path = typer.Argument(..., help="a run folder (holding trials.json
     changed."""
     from rich.console import Console
 
-    from tbscale.viewer.build import NotARun, build_viewer
+    from tbscale.viewer.build import build_viewer
 
     err = Console(stderr=True)
     stdout = Console(highlight=False)
-    try:
-        result = _build(run, out, force, err, build_viewer)
-    except NotARun as e:
-        err.print(labelled("error:", "bold red", str(e)), highlight=False, soft_wrap=True)
-        raise typer.Exit(2)
+    result = _build(run, out, force, err, build_viewer)  # not a run (NotARun): one line, exit 2, by the app
     parts = [f"{result.trials} trials", f"{result.written} trial files written", f"{result.unchanged} unchanged"]
     if result.removed:
         parts.append(f"{result.removed} removed")

@@ -9,13 +9,51 @@ strategies, environments, executors) are checked after loading, against the regi
 from __future__ import annotations
 
 import os
-from typing import Any, Literal
+import re
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from tbscale.config import bounds
+from tbscale.names import name_problem
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+DOCKER_SCHEMES = ("unix", "tcp", "ssh", "npipe", "http", "https")
+
+
+def url_problem(value: str, schemes: tuple[str, ...]) -> str | None:
+    """Why `value` is not a URL with one of `schemes` and a host (a socket path for unix/npipe)."""
+    if not value or value != value.strip() or any(c.isspace() or ord(c) < 32 for c in value):
+        return f"{value!r} is not a URL (empty, or holds spaces or control characters)"
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as e:
+        return f"{value!r} is not a URL ({e})"
+    if parts.scheme not in schemes:
+        return f"{value!r} is not a URL starting with {' or '.join(s + '://' for s in schemes)}"
+    if parts.scheme in ("unix", "npipe"):
+        return None if (parts.netloc or parts.path) else f"{value!r} names no socket"
+    if not parts.hostname:
+        return f"{value!r} names no host"
+    return None
+
+
+def _folder_name(v: str) -> str:
+    problem = name_problem(v)
+    if problem:
+        raise ValueError(f"{v!r} {problem}")
+    return v
+
+
+# A name that becomes a folder (the run, a setting's files): the one rule of tbscale.names.
+FolderName = Annotated[str, AfterValidator(_folder_name)]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Not-a-number and infinity are never meant in a config (a `.nan` timeout would never end).
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Prices(Strict):
@@ -52,6 +90,31 @@ class ModelConfig(Strict):
     # Parameters of the simulated model (only for sim/...): skill, accuracy, seed offsets.
     sim: dict[str, float] = Field(default_factory=dict)
 
+    @field_validator("model")
+    @classmethod
+    def _model_string(cls, v: str) -> str:
+        if not v or not v.strip():
+            raise ValueError("must not be empty: a litellm model string such as openai/gpt-4.1, or sim/<role>")
+        if any(c.isspace() or ord(c) < 32 for c in v):
+            raise ValueError(f"{v!r} holds spaces or control characters; a model string has none")
+        return v
+
+    @field_validator("api_base")
+    @classmethod
+    def _api_base_url(cls, v: str | None) -> str | None:
+        if v is not None and (problem := url_problem(v, ("http", "https"))):
+            raise ValueError(problem)
+        return v
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, v: str | None) -> str | None:
+        if v is not None and not ENV_NAME.fullmatch(v):
+            # The value is not shown: it may be the key itself, put here by mistake.
+            raise ValueError("not an environment variable name (letters, digits, '_'); name the variable that "
+                             "holds the key, never the key itself")
+        return v
+
     @property
     def is_simulated(self) -> bool:
         return self.model.startswith("sim/")
@@ -82,6 +145,13 @@ class TaskSource(Strict):
         return self
 
 
+def _bounded(name: str, value: int) -> int:
+    problem = bounds.over_limit(name, value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
 class Limits(Strict):
     max_turns: int = Field(50, gt=0)
     agent_timeout_sec: float | None = Field(None, gt=0, description="default: the task's own")
@@ -93,6 +163,11 @@ class Limits(Strict):
     # elided byte count; `keep_full_output` also writes every whole output to a side file.
     stored_output_max_bytes: int = Field(1_000_000, ge=1000)
     keep_full_output: bool = False
+
+    @field_validator("max_turns")
+    @classmethod
+    def _turns_bound(cls, v: int) -> int:
+        return _bounded("max_turns", v)
 
 
 class EnvironmentConfig(Strict):
@@ -119,6 +194,13 @@ class EnvironmentConfig(Strict):
                             "without it, as Harbor's Docker backend does, and say so; `ignore` is the same) or enforce "
                             "(refuse the task). An engine that can enforce a quota always does.")
 
+    @field_validator("docker_host")
+    @classmethod
+    def _docker_url(cls, v: str | None) -> str | None:
+        if v is not None and (problem := url_problem(v, DOCKER_SCHEMES)):
+            raise ValueError(problem)
+        return v
+
 
 class ComponentSpec(Strict):
     """A named, registered component with its own parameters (validated by the component)."""
@@ -134,7 +216,7 @@ class Setting(Strict):
     """One configuration to compare: an agent, its models, an action policy and a trajectory
     strategy. Several settings in one experiment run over the same tasks and trials."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    name: FolderName
     agent: str = Field("bash", description="a registered agent: bash, oracle, nop")
     generator: str | None = Field(None, description="key into `models`")
     # How the model names its command: a fenced ```bash block (any chat model), or a call of the
@@ -145,7 +227,7 @@ class Setting(Strict):
 
 
 class Experiment(Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    name: FolderName
     description: str = ""
     tasks: TaskSource
     trials: int = Field(1, gt=0)
@@ -161,9 +243,27 @@ class Experiment(Strict):
     # A sim/ model beside real ones would let an answer key choose a real model's actions.
     allow_simulated_roles: bool = False
 
+    @field_validator("output_dir")
+    @classmethod
+    def _output_dir(cls, v: str) -> str:
+        if not v.strip() or "\x00" in v:
+            raise ValueError("must name a folder")
+        return v
+
+    @field_validator("trials")
+    @classmethod
+    def _trials_bound(cls, v: int) -> int:
+        return _bounded("trials", v)
+
+    @field_validator("concurrency")
+    @classmethod
+    def _concurrency_bound(cls, v: int) -> int:
+        return _bounded("concurrency", v)
+
     @field_validator("settings")
     @classmethod
     def _unique_names(cls, settings: list[Setting]) -> list[Setting]:
+        _bounded("settings", len(settings))
         names = [s.name for s in settings]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:

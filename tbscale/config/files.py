@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from tbscale.config.experiment import Experiment
+from tbscale.config.yamlfile import read_yaml_file
 from tbscale.errors import TbscaleError
 
 
@@ -25,20 +25,10 @@ def format_validation_error(path: Path | str, err: ValidationError) -> str:
 
 
 def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
-    """A YAML file whose top level is a mapping; every problem is a one-line TbscaleError."""
+    """A YAML file whose top level is a mapping, read strictly (config/yamlfile.py: duplicate keys,
+    size and alias bounds); every problem is a one-line TbscaleError."""
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise TbscaleError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise TbscaleError(f"{path}: is a folder, not a YAML file") from None
-    except UnicodeDecodeError as e:
-        raise TbscaleError(f"{path}: not UTF-8 text (byte {e.start})") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise TbscaleError(f"{path}:{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
+    raw = read_yaml_file(path)
     if raw is None:
         return {}
     if not isinstance(raw, dict):

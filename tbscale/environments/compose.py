@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from tbscale.environments.base import ComposeSpec, LiveSet, StartSpec
-from tbscale.environments.docker import (LABEL_APP, LABEL_HOST, LABEL_PROJECT, LABEL_SESSION, SESSION_ID, _HOST, Container,
-                                         client, engine_capabilities, ensure_image)
+from tbscale.environments.docker import LABEL_PROJECT, Container, client, engine_capabilities, ensure_image
+from tbscale.environments.owner import LABEL_RUN, owner_labels
 from tbscale.environments.docker import cleanup_orphans as docker_cleanup_orphans
 from tbscale.environments.docker import remove_compose_project as _remove_project_by_labels
 from tbscale.environments.network import NetworkSwitch
@@ -195,11 +195,15 @@ class ComposeEnvironment:
     def running(self) -> bool:
         return self.main.running()
 
+    def _run_label(self) -> dict[str, str]:
+        run = (self.main.container.labels or {}).get(LABEL_RUN)
+        return {LABEL_RUN: run} if run else {}
+
     def set_network(self, policy) -> None:
         if self.network is None:
             self.network = NetworkSwitch(self.main.container.client.api, self.main.container.id,
                                          name_prefix=self.project.name,
-                                         labels={LABEL_APP: "1", LABEL_SESSION: SESSION_ID, LABEL_HOST: _HOST},
+                                         labels={**owner_labels(), **self._run_label()},
                                          sidecars={n: c.container.id for n, c in self.sidecars.items()})
         self.network.apply(policy)
 
@@ -221,7 +225,7 @@ class ComposeEnvironment:
 
 
 def _labels(extra: dict[str, str]) -> dict[str, str]:
-    return {LABEL_APP: "1", LABEL_SESSION: SESSION_ID, LABEL_HOST: _HOST, **extra}
+    return {**owner_labels(), **extra}
 
 
 class ComposeBackend:

@@ -11,104 +11,64 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import fcntl
-import hashlib
 import io
 import os
 import re
 import shlex
 import tarfile
 import tempfile
-import threading
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from tbscale.environments.cleanup import (cleanup_labelled, cleanup_orphans,  # noqa: F401  (re-exported)
+                                          remove_compose_project)
+from tbscale.environments.engine import (CLIENT_TIMEOUT_SEC, _use_record, build_lock,  # noqa: F401  (re-exported)
+                                         cache_dir, client, note_image_use)
 from tbscale.environments.dockerfile import for_classic_builder
 from tbscale.environments.base import BoundedOutput, ExecResult, LiveSet, StartSpec
 from tbscale.environments.network import NetworkSwitch
-from tbscale.errors import ImageBuildError, SandboxError, TaskRefused, TbscaleError
+from tbscale.environments.owner import (HOST, LABEL_APP, LABEL_HOST, LABEL_PROJECT,  # noqa: F401  (re-exported)
+                                        LABEL_RUN, LABEL_SESSION, SESSION_ID, owner_labels)
+from tbscale.errors import ImageBuildError, SandboxError, TaskRefused
 from tbscale.seeds import hash_directory
 
-LABEL_APP = "org.tbscale"
-LABEL_SESSION = "org.tbscale.session"
-LABEL_HOST = "org.tbscale.host"
-LABEL_PROJECT = "com.docker.compose.project"
-SESSION_ID = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
-# The docker SDK's socket timeout must outlive the longest command; commands carry their own
-# `timeout` inside the container, so this is only a backstop for a dead engine.
-CLIENT_TIMEOUT_SEC = 3600
-
-_HOST = os.uname().nodename
+_HOST = HOST
 # Run by the shell as `sh -c _GO_THEN_RUN TIMEOUT SHELL COMMAND`: wait for the go line (see
 # Container.exec), then become `timeout`, which runs the command with stdin from /dev/null.
 _GO_THEN_RUN = 'read -r _ || exit 125; exec timeout -k 5 "$0" "$1" -c "$2" </dev/null'
-_clients: dict[str | None, object] = {}
-_client_lock = threading.Lock()
-_build_locks: dict[str, threading.Lock] = {}
+# An image reference as the engine parses it (distribution/reference): a name of path components,
+# an optional registry host first, an optional tag and digest.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_DOMAIN = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?))*(?::[0-9]+)?"
+_REFERENCE = re.compile(rf"^(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*(?::[\w][\w.-]{{0,127}})?"
+                        r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$")
 
 
-def cache_dir() -> Path:
-    """tbscale's own folder on this machine (build locks, image use times): $XDG_CACHE_HOME/tbscale."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tbscale"
+def reference_problem(ref: str) -> str | None:
+    """Why the engine would refuse `ref` as an image reference ("invalid reference format"), or None."""
+    name = ref.split("@", 1)[0].rsplit(":", 1)[0] if ":" in ref.split("/")[-1] else ref.split("@", 1)[0]
+    if not _REFERENCE.fullmatch(ref) or len(name) > 255:
+        return (f"{ref!r} is not a valid image reference (lowercase letters, digits and '.', '_', '-' "
+                "between them; then an optional :tag)")
+    return None
 
 
-@contextlib.contextmanager
-def build_lock(host: str | None, tag: str):
-    """Held while one image is checked for and built: across the threads of this process and, by
-    an fcntl lock on a file under cache_dir(), across every process on this machine (Ray runs
-    trials in several worker processes per node), so one tag is never built twice at once."""
-    key = f"{host}|{tag}"
-    folder = cache_dir() / "locks"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / (hashlib.sha256(key.encode()).hexdigest()[:24] + ".lock")
-    with _build_locks.setdefault(key, threading.Lock()), open(path, "a") as f:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
-
-
-def _use_record(tag: str) -> Path:
-    return cache_dir() / "images" / re.sub(r"[^A-Za-z0-9_.-]", "_", tag)
-
-
-def note_image_use(tag: str) -> None:
-    """Remember when an image was last used on this machine (the image disk budget evicts the
-    least recently used first)."""
-    path = _use_record(tag)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.touch()
-
-
-def client(host: str | None = None):
-    """One shared SDK client per engine (connection pool sized for concurrent execs): `host` is a
-    docker base URL (tcp://, ssh://, unix://); None means DOCKER_HOST or the local socket."""
-    with _client_lock:
-        if host not in _clients:
-            import docker
-
-            try:
-                if host:
-                    c = docker.DockerClient(base_url=host, timeout=CLIENT_TIMEOUT_SEC, max_pool_size=64,
-                                            use_ssh_client=host.startswith("ssh://"))
-                else:
-                    c = docker.from_env(timeout=CLIENT_TIMEOUT_SEC, max_pool_size=64)
-                c.ping()
-            except Exception as e:  # docker.errors.DockerException, connection errors
-                where = host or os.environ.get("DOCKER_HOST") or "the local engine"
-                raise TbscaleError(f"Docker engine not reachable at {where} ({type(e).__name__}); "
-                                   "start one (scripts/ensure_docker.sh does so on Debian)") from None
-            _clients[host] = c
-        return _clients[host]
+def image_name_part(text: str) -> str:
+    """`text` as one component of an image name: lowercased when that is one (every tag tbscale
+    made before stays the same), else as Harbor names task images: anything but letters, digits,
+    '.', '_' and '-' turned into '-', and separators only single, between letters and digits."""
+    part = text.lower()
+    if re.fullmatch(_COMPONENT, part) and len(part) <= 128:
+        return part
+    part = re.sub(r"[._-]{2,}", "-", re.sub(r"[^a-z0-9._-]+", "-", part))
+    return part.strip("._-")[:128].strip("._-") or "task"
 
 
 def image_tag_for(task) -> str:
     if task.image:
         return task.image
-    return f"tbscale-task/{task.id.lower()}:{hash_directory(task.environment_dir)}"
+    return f"tbscale-task/{image_name_part(task.id)}:{hash_directory(task.environment_dir)}"
 
 
 def ensure_image(task, build_timeout_sec: float | None = None, host: str | None = None) -> tuple[str, bool]:
@@ -136,7 +96,7 @@ def ensure_image(task, build_timeout_sec: float | None = None, host: str | None 
             try:
                 engine.images.build(
                     path=str(task.environment_dir), dockerfile=dockerfile or task.dockerfile, tag=tag, rm=True,
-                    forcerm=True, labels={LABEL_APP: "1", "org.tbscale.task": task.id},
+                    forcerm=True, labels={**owner_labels(), "org.tbscale.task": task.id},
                     timeout=int(build_timeout_sec or task.build_timeout_sec),
                 )
             except docker.errors.BuildError as e:
@@ -181,8 +141,9 @@ class Container:
     def set_network(self, policy) -> None:
         """Put the container under a network policy (environments/network.py)."""
         if self.network is None:
+            run = (self.container.labels or {}).get(LABEL_RUN)
             self.network = NetworkSwitch(self.container.client.api, self.container.id, name_prefix=f"tbscale-{self.id}",
-                                         labels={LABEL_APP: "1", LABEL_SESSION: SESSION_ID, LABEL_HOST: _HOST})
+                                         labels={**owner_labels(), **({LABEL_RUN: run} if run else {})})
         self.network.apply(policy)
 
     def service(self, name: str) -> "Container":
@@ -225,7 +186,7 @@ class Container:
             container = client(host).containers.run(
                 spec.image, command=["sleep", "infinity"], detach=True, init=True, tty=spec.tty,
                 stdin_open=spec.stdin_open, network_mode=spec.network, pids_limit=spec.pids_limit,
-                labels={LABEL_APP: "1", LABEL_SESSION: SESSION_ID, LABEL_HOST: _HOST, **spec.labels},
+                labels={**owner_labels(), **spec.labels},
                 environment=spec.env or {}, working_dir=spec.workdir, extra_hosts=spec.extra_hosts or None,
                 **options,
             )
@@ -420,102 +381,6 @@ def engine_capabilities(host: str | None = None) -> dict[str, bool]:
 def cleanup_session() -> int:
     """Remove every container this process started that is still alive."""
     return Container.live.stop_all()
-
-
-def cleanup_labelled(session: str | None = None, host: str | None = None) -> int:
-    """Remove containers left by tbscale processes (all of them, or one session's)."""
-    label = f"{LABEL_SESSION}={session}" if session else LABEL_APP
-    found = _list_containers([label], host)
-    projects = {(c.get("Labels") or {}).get(LABEL_PROJECT) for c in found} - {None}
-    removed = sum(_remove_by_id(c["Id"], host) for c in found)
-    # The networks those containers were on: compose projects' and the ones tbscale made.
-    api = client(host).api
-    nets = api.networks(filters={"label": [label]})
-    for project in projects:
-        nets += api.networks(filters={"label": [f"{LABEL_PROJECT}={project}"]})
-    for net in nets:
-        try:
-            api.remove_network(net["Id"])
-        except Exception:  # noqa: BLE001 - still in use, or gone
-            pass
-    return removed
-
-
-def _list_containers(labels: list[str], host: str | None = None) -> list[dict]:
-    # The low-level listing returns what it lists; the high-level one inspects each container
-    # afterwards and fails on one that another process removed in between.
-    return client(host).api.containers(all=True, filters={"label": labels})
-
-
-def _remove_by_id(container_id: str, host: str | None = None) -> int:
-    try:
-        client(host).api.remove_container(container_id, force=True)
-        return 1
-    except Exception:  # gone already: someone else removed it
-        return 0
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _dead_session(labels: dict) -> bool:
-    session = labels.get(LABEL_SESSION, "")
-    pid = session.split("-", 1)[0]
-    return session != SESSION_ID and pid.isdigit() and not _pid_alive(int(pid))
-
-
-def remove_compose_project(project: str, host: str | None = None) -> int:
-    """What `docker compose down -v` removes, found by the project's labels alone."""
-    api = client(host).api
-    removed = 0
-    for c in api.containers(all=True, filters={"label": [f"{LABEL_PROJECT}={project}"]}):
-        try:
-            api.remove_container(c["Id"], force=True, v=True)
-            removed += 1
-        except Exception:  # noqa: BLE001
-            pass
-    for net in api.networks(filters={"label": [f"{LABEL_PROJECT}={project}"]}):
-        try:
-            api.remove_network(net["Id"])
-        except Exception:  # noqa: BLE001
-            pass
-    for vol in (api.volumes(filters={"label": f"{LABEL_PROJECT}={project}"}) or {}).get("Volumes") or []:
-        try:
-            api.remove_volume(vol["Name"], force=True)
-        except Exception:  # noqa: BLE001
-            pass
-    return removed
-
-
-def cleanup_orphans(host: str | None = None) -> int:
-    """Remove containers whose tbscale process on this host is gone (killed with SIGKILL, say):
-    nothing else would ever free them. A compose project of such a process goes whole (its
-    networks and volumes too), and so do the networks tbscale made for network policies.
-    Containers of live processes and other hosts are kept."""
-    removed = 0
-    api = client(host).api
-    for c in _list_containers([LABEL_APP, f"{LABEL_HOST}={_HOST}"], host):
-        labels = c.get("Labels") or {}
-        if not _dead_session(labels):
-            continue
-        if labels.get(LABEL_PROJECT):
-            removed += remove_compose_project(labels[LABEL_PROJECT], host)
-        else:
-            removed += _remove_by_id(c["Id"], host)
-    for net in api.networks(filters={"label": [LABEL_APP, f"{LABEL_HOST}={_HOST}"]}):
-        if _dead_session(net.get("Labels") or {}):
-            try:
-                api.remove_network(net["Id"])
-            except Exception:  # noqa: BLE001 - in use or gone
-                pass
-    return removed
 
 
 def _image_present(tag: str, host: str | None) -> bool:

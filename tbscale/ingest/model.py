@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tbscale.types.actions import FINISH_MARKER
-
-PASS_THRESHOLD = 1.0 - 1e-9
+from tbscale.types.results import PASS_THRESHOLD  # noqa: F401  (one threshold, re-exported)
 
 
 @dataclass
@@ -78,7 +77,8 @@ def _text(content: Any) -> str:
 
 
 def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "x"
+    """`name` as a folder name that follows tbscale.names' rule (no '..', no leading dot)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).lstrip("._-")[:120].rstrip(".-") or "x"
 
 
 def _short_model(model: str | None) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
@@ -18,6 +19,7 @@ from tbscale.ingest.model import ImportedTrial, ImportedTurn, ImportResult, _saf
 from tbscale.ingest.terminal_bench import looks_like_tb, read_terminal_bench
 from tbscale.logs import event_line
 from tbscale.secrets import redact
+from tbscale.names import check_name, run_folder_problem, writable_folder
 from tbscale.seeds import stable_hash
 from tbscale.types.actions import UNREAD_ACTIONS
 from tbscale.types.results import TrialResult
@@ -107,14 +109,13 @@ def _events(t: ImportedTrial, key: str, skey: str, fmt: str) -> list[str]:
 
 
 def write_run(trials: list[ImportedTrial], run_dir: Path, fmt: str, sources: Iterable[Path],
-              manifest_extra: dict[str, Any] | None = None) -> None:
-    """The run folder, written whole: every file goes into a staging folder beside it, which
-    then takes its place, so a failed or interrupted import leaves no half-written run."""
+              manifest_extra: dict[str, Any] | None = None, run_name: str | None = None) -> None:
+    """The trials as a run folder at `run_dir` (a fresh folder: `replace_folder` writes it beside the
+    target and then swaps it in, so a failed import leaves no half-written run), for a run named
+    `run_name` (default: the folder's name)."""
     run_dir = Path(run_dir)
-    stage = run_dir.with_name(f".{run_dir.name}.importing")
-    if stage.exists():
-        shutil.rmtree(stage)
-    stage.mkdir(parents=True)
+    name = run_name or run_dir.name
+    run_dir.mkdir(parents=True, exist_ok=True)
     setting_keys: dict[str, str] = {}
     settings: dict[str, dict[str, Any]] = {}
     rows = []
@@ -125,13 +126,13 @@ def write_run(trials: list[ImportedTrial], run_dir: Path, fmt: str, sources: Ite
                                         "policy": {"name": "baseline"}, "trajectory": {"name": "single"}})
         key = stable_hash(fmt, t.source, t.task_id, t.setting, t.trial)
         rel = f"trajectories/{_safe(t.task_id)}/{t.setting}__t{t.trial}__{key}.jsonl"
-        folder = (stage / rel).parent
+        folder = (run_dir / rel).parent
         if folder not in made:
             folder.mkdir(parents=True, exist_ok=True)
             made.add(folder)
-        (stage / rel).write_text("\n".join(_events(t, key, skey, fmt)) + "\n", encoding="utf-8")
+        (run_dir / rel).write_text("\n".join(_events(t, key, skey, fmt)) + "\n", encoding="utf-8")
         row = TrialResult(
-            schema_version=SCHEMA_VERSION, run=run_dir.name, setting=t.setting, setting_key=skey, trial_key=key,
+            schema_version=SCHEMA_VERSION, run=name, setting=t.setting, setting_key=skey, trial_key=key,
             task_id=t.task_id, task_format=fmt, trial=t.trial, seed=None, agent=t.agent, generator_model=t.model,
             reward=t.reward, rewards=t.rewards, passed=bool(t.passed), ending=t.ending, stop_reason=t.stop_reason,
             infra_error=t.infra_error, turns=len(t.turns), steps=t.steps, tokens=t.tokens, cost_usd=_cost(t.tokens),
@@ -139,18 +140,15 @@ def write_run(trials: list[ImportedTrial], run_dir: Path, fmt: str, sources: Ite
             error={"type": t.error.split(":", 1)[0], "message": t.error} if t.error else None,
             started_at=t.started_at, finished_at=t.finished_at, imported_from=fmt, source=t.source)
         rows.append(redact(row.model_dump_json()))
-    (stage / "trials.jsonl").write_text("".join(r + "\n" for r in rows), encoding="utf-8")
-    manifest = {"schema_version": SCHEMA_VERSION, "run_name": run_dir.name,
+    (run_dir / "trials.jsonl").write_text("".join(r + "\n" for r in rows), encoding="utf-8")
+    manifest = {"schema_version": SCHEMA_VERSION, "run_name": name,
                 "imported_from": {"format": fmt, "paths": [str(p) for p in sources],
                                   "at": datetime.now(timezone.utc).isoformat(), **(manifest_extra or {})},
-                "experiment": {"name": run_dir.name, "models": {}, "tasks": {"path": None},
+                "experiment": {"name": name, "models": {}, "tasks": {"path": None},
                                "settings": list(settings.values())},
                 "setting_keys": setting_keys, "created_at": datetime.now(timezone.utc).isoformat(),
                 "simulated_models": False, "invocations": []}
-    (stage / "manifest.json").write_text(json.dumps(manifest, indent=2))
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
-    stage.rename(run_dir)
+    (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
 
 
 def import_runs(paths: list[Path], run_dir: Path, *, fmt: str = "auto", setting: str | None = None,
@@ -170,6 +168,7 @@ def import_runs(paths: list[Path], run_dir: Path, *, fmt: str = "auto", setting:
     if setting is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", setting):
         raise TbscaleError(f"--setting: {setting!r} must be letters, digits, '_', '.', '-'")
     run_dir = Path(run_dir)
+    check_name(run_dir.name, "--name")
     if run_dir.exists() and any(run_dir.iterdir()) and not force:
         raise TbscaleError(f"{run_dir}: already exists; pick another --name or pass --force to replace it")
     warnings: list[str] = []
@@ -180,8 +179,42 @@ def import_runs(paths: list[Path], run_dir: Path, *, fmt: str = "auto", setting:
         trials = read_terminal_bench(paths, setting, warnings, extra)
     else:
         trials = read_harbor(paths, setting, warnings)
-    write_run(trials, run_dir, fmt, paths, extra)
+    run_dir = Path(run_dir)
+    replace_folder(run_dir, force, lambda tmp: write_run(trials, tmp, fmt, paths, extra, run_name=run_dir.name))
     return ImportResult(run_dir, fmt, len(trials), len({t.task_id for t in trials}), warnings, extra)
+
+
+def replace_folder(run_dir: Path, force: bool, write) -> None:
+    """Write a run folder through `write(folder)` into a fresh folder beside `run_dir`, then put it
+    in place. An existing non-empty `run_dir` is replaced only with `force`, and only when it is a
+    tbscale run folder inside its results folder (names.run_folder_problem); anything else is
+    refused, never removed. A write that fails leaves `run_dir` as it was."""
+    check_name(run_dir.name, "--name")
+    root = writable_folder(run_dir.parent, "output_dir")
+    occupied = run_dir.is_symlink() or (run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())))
+    if occupied:
+        if not force:
+            raise TbscaleError(f"{run_dir}: already exists; pick another --name or pass --force to replace it")
+        problem = run_folder_problem(run_dir, root)
+        if problem:
+            raise TbscaleError(f"{run_dir}: {problem}; --force replaces only a tbscale run folder, so nothing was "
+                               "removed (remove it yourself, or pick another --name)")
+    tag = uuid.uuid4().hex[:8]
+    fresh = root / f".{run_dir.name}.importing-{tag}"
+    try:
+        write(fresh)
+    except BaseException:
+        shutil.rmtree(fresh, ignore_errors=True)
+        raise
+    if occupied:
+        old = root / f".{run_dir.name}.replaced-{tag}"
+        run_dir.rename(old)
+        fresh.rename(run_dir)
+        shutil.rmtree(old)
+    else:
+        if run_dir.is_dir():
+            run_dir.rmdir()  # empty
+        fresh.rename(run_dir)
 
 
 def source_signature(path: Path) -> str:

@@ -11,7 +11,9 @@ at a time:
 - mappings of scalars or of a model of scalars (timing, tokens): the same, entry by entry (keys of
   the inner model checked as the model checks them);
 - other nested fields (attempts, steps, error, ...): the same, recursively, and their values taken
-  as model_dump would give them (defaults filled, ints in float fields as floats).
+  as model_dump would give them (defaults filled, ints in float fields as floats);
+- the verdict and the places (`tbscale.verdict`): finite rewards, a pass that is one, and a setting
+  name and file paths that stay inside the run folder.
 
 A line that fails any of these, or whose value the model would coerce (a number as a string, say),
 goes through `TrialResult.model_validate_json` exactly as before: either it is corrupt, and
@@ -33,7 +35,7 @@ from pydantic_core import from_json
 
 from tbscale.logs import check_schema_version, validate_trial_line
 from tbscale.jsonl import ReadProblems
-from tbscale.types.results import TrialResult
+from tbscale.types.results import TrialResult, place_problem, verdict_problem
 
 CHUNK_LINES = 4096  # lines parsed at a time, and at most this many bytes of them: their dicts are the
 CHUNK_BYTES = 2 << 20  # reader's transient memory (a staged trial's line decodes to ~10x its size)
@@ -282,6 +284,15 @@ def _validate_chunk(lines: list[tuple[int, bytes]], path: str, problems: ReadPro
                 bad.add(i)
                 dumped.append(None)
         values[name] = dumped
+    # A verdict that cannot be true (a NaN reward, a pass without a passing reward): the model
+    # rejects it, so the line goes the slow way and is reported corrupt with the reason.
+    for i, verdict in enumerate(zip(values["reward"], values["rewards"], values["passed"], values["ending"],
+                                    values["steps"], values["attempts"])):
+        if i not in bad and verdict_problem(*verdict) is not None:
+            bad.add(i)
+    for i, place in enumerate(zip(values["setting"], values["trajectory_path"], values["artifacts_path"])):
+        if i not in bad and place_problem(*place) is not None:
+            bad.add(i)
     chunk = Chunk([n for n, _ in lines], values, entries={} if bad else entries)
     for i in sorted(bad):
         n, line = lines[i]

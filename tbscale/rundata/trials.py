@@ -35,11 +35,23 @@ TOKEN_KINDS = ("input", "output", "reasoning", "cached", "calls")
 
 
 @dataclass
+class RunPlan:
+    """What a run folder's manifest says about its plan: the trials each setting should have, the
+    tasks they run on, and why the last invocation ended early (None when it did not)."""
+
+    run_dir: str
+    planned: dict[str, int]  # setting -> trials in its plan
+    tasks: set[str] | None  # the plan's task ids (None: not recorded)
+    stopped: str | None = None
+
+
+@dataclass
 class TrialTable:
     df: pd.DataFrame
     run_dirs: list[Path]
     set_aside: dict[str, int] = field(default_factory=dict)  # run -> trial lines not in its current config
     problems: list[ReadProblems] = field(default_factory=list)
+    plans: list[RunPlan] = field(default_factory=list)  # runs whose manifest names a plan
 
 
 def find_run_dirs(paths: list[Path]) -> list[Path]:
@@ -60,15 +72,48 @@ def find_run_dirs(paths: list[Path]) -> list[Path]:
     return runs
 
 
-def current_config(run_dir: Path) -> dict[str, Any] | None:
-    """What the run's manifest says its configuration is now (None for runs without one)."""
+def _manifest(run_dir: Path) -> dict[str, Any] | None:
     path = Path(run_dir) / "manifest.json"
     if not path.is_file():
         return None
     try:
-        return json.loads(path.read_text()).get("current")
-    except (json.JSONDecodeError, AttributeError):
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None
+
+
+def current_config(run_dir: Path) -> dict[str, Any] | None:
+    """What the run's manifest says its configuration is now (None for runs without one)."""
+    current = (_manifest(run_dir) or {}).get("current")
+    return current if isinstance(current, dict) else None
+
+
+def run_plan(run_dir: Path) -> RunPlan | None:
+    """The plan the run's manifest records (manifests written before `planned_trials` existed give
+    it by settings x tasks x trials); None when there is none (imported runs, no manifest)."""
+    manifest = _manifest(run_dir) or {}
+    current = manifest.get("current")
+    if not isinstance(current, dict):
+        return None
+    tasks = current.get("task_hashes")
+    tasks = set(tasks) if isinstance(tasks, dict) else None
+    planned = current.get("planned_trials")
+    if not isinstance(planned, dict):
+        trials, settings = current.get("trials"), current.get("settings")
+        if not (isinstance(trials, int) and isinstance(settings, list) and tasks is not None):
+            return None
+        planned = {str(s): len(tasks) * trials for s in settings}
+    planned = {str(k): v for k, v in planned.items() if isinstance(v, int) and v >= 0}
+    invocations = manifest.get("invocations")
+    last = invocations[-1] if isinstance(invocations, list) and invocations and isinstance(invocations[-1], dict) \
+        else {}
+    stopped = last.get("stopped")
+    if stopped is None and last and "finished_at" not in last:
+        stopped = "its last invocation never recorded its end (the process was killed, or is still running)"
+    elif stopped is None and isinstance(last.get("crashed"), int) and last["crashed"]:
+        stopped = f"{last['crashed']} trials crashed in its last invocation and were not recorded (see crashes.log)"
+    return RunPlan(str(run_dir), planned, tasks, str(stopped) if stopped else None)
 
 
 def belongs(row: TrialResult, current: dict[str, Any] | None) -> bool:
@@ -82,7 +127,8 @@ def _belongs(setting: str, setting_key: str, trial: int, task_id: str, task_hash
     keys = current.get("setting_keys") or {}
     if keys.get(setting) != setting_key:
         return False
-    if trial >= int(current.get("trials", trial + 1)):
+    planned = current.get("trials")
+    if isinstance(planned, int) and trial >= planned:
         return False
     hashes = current.get("task_hashes") or {}
     return not (task_hash and task_id in hashes and hashes[task_id] != task_hash)
@@ -267,14 +313,17 @@ def _read_trial_table(run_dirs: list[Path], current_only: bool) -> TrialTable:
         problems = ReadProblems(Path(run) / "trials.jsonl")
         table.problems.append(problems)
         current = current_config(run) if current_only else None
+        plan = run_plan(run) if current_only else None
+        if plan is not None:
+            table.plans.append(plan)
         for chunk in read_chunks(Path(run) / "trials.jsonl", problems):
             v = chunk.values
             corrupt = {i for i, model in chunk.models.items() if model is None}  # already reported
             keep = [i for i in range(len(chunk.numbers)) if i not in corrupt] if corrupt else range(len(chunk.numbers))
-            if current:
-                fits = [_belongs(*args, current) for args in zip(v["setting"], v["setting_key"], v["trial"],
-                                                                   v["task_id"], v["task_hash"])]
-                table.set_aside[str(run)] = table.set_aside.get(str(run), 0) + sum(not fits[i] for i in keep)
+            if current:  # only readable lines are placed (a corrupt one's values are placeholders)
+                fits = {i: _belongs(v["setting"][i], v["setting_key"][i], v["trial"][i], v["task_id"][i],
+                                    v["task_hash"][i], current) for i in keep}
+                table.set_aside[str(run)] = table.set_aside.get(str(run), 0) + sum(not ok for ok in fits.values())
                 keep = [i for i in keep if fits[i]]
                 if not table.set_aside[str(run)]:
                     del table.set_aside[str(run)]
@@ -286,6 +335,10 @@ def _read_trial_table(run_dirs: list[Path], current_only: bool) -> TrialTable:
     if not rows.count:
         bad = sum(len(p.corrupt) for p in table.problems)
         where = ", ".join(map(str, run_dirs))
+        planned = sum(sum(p.planned.values()) for p in table.plans)
+        stopped = "; ".join(p.stopped for p in table.plans if p.stopped)
+        if planned and stopped and not bad:
+            raise TbscaleError(f"{where}: no trial has finished (0 of {planned} planned); it stopped: {stopped}")
         if bad:
             first = next(p for p in table.problems if p.corrupt)
             raise TbscaleError(f"{where}: trials.jsonl has no readable trial lines ({bad} unreadable; first: "

@@ -44,12 +44,14 @@ def plan_trials(exp: Experiment, tasks: list[Task]) -> list[TrialSpec]:
 
 
 def swebench_tasks(source, include: list[str] | None = None, exclude: list[str] | None = None, *,
-                   build: bool = True, log=None) -> list[Task]:
+                   build: bool = True, log=None, before_build=None) -> list[Task]:
     """One Task per selected SWE-bench instance; with `build`, their images are built first when the
-    source says `build: docker` or `build: swebench`."""
+    source says `build: docker` or `build: swebench` (after `before_build(tasks)`, if given)."""
     from tbscale.tasks.swebench import load_swebench_tasks
 
     src, rows, tasks = load_swebench_tasks(source, include=include, exclude=exclude)
+    if before_build is not None:
+        before_build(tasks)
     if build:
         from tbscale.environments.swebench_images import prepare_images
 
@@ -68,16 +70,20 @@ def experiment_dataset(exp: Experiment, log=None):
 
 
 def experiment_tasks(exp: Experiment, only: list[str] | None = None, *, build_images: bool = True,
-                     log=None, dataset=None) -> list[Task]:
+                     log=None, dataset=None, before_build=None) -> list[Task]:
     """The tasks an experiment names: task folders, a registry dataset (pulled first, unless
     `dataset` is the pulled one), or SWE-bench instances (whose images are built first when the
-    config says so). `only` narrows them to some task ids."""
+    config says so). `only` narrows them to some task ids. `before_build(tasks)`, when given, sees
+    the tasks before any image is built (the checks of runner/checks.py)."""
     include = only or exp.tasks.include
     if exp.tasks.swebench is not None:
-        return swebench_tasks(exp.tasks.swebench, include, exp.tasks.exclude, build=build_images, log=log)
+        return swebench_tasks(exp.tasks.swebench, include, exp.tasks.exclude, build=build_images, log=log,
+                              before_build=before_build)
     if exp.tasks.dataset is not None:
         root = (dataset or experiment_dataset(exp, log=log)).path
     else:
         root = Path(exp.tasks.path)
     tasks, _ = load_tasks(root, include=include, exclude=exp.tasks.exclude, strict=exp.tasks.strict_keys)
+    if before_build is not None:
+        before_build(tasks)
     return tasks

@@ -92,7 +92,9 @@ class RunFolder:
         simulated = any(m.is_simulated for m in exp.models.values())
         manifest.update({
             "current": {"settings": list(keys), "setting_keys": keys, "trials": exp.trials, "seed": exp.seed,
-                        "task_hashes": task_hashes},
+                        "task_hashes": task_hashes,
+                        # What the plan holds, so a report can say what is missing.
+                        "planned_trials": {name: len(task_hashes) * exp.trials for name in keys}},
             "simulated_roles": {**manifest.get("simulated_roles", {}), **sim_roles},
             "versions": versions(), "git_commit": git_commit(), "host": platform.node(),
             "simulated_models": simulated,

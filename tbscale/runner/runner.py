@@ -134,13 +134,21 @@ class Runner:
         if hasattr(self.backend, "plan"):  # an image disk budget keeps what pending trials need
             self.backend.plan(list({s.task.id: s.task for s in todo}.values()))
         self.on_update(self.counters, None)
+        interrupted = False
         try:
             await self.executor.run(todo, self._run_one)
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            interrupted = True
+            raise
         finally:
             invocation.update(finished_at=now(), trials_run=self.counters.done, crashed=self.counters.crashed,
                               infra_errors=len(self.infra_errors), **self.executor.summary())
+            # Why the run ended before its plan did, for the report to say.
             if self.stopped is not None:
-                invocation["stopped"] = str(self.stopped)
+                invocation.update(stopped=str(self.stopped), stop_kind="model_unavailable")
+            elif interrupted:
+                invocation.update(stopped="interrupted (Ctrl-C or SIGTERM) before every trial had run",
+                                  stop_kind="interrupted")
             self.folder.write_manifest(manifest)
         return self.counters
 

@@ -20,6 +20,7 @@ from tbscale.agent.agents import AgentRun, create_agent, uses_model
 from tbscale.agent.loop import AttemptOutcome
 from tbscale.config import Experiment, Setting
 from tbscale.environments import Backend, Environment
+from tbscale.environments.owner import LABEL_RUN
 from tbscale.errors import AttemptStopped, SandboxError, TaskRefused
 from tbscale.logs import AttemptRecorder, merge_usage
 from tbscale.models.llm import LLM
@@ -167,7 +168,8 @@ class TrialRunner:
         steps: list[StepResult] | None = None
         art_dir = self.artifacts_dir(spec, index)
         runtime = TaskRuntime(exp, self.backend, task, rec, artifacts_dir=art_dir,
-                              labels={"org.tbscale.trial": spec.key, "org.tbscale.task": task.id})
+                              labels={"org.tbscale.trial": spec.key, "org.tbscale.task": task.id,
+                                      LABEL_RUN: str(self.folder.path.resolve())})
         async with self.containers:
             try:
                 refused = await asyncio.to_thread(runtime.refusal)

@@ -174,7 +174,7 @@ def parse_listwise(text: str, n: int) -> dict[str, Any] | None:
 class VerifierParams(TurnWindow):
     n: int = Field(4, ge=1, le=64, description="candidate actions sampled per turn")
     verifier: str | None = Field(None, description="key of `models`; default: the generator (self-verification)")
-    tries: int = Field(2, ge=1, description="calls per judgement until a usable reply")
+    tries: int = Field(2, ge=1, le=20, description="calls per judgement until a usable reply")
     tie_break: Literal["random", "first"] = Field("random", description="seeded random among the tied, or the lowest index")
     fallback: Literal["random_runnable", "first"] = "random_runnable"
     dedupe: bool = Field(True, description="judge identical commands once")

@@ -23,7 +23,7 @@ from tbscale.tasks import Task
 class Params(BaseModel):
     """Base for a component's parameters: unknown keys are errors that name the key."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     def model_refs(self) -> dict[str, str | None]:
         """Fields that name a key of the experiment's `models` (checked at load time)."""

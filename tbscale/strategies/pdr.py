@@ -31,7 +31,7 @@ from tbscale.strategies.best_of_n import Selector, StagedParams, StagedStrategy
 class PDRParams(StagedParams):
     n: int = Field(16, ge=1, le=256, description="N: attempts per iteration")
     iterations: int = Field(2, ge=1, le=8, description="T: iterations (T=2: iteration 0 and iteration 1)")
-    k: int = Field(4, ge=1, description="K: summaries kept as the next iteration's context")
+    k: int = Field(4, ge=1, le=256, description="K: summaries kept as the next iteration's context")
     context: Literal["select_k", "random_k", "single"] = "select_k"
     select: Literal["rtv", "judge", "oracle"] = Field("rtv", description="how Select-K picks (context: select_k)")
     final: Selector = Field("rtv", description="how the returned attempt is picked from the last iteration")

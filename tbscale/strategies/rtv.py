@@ -29,10 +29,10 @@ from tbscale.strategies.calls import log_call, read_prompt
 class RTVParams(Params):
     """Tournament parameters (shared by best_of_n and pdr). Paper defaults: G=2, V=8."""
 
-    group_size: int = Field(2, ge=2, description="G: candidates compared at once")
-    votes: int = Field(8, ge=1, description="V: judge votes per group")
+    group_size: int = Field(2, ge=2, le=64, description="G: candidates compared at once")
+    votes: int = Field(8, ge=1, le=256, description="V: judge votes per group")
     judge: str | None = Field(None, description="key of `models`; default: the generator")
-    judge_tries: int = Field(2, ge=1, description="calls per vote until a usable reply")
+    judge_tries: int = Field(2, ge=1, le=20, description="calls per vote until a usable reply")
     vote_mode: Literal["permute", "sample"] = Field(
         "permute", description="permute: each vote a separate call with the group in a seeded random order; "
                                "sample: one call with n=V samples, group in a fixed order")

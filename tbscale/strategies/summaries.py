@@ -43,7 +43,7 @@ class SummaryParams(Params):
 
     summarizer: str | None = Field(None, description="key of `models`; default: the generator")
     summary_mode: Literal["llm", "deterministic"] = "llm"
-    summary_tries: int = Field(2, ge=1)
+    summary_tries: int = Field(2, ge=1, le=20)
     summarizer_system_prompt: str | None = Field(None, description="path to a file replacing ours")
     max_transcript_chars: int = Field(60_000, ge=2_000, description="transcript shown to the summarizer (head and tail)")
     max_summary_chars: int = Field(4_000, ge=500, description="bound on a rendered summary")

@@ -62,7 +62,7 @@ class AdaptiveParams(Params):
 class TurnBoNParams(TurnWindow):
     n: int = Field(4, ge=1, le=64)
     selector: str | None = Field(None, description="key of `models`; default: the generator (self-selection)")
-    selector_tries: int = Field(3, ge=1)
+    selector_tries: int = Field(3, ge=1, le=20)
     fallback: Literal["random_runnable", "first"] = "random_runnable"
     selector_system_prompt: str | None = Field(None, description="path to a file replacing ours")
     adaptive: AdaptiveParams | None = Field(None, description="skip the selector when candidates agree")

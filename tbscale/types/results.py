@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tbscale.types.events import UsageRecord
+from tbscale.verdict import PASS_THRESHOLD, place_problem, verdict_problem  # noqa: F401  (re-exported)
 
 ENDINGS = ("pass", "tampered", "wrong_submission", "out_of_context", "time_limit", "agent_error", "verifier_error")
 # Stop reasons that say the harness, not the agent, failed: the model endpoint, the container
@@ -78,7 +79,7 @@ class NotEnforcedKey(BaseModel):
 class TrialResult(BaseModel):
     """One line of trials.jsonl. See docs/formats.md (checked against this model by a test)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     schema_version: int
     run: str
@@ -128,3 +129,11 @@ class TrialResult(BaseModel):
     finished_at: str | None = None
     imported_from: str | None = None
     source: str | None = None
+
+    @model_validator(mode="after")
+    def _true_verdict(self) -> "TrialResult":
+        problem = verdict_problem(self.reward, self.rewards, self.passed, self.ending, self.steps, self.attempts) \
+            or place_problem(self.setting, self.trajectory_path, self.artifacts_path)
+        if problem:
+            raise ValueError(problem)
+        return self

@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 from tbscale.environments import Environment, StartSpec
 from tbscale.tasks import Task
+from tbscale.types.results import PASS_THRESHOLD  # noqa: F401  (re-exported)
 
 # How each stop reason maps to an ending. Only an attempt the agent ended itself (by submitting)
 # can pass; every other stop is a failure whatever the verifier says (Appendix D.2). A step limit
@@ -32,7 +33,6 @@ STOP_TO_ENDING = {
     "no_tests_parsed": "verifier_error",
     "verifier_error": "verifier_error",
 }
-PASS_THRESHOLD = 1.0 - 1e-9
 
 
 @dataclass

@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+from tbscale.errors import TbscaleError
 from tbscale.jsonl import ReadProblems, jsonl_with_text
+from tbscale.verdict import line_problem
 from tbscale.viewer import trial_file_stem
 
 FORMAT_VERSION = 1
@@ -52,8 +54,8 @@ SETTING_FIELDS = ("policy", "policy_params", "n", "trajectory", "trajectory_para
                   "selector_model", "agent", "setting_key")
 
 
-class NotARun(ValueError):
-    """The folder holds no trials.jsonl."""
+class NotARun(TbscaleError, ValueError):
+    """The folder holds no trials.jsonl (or the viewer cannot be written where asked)."""
 
 
 @dataclass
@@ -77,25 +79,32 @@ def read_lines(path: Path, warn: Callable[[str], None]) -> Iterator[dict[str, An
 
 
 def _objects(path: Path, warn: Callable[[str], None]) -> Iterator[tuple[dict[str, Any], str]]:
-    problems = ReadProblems(Path(path))
-    for _, obj, line in jsonl_with_text(path, problems):
+    for _, obj, line in _numbered(path, warn):
         yield obj, line
+
+
+def _numbered(path: Path, warn: Callable[[str], None]) -> Iterator[tuple[int, dict[str, Any], str]]:
+    problems = ReadProblems(Path(path))
+    yield from jsonl_with_text(path, problems)
     for no, why in problems.corrupt:
         warn(f"{path}:{no}: skipped a line ({why})")
     if problems.torn_last_line:
-        warn(f"{path}: skipped a torn last line (not JSON: cut short by a crash)")
+        warn(f"{path}:{problems.torn_line}: skipped a torn last line (not JSON: cut short by a crash)")
 
 
 def load_rows(run_dir: Path, warn: Callable[[str], None]) -> list[tuple[dict[str, Any], str]]:
     """trials.jsonl as (row, digest of its line): the latest line of each trial_key (a rerun's
-    line supersedes the old one), in the order the trials first appear."""
+    line supersedes the old one), in the order the trials first appear. A line without the fields
+    every trial line has, or with a verdict that cannot be true (a NaN reward, a pass that is none),
+    is skipped with a warning, as the report skips it."""
+    path = run_dir / "trials.jsonl"
     latest: dict[str, tuple[dict[str, Any], str]] = {}
-    for row, line in _objects(run_dir / "trials.jsonl", warn):
-        key = row.get("trial_key")
-        if not isinstance(key, str) or not key:
-            warn(f"{run_dir / 'trials.jsonl'}: skipped a line without a trial_key")
+    for no, row, line in _numbered(path, warn):
+        problem = line_problem(row)
+        if problem is not None:
+            warn(f"{path}:{no}: skipped a line ({problem})")
             continue
-        latest[key] = (row, hashlib.blake2b(line.encode("utf-8"), digest_size=8).hexdigest())
+        latest[row["trial_key"]] = (row, hashlib.blake2b(line.encode("utf-8"), digest_size=8).hexdigest())
     return list(latest.values())
 
 
@@ -471,6 +480,9 @@ def build_viewer(run_dir: Path, out_dir: Path | None = None, *, force: bool = Fa
         if warn is not None:
             warn(msg)
 
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / "build.json").is_file())):
+        # Building removes trial files it did not write: only into a folder that is empty or a viewer.
+        raise NotARun(f"{out}: exists and is not a viewer folder (no build.json); give a new or empty folder")
     rows = load_rows(run_dir, _warn)
     manifest = load_manifest(run_dir)
     trials_dir = out / "trials"

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tbscale.config import ModelConfig, read_yaml_mapping, validate_file
 from tbscale.errors import TbscaleError
 from tbscale.models.llm import LLM
+from tbscale.names import writable_folder
 from tbscale.posthoc.judge.rubrics import (PROMPTS, RUBRIC_SETS, _clip, parse_reward_hacking_reply,
                                            parse_rubric_reply, render_trajectory, reward_hacking_messages,
                                            rubric_messages)
@@ -175,7 +176,7 @@ async def run_judge(run_dir: Path, cfg: JudgeConfig, progress=None) -> JudgeStat
     model = resolve_judge_model(cfg.model, cfg.models, run_dir)
     key = judge_key(cfg, model)
     todo = select_trials(load_trials([run_dir]), cfg)
-    jdir = run_dir / "judge"
+    jdir = writable_folder(run_dir / "judge", "judge folder")  # before any judge call is paid for
     rub_out = JudgementStore(jdir / "rubrics.jsonl", key, _store_key)
     rh_out = JudgementStore(jdir / "reward_hacking.jsonl", key, _store_key)
     llm = LLM(model, "judge")
