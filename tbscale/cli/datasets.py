@@ -8,8 +8,7 @@ from typing import Optional
 
 import typer
 
-from tbscale.cli.app import app, console, fail, out, say
-from tbscale.errors import TbscaleError
+from tbscale.cli.app import app, console, out, say
 
 datasets_app = typer.Typer(no_args_is_help=True, help="Datasets by name from a registry: list them, pull one.")
 app.add_typer(datasets_app, name="datasets")
@@ -25,10 +24,7 @@ def datasets_list(registry: Optional[str] = typer.Option(None, help=REGISTRY_HEL
 
     from tbscale.tasks.registry import DEFAULT_REGISTRY, read_registry
 
-    try:
-        datasets = read_registry(registry)
-    except TbscaleError as e:
-        fail(str(e))
+    datasets = read_registry(registry)
     table = Table(title=Text(f"{len(datasets)} datasets in {registry or DEFAULT_REGISTRY}"))
     for col in ("dataset", "format", "tasks", "description"):
         table.add_column(col)
@@ -50,10 +46,7 @@ def datasets_pull(dataset: str = typer.Argument(..., metavar="NAME@VERSION", hel
     each commit, and print the folder to give `tbscale tasks list|check` or a config's `tasks.path`."""
     from tbscale.tasks.registry import pull_by_name
 
-    try:
-        pulled = pull_by_name(dataset, registry, cache=cache, force=force, log=lambda m: say(m, to=console))
-    except TbscaleError as e:
-        fail(str(e))
+    pulled = pull_by_name(dataset, registry, cache=cache, force=force, log=lambda m: say(m, to=console))
     commits = sorted({c for c in pulled.commits.values() if c})
     say(f"{pulled.dataset.label}: {len(pulled.commits)} tasks ({pulled.fetched} fetched, {pulled.reused} from the "
         f"cache) at {len(commits)} commit(s){': ' + commits[0][:12] if len(commits) == 1 else ''}", to=console)

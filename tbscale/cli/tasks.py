@@ -14,7 +14,6 @@ from typing import Optional
 import typer
 
 from tbscale.cli.app import console, fail, labelled, out, say, sigterm_as_interrupt, split_list, tasks_app
-from tbscale.errors import TbscaleError
 
 
 def _load(path: Path, strict_keys: bool, **kwargs):
@@ -242,15 +241,12 @@ def _find_task(task: str, root: Path, strict_keys: bool):
     from tbscale.tasks import is_task_dir, load_task, load_tasks
 
     path = Path(task)
-    try:
-        if path.is_dir() and is_task_dir(path):
-            return load_task(path, strict=strict_keys)
-        stem, dot, _ = path.name.rpartition(".")
-        if dot and is_task_dir(path.with_name(stem)):
-            return load_task(path.with_name(stem), path.name, strict=strict_keys)
-        tasks, _ = load_tasks(root, include=[task], strict=strict_keys)
-    except TbscaleError as e:
-        fail(str(e))
+    if path.is_dir() and is_task_dir(path):
+        return load_task(path, strict=strict_keys)
+    stem, dot, _ = path.name.rpartition(".")
+    if dot and is_task_dir(path.with_name(stem)):
+        return load_task(path.with_name(stem), path.name, strict=strict_keys)
+    tasks, _ = load_tasks(root, include=[task], strict=strict_keys)
     if len(tasks) != 1:
         fail(f"{task}: {len(tasks)} tasks have this name under {root}: {', '.join(t.id for t in tasks[:5])}")
     return tasks[0]
