@@ -192,6 +192,10 @@ class ComposeEnvironment:
     def restart(self) -> None:
         self.main.restart()
 
+    @property
+    def default_user(self) -> str:
+        return self.main.default_user
+
     def running(self) -> bool:
         return self.main.running()
 

@@ -149,6 +149,11 @@ class Container:
     def service(self, name: str) -> "Container":
         raise SandboxError(f"no service {name!r}: a single container has no sidecars")
 
+    @property
+    def default_user(self) -> str:
+        """The user a command runs as when none is given (the image's USER; "" is root)."""
+        return ((self.container.attrs or {}).get("Config") or {}).get("User") or ""
+
     def restart(self) -> None:
         """Kill every process in the container, its init included, and start it again from the
         same filesystem, networks and command (the image's entrypoint runs again)."""

@@ -49,6 +49,9 @@ _SHELL_WORDS = frozenset("""! [ [[ ]] { } alias bg break builtin case cd command
     readonly return select set shift source test then time trap true type typeset ulimit umask unalias unset until
     wait while . :""".split())
 
+_CLEAR_VERIFIER_LOGS = (f"[ -d {VERIFIER_LOGS} ] && [ ! -L {VERIFIER_LOGS} ] && "
+                        f"find {VERIFIER_LOGS} -mindepth 1 -delete 2>/dev/null\n")
+
 _SNAPSHOT = r'''
 for name in "$@"; do
   p=$(command -v -- "$name" 2>/dev/null) || { printf 'T\t%s\t-\n' "$name"; continue; }
@@ -230,6 +233,10 @@ class VerifierGuard:
             if workdir:
                 env["TBSCALE_WORKDIR"] = workdir
         cmd = "set -- " + " ".join(shlex.quote(n) for n in self.names) + "\n" + _SNAPSHOT
+        if not since:
+            # What an earlier verification (a previous step's) left in /logs/verifier is not the
+            # agent's: clear it before this agent phase, so that anything found there later is.
+            cmd = _CLEAR_VERIFIER_LOGS + cmd
         res = self.box.exec(cmd, 120, user="0", env=env, output_limit=400_000)
         snap = parse_snapshot(res.output)
         if not since:

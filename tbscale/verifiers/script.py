@@ -139,7 +139,10 @@ def run_tests(box, verifier: VerifierSpec, reward: RewardSpec, timeout_sec: floa
     """One verification in `box` (see the module doc). `env` is the resolved verifier env."""
     upload = verifier.upload_tests if upload is None else upload
     mount = verifier.tests_mount
-    owner = "0:0" if verifier.user in (None, "", 0, "0", "root") else shlex.quote(f"{verifier.user}")
+    # /logs/verifier belongs to whoever runs the tests: the verifier's user, else the environment's
+    # default user (the image's USER), as the tests run as that user when the task names none.
+    runs_as = verifier.user if verifier.user not in (None, "") else getattr(box, "default_user", "")
+    owner = "0:0" if str(runs_as) in ("", "0", "root", "0:0") else shlex.quote(str(runs_as))
     res = box.exec(fresh_logs_script(owner), 60, user="0")
     found = res.output.splitlines()
     logs = {"obstructed": [x[len("OBSTRUCTED "):] for x in found if x.startswith("OBSTRUCTED ")],
