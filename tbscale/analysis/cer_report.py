@@ -33,12 +33,12 @@ import pandas as pd
 
 from tbscale.analysis.context import ReportContext, Section
 from tbscale.analysis.records import attempt_passed, attempts_of, mean, strategy_rows, task_mean
-from tbscale.strategies import RECORD_CER, names
+from tbscale.strategies import RECORD_CER, record_kinds
 
 
-def cer_kinds() -> list[str]:
+def cer_kinds() -> frozenset[str]:
     """The trajectory strategies whose records are CER's (they declare RECORD_CER)."""
-    return names("trajectory", record=RECORD_CER)
+    return record_kinds(RECORD_CER)
 
 
 def _record(row: dict[str, Any]) -> dict[str, Any] | None:

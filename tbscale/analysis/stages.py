@@ -33,13 +33,13 @@ from tbscale.analysis import metrics
 from tbscale.analysis.context import ReportContext, Section
 from tbscale.analysis.records import attempt_passed, attempts_of, iter_strategy_rows, mean, task_mean
 from tbscale.analysis.tables import ROLES, by_label
-from tbscale.strategies import RECORD_STAGED, names
+from tbscale.strategies import RECORD_STAGED, record_kinds
 from tbscale.strategies.stage_records import stage_label, stage_order
 
 
-def staged_kinds() -> tuple[str, ...]:
+def staged_kinds() -> frozenset[str]:
     """The trajectory strategies whose records are staged (they declare RECORD_STAGED)."""
-    return tuple(names("trajectory", record=RECORD_STAGED))
+    return record_kinds(RECORD_STAGED)
 
 
 # ---- reading rows --------------------------------------------------------------------------------

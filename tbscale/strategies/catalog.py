@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from tbscale.errors import TbscaleError
 from tbscale.strategies import action_verifiers, baseline, best_of_n, cer, pdr, single, turn_bon  # noqa: F401
 from tbscale.strategies.base import Params
-from tbscale.strategies.registry import Entry, lock, matching, registered
+from tbscale.strategies.registry import Entry, lock, matching, registered, with_record
 
 PLUGIN_GROUP = "tbscale.strategies"
 _plugins_loaded = False
@@ -50,19 +50,19 @@ def names(kind: str, **declared: Any) -> list[str]:
     return list(matching(kind, **declared))
 
 
+def record_kinds(record: str) -> frozenset[str]:
+    """The `kind`s of the records of this shape (the names of the trajectory strategies declaring
+    it): what the report checks each trial row against."""
+    _load_plugins()
+    return with_record(record)
+
+
 def entry(kind: str, name: str) -> Entry:
     _load_plugins()
     found = registered(kind, name)
     if found is None:
         raise ValueError(f"name: unknown {kind} {name!r} (known: {', '.join(names(kind))})")
     return found
-
-
-def find(kind: str, name: Any) -> Entry | None:
-    """The entry of a name, or None when nothing of that kind is registered under it (a run made
-    with a plugin that is not installed here, or a record without the field)."""
-    _load_plugins()
-    return registered(kind, name)
 
 
 def validate_component(kind: str, name: str, params: dict[str, Any], models: dict[str, Any]) -> Params:

@@ -53,9 +53,9 @@ class Entry:
 
 _REGISTRY: dict[str, dict[str, Entry]] = {kind: {} for kind in KINDS}
 lock = threading.RLock()
-# matching() answers by (kind, declarations); the report asks once per trial row, so answers are
-# kept until the next registration.
+# Answers kept until the next registration: the report asks for every trial row.
 _matching: dict[tuple[str, tuple[tuple[str, Any], ...]], tuple[str, ...]] = {}
+_by_record: dict[str, frozenset[str]] = {}
 
 
 def _register(kind: str, name: str, params: type[Params], **declared: Any):
@@ -71,6 +71,7 @@ def _register(kind: str, name: str, params: type[Params], **declared: Any):
                 raise ValueError(f"{kind} {name!r} is registered twice: by {old.origin} and by {new.origin}")
             _REGISTRY[kind][name] = new
             _matching.clear()
+            _by_record.clear()
         return factory
     return deco
 
@@ -97,4 +98,13 @@ def matching(kind: str, **declared: Any) -> tuple[str, ...]:
         with lock:
             found = _matching[key] = tuple(sorted(n for n, e in _REGISTRY[kind].items()
                                                   if all(getattr(e, k) == v for k, v in declared.items())))
+    return found
+
+
+def with_record(record: str) -> frozenset[str]:
+    """The trajectory strategies registered so far whose records have this shape."""
+    found = _by_record.get(record)
+    if found is None:
+        with lock:
+            found = _by_record[record] = frozenset(matching("trajectory", record=record))
     return found
