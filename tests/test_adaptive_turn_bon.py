@@ -11,10 +11,9 @@ import pytest
 
 from tests._recorders import CapturingRecorder
 from tbscale.models.llm import LLM
-from tbscale.strategies import entry
+from tbscale.strategies import entry, validate_component
 from tbscale.strategies.agreement import all_agree, command_key, normalize_command
 from tbscale.strategies.base import TurnContext
-from tbscale.strategies.registry import validate_component
 from tbscale.tasks import Task
 from tbscale.types.actions import Action
 from tbscale_testing import LoopbackModel

@@ -2,8 +2,10 @@
 selector when candidates agree saves, and what it costs in pass@1.
 
 A pair is an adaptive Turn-BoN setting (`turn_bon` with `adaptive:`) and a plain Turn-BoN setting
-with the same N, found in the report's runs (preferring one with the same generator, selector and
-trajectory strategy), or named with `tbscale report --adaptive-pair PLAIN ADAPTIVE`. Trials of
+with the same N (in general: a setting with `adaptive:` of a policy registered with
+`adaptive=True`, and one of the same policy without), found in the report's runs (preferring one
+with the same generator, selector and trajectory strategy), or named with
+`tbscale report --adaptive-pair PLAIN ADAPTIVE`. Trials of
 different settings share seeds by design, so the two settings ran the same tasks on the same seeds
 and every difference is paired over tasks.
 
@@ -39,6 +41,7 @@ from tbscale.analysis.context import ReportContext, Section
 from tbscale.analysis.tables import ROLES, by_label
 from tbscale.errors import TbscaleError
 from tbscale.logs import numbered_jsonl
+from tbscale.strategies import names
 
 N_RESAMPLES = 10_000
 SEED = 0
@@ -63,8 +66,9 @@ def _settings(df: pd.DataFrame) -> dict[str, dict[str, Any]]:
 
 
 def find_pairs(df: pd.DataFrame, explicit: list[str] | None = None) -> list[tuple[str, str]]:
-    """(plain, adaptive) setting labels to compare: the named pair, else every adaptive Turn-BoN
-    setting with a plain Turn-BoN setting of the same N (same models and trajectory first)."""
+    """(plain, adaptive) setting labels to compare: the named pair, else every adaptive setting
+    of a policy that declares `adaptive` with a plain setting of the same policy and N (same models
+    and trajectory first)."""
     info = _settings(df)
     if explicit:
         if len(explicit) != 2:
@@ -78,10 +82,11 @@ def find_pairs(df: pd.DataFrame, explicit: list[str] | None = None) -> list[tupl
                                "has no `adaptive:`); give PLAIN first, then ADAPTIVE")
         return [(plain, adaptive)]
     pairs = []
+    pairable = names("policy", adaptive=True)
     for lab, s in info.items():
-        if s["adaptive"] is None or s["policy"] != "turn_bon":
+        if s["adaptive"] is None or s["policy"] not in pairable:
             continue
-        plain = [p for p, t in info.items() if t["policy"] == "turn_bon" and t["adaptive"] is None and t["n"] == s["n"]]
+        plain = [p for p, t in info.items() if t["policy"] == s["policy"] and t["adaptive"] is None and t["n"] == s["n"]]
         same = [p for p in plain if info[p]["models"] == s["models"]]
         if same or plain:
             pairs.append(((same or plain)[0], lab))

@@ -33,11 +33,17 @@ import pandas as pd
 
 from tbscale.analysis.context import ReportContext, Section
 from tbscale.analysis.records import attempt_passed, attempts_of, mean, strategy_rows, task_mean
+from tbscale.strategies import RECORD_CER, record_kinds
+
+
+def cer_kinds() -> frozenset[str]:
+    """The trajectory strategies whose records are CER's (they declare RECORD_CER)."""
+    return record_kinds(RECORD_CER)
 
 
 def _record(row: dict[str, Any]) -> dict[str, Any] | None:
     rec = row.get("strategy_record")
-    return rec if isinstance(rec, dict) and rec.get("kind") == "cer" else None
+    return rec if isinstance(rec, dict) and rec.get("kind") in cer_kinds() else None
 
 
 def outcomes(row: dict[str, Any]) -> dict[int, bool]:
@@ -174,7 +180,7 @@ def rounds_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 def cer_sections(ctx: ReportContext) -> None:
     main, per_round = [], []
-    for lab, rows in strategy_rows(ctx.df, ("cer",)):
+    for lab, rows in strategy_rows(ctx.df, cer_kinds()):
         main.append({"setting": lab, **setting_table(rows)})
         rt = rounds_table(rows)
         if not rt.empty:

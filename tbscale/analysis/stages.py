@@ -1,4 +1,5 @@
-"""Report sections for staged trajectory strategies (best_of_n, pdr; pdr-rtv.txt Sections 3-4) and
+"""Report sections for staged trajectory strategies (those registered with `record=RECORD_STAGED`:
+best_of_n, pdr; pdr-rtv.txt Sections 3-4) and
 the token-cost view of every strategy (mid-harness.txt).
 
 Read from each trial row's `attempts` (index, stage, passed, turns, context, usage per attempt)
@@ -21,7 +22,6 @@ Every pure function takes plain rows (dicts), so it is testable without a run.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections import defaultdict
 from typing import Any, Iterable
@@ -33,38 +33,19 @@ from tbscale.analysis import metrics
 from tbscale.analysis.context import ReportContext, Section
 from tbscale.analysis.records import attempt_passed, attempts_of, iter_strategy_rows, mean, task_mean
 from tbscale.analysis.tables import ROLES, by_label
+from tbscale.strategies import RECORD_STAGED, record_kinds
+from tbscale.strategies.stage_records import stage_label, stage_order
 
-STAGED = ("pdr", "best_of_n")
+
+def staged_kinds() -> frozenset[str]:
+    """The trajectory strategies whose records are staged (they declare RECORD_STAGED)."""
+    return record_kinds(RECORD_STAGED)
 
 
 # ---- reading rows --------------------------------------------------------------------------------
 def _record(row: dict[str, Any]) -> dict[str, Any] | None:
     rec = row.get("strategy_record")
-    return rec if isinstance(rec, dict) and rec.get("kind") in STAGED else None
-
-
-@functools.lru_cache(maxsize=256)
-def stage_label(stage: str) -> str:
-    if stage.startswith("iter"):
-        return f"Iter {stage[4:]}"
-    if stage == "select_k":
-        return "Select-K"
-    if stage.startswith("select_k_after_iter"):
-        return f"Select-K (iter {stage.rsplit('iter', 1)[1]})"
-    return {"final": "Final"}.get(stage, stage)
-
-
-def stage_order(stage: str) -> tuple[int, int]:
-    """Sort key: iteration t, then the selection after it; Final last."""
-    if stage == "final":
-        return (10**6, 0)
-    if stage.startswith("iter") and stage[4:].isdigit():
-        return (int(stage[4:]), 0)
-    if stage == "select_k":
-        return (0, 1)
-    if stage.startswith("select_k_after_iter"):
-        return (int(stage.rsplit("iter", 1)[1]), 1)
-    return (10**5, 0)
+    return rec if isinstance(rec, dict) and rec.get("kind") in staged_kinds() else None
 
 
 def trial_stages(row: dict[str, Any], atts: dict[int, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
@@ -374,7 +355,7 @@ def stage_sections(ctx: ReportContext) -> None:
     df = ctx.df
     wide, long, steps, rounds, groups, strat, trans = [], [], [], [], [], [], []
     stage_keys: dict[str, tuple[int, int]] = {}
-    for lab, rows in iter_strategy_rows(df, STAGED, tokens=False):  # one trial's records at a time
+    for lab, rows in iter_strategy_rows(df, staged_kinds(), tokens=False):  # one trial's records at a time
         tabs = (StageTable(), StepsTable(), RoundsTable(), GroupAccuracyTable(), StratifiedTable(), TransitionMatrix())
         for r in rows:
             for st in (_record(r) or {}).get("stages", []):

@@ -16,6 +16,7 @@ import pandas as pd
 from tbscale.analysis import metrics
 from tbscale.errors import TbscaleError
 from tbscale.rundata.trials import ROLES, find_run_dirs, load_trials  # noqa: F401  (the analyses' entry points)
+from tbscale.strategies import names
 from tbscale.types.results import ENDINGS
 
 
@@ -49,15 +50,17 @@ class ByLabel(Mapping):
 
 
 def baseline_label(df: pd.DataFrame, explicit: str | None = None) -> str | None:
-    """The setting that costs are compared with: named, else the first baseline policy at N=1."""
+    """The setting that costs are compared with: named, else the first whose policy and trajectory
+    strategy are both registered as the baseline (one sample per turn, one attempt), with the bash agent."""
     labels = settings_order(df)
     if explicit:
         if explicit not in labels:
             raise TbscaleError(f"--baseline: no setting named {explicit!r} (have: {', '.join(labels)})")
         return explicit
+    policies, trajectories = names("policy", baseline=True), names("trajectory", baseline=True)
     for lab, sub in by_label(df, ["label", "policy", "trajectory", "agent"]).items():
         first = sub.iloc[0]
-        if first["policy"] == "baseline" and first["trajectory"] == "single" and first["agent"] == "bash":
+        if first["policy"] in policies and first["trajectory"] in trajectories and first["agent"] == "bash":
             return lab
     return None
 

@@ -30,7 +30,7 @@ from tbscale.runner.attempt import TaskRuntime
 from tbscale.runner.enforcement import capabilities, not_enforced
 from tbscale.runner.guard import review
 from tbscale.runner.resolve import simulated_roles
-from tbscale.strategies import entry
+from tbscale.strategies import entry, oracle_selects, selector_key
 from tbscale.strategies.base import AttemptResult, Prefix, TrajectoryOutcome
 from tbscale.types import BASH_TOOL
 from tbscale.tasks import Task
@@ -121,7 +121,7 @@ class TrialRunner:
         final, s = outcome.final, spec.setting
         gen_cfg = self.exp.models.get(s.generator) if s.generator and uses_model(s.agent) else None
         pp = s.policy.params()
-        sel_key = pp.get("selector") or pp.get("verifier") or (s.generator if s.policy.name != "baseline" else None)
+        sel_key = selector_key(s.policy.name, pp, s.generator)
         usage = merge_usage(*(a.usage for a in outcome.attempts), trial_rec.usage_dict())
         costs = [u.get("cost_usd") for u in usage.values()]
         error = error or _error(final.error, final.error_type)
@@ -133,7 +133,7 @@ class TrialRunner:
             generator_model=gen_cfg.model if gen_cfg else None,
             selector_model=self.exp.models[sel_key].model if sel_key in self.exp.models else None,
             simulated=bool(sim_roles), simulated_roles=sim_roles,
-            oracle_selection=oracle_selects(s.trajectory.params()),
+            oracle_selection=oracle_selects(s.trajectory.name, s.trajectory.params()),
             reward=final.reward, rewards=final.rewards, reward_key=final.reward_key,
             passed=bool(final.passed and final.ending == "pass"),
             steps=[StepResult.model_validate(x) for x in final.steps] if final.steps is not None else None,
@@ -352,12 +352,6 @@ class TrialRunner:
                                         seed=spec.seed + 1000 * rec.attempt, prompts=self.exp.prompts,
                                         context=context, history=prefix.messages if prefix else None,
                                         max_new_turns=max_new_turns))
-
-
-def oracle_selects(trajectory_params: dict[str, Any]) -> bool:
-    """Whether the verifier's verdict picks attempts (best_of_n `selector`, pdr `select`/`final` set
-    to `oracle`): an upper bound for analysis, never a strategy's result."""
-    return "oracle" in {trajectory_params.get(k) for k in ("selector", "select", "final")}
 
 
 @dataclass

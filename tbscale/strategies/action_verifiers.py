@@ -35,7 +35,7 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from tbscale.models.replies import ask_json, parse_json_reply
 from tbscale.seeds import derive_rng, derive_seed
-from tbscale.strategies import register_policy
+from tbscale.strategies.registry import register_policy
 from tbscale.strategies.base import Decision, TurnContext
 from tbscale.strategies.baseline import TurnWindow, sample_candidates
 from tbscale.strategies.calls import log_call, read_prompt
@@ -172,6 +172,8 @@ def parse_listwise(text: str, n: int) -> dict[str, Any] | None:
 
 # ---- the policies ------------------------------------------------------------------------------
 class VerifierParams(TurnWindow):
+    selector_field = "verifier"
+
     n: int = Field(4, ge=1, le=64, description="candidate actions sampled per turn")
     verifier: str | None = Field(None, description="key of `models`; default: the generator (self-verification)")
     tries: int = Field(2, ge=1, le=20, description="calls per judgement until a usable reply")

@@ -11,7 +11,7 @@ Any action policy runs inside any trajectory strategy.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Awaitable, Callable, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -25,6 +25,11 @@ class Params(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
+    # Policies: the field of `model_refs()` naming the model that picks among a turn's candidates
+    # (unset: the generator picks itself); None for a policy that never picks (the trial line's
+    # `selector_model`).
+    selector_field: ClassVar[str | None] = None
+
     def model_refs(self) -> dict[str, str | None]:
         """Fields that name a key of the experiment's `models` (checked at load time)."""
         return {}
@@ -33,6 +38,11 @@ class Params(BaseModel):
         """Fields that name a prompt file (their contents are part of a setting's identity):
         by convention, every field whose name ends in `prompt`."""
         return {name: value for name, value in self if name.endswith("prompt") and isinstance(value, str)}
+
+    def oracle_selects(self) -> bool:
+        """Trajectory strategies: whether these parameters let the verifier's verdict pick attempts
+        (the `oracle` selector: an upper bound for analysis, labelled `oracle_selection`)."""
+        return False
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from tbscale.strategies import register_policy
+from tbscale.strategies.registry import register_policy
 from tbscale.strategies.base import Decision, Params, TurnContext
 from tbscale.types.actions import parse_action
 
@@ -13,7 +13,7 @@ class BaselineParams(Params):
     pass
 
 
-@register_policy("baseline", BaselineParams)
+@register_policy("baseline", BaselineParams, baseline=True)
 class Baseline:
     def __init__(self, params: BaselineParams, *, generator, models, tools=None, **_):
         self.generator, self.tools = generator, tools

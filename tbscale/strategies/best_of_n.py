@@ -19,7 +19,7 @@ from typing import Any, Callable, Literal
 from pydantic import Field
 
 from tbscale.logs import merge_usage
-from tbscale.strategies import register_trajectory
+from tbscale.strategies.registry import RECORD_STAGED, register_trajectory
 from tbscale.strategies.base import AttemptResult, StartAttempt, TrajectoryOutcome
 from tbscale.strategies.rtv import RTVParams, RTVResult, SummaryJudge, select
 from tbscale.strategies.summaries import StageMeter, Summarizer, Summary, SummaryParams
@@ -40,6 +40,9 @@ class StagedParams(RTVParams, SummaryParams):
 class BestOfNParams(StagedParams):
     n: int = Field(4, ge=1, le=256, description="N: attempts")
     selector: Selector = "rtv"
+
+    def oracle_selects(self) -> bool:
+        return self.selector == "oracle"
 
 
 class StagedStrategy:
@@ -117,7 +120,7 @@ class StagedStrategy:
         return TrajectoryOutcome(final=final, attempts=attempts, record=rec)
 
 
-@register_trajectory("best_of_n", BestOfNParams)
+@register_trajectory("best_of_n", BestOfNParams, record=RECORD_STAGED)
 class BestOfN(StagedStrategy):
     kind = "best_of_n"
 

@@ -44,7 +44,7 @@ from pydantic import Field
 from tbscale.logs import merge_usage
 from tbscale.models.replies import ask_json, parse_json_reply
 from tbscale.seeds import derive_rng, derive_seed
-from tbscale.strategies import register_trajectory
+from tbscale.strategies.registry import RECORD_CER, register_trajectory
 from tbscale.strategies.base import (
     AttemptResult,
     Params,
@@ -379,7 +379,7 @@ class Cand:
                 "tie_rubric_set": self.tie_rubric_set}
 
 
-@register_trajectory("cer", CERParams)
+@register_trajectory("cer", CERParams, record=RECORD_CER)
 class CER:
     kind = "cer"
 

@@ -23,9 +23,10 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator
 
 from tbscale.seeds import derive_rng
-from tbscale.strategies import register_trajectory
+from tbscale.strategies.registry import RECORD_STAGED, register_trajectory
 from tbscale.strategies.base import StartAttempt, TrajectoryOutcome
 from tbscale.strategies.best_of_n import Selector, StagedParams, StagedStrategy
+from tbscale.strategies.stage_records import stage_name
 
 
 class PDRParams(StagedParams):
@@ -45,14 +46,12 @@ class PDRParams(StagedParams):
             raise ValueError(f"k ({k}) cannot exceed n ({n})")
         return k
 
-
-def stage_name(kind: str, t: int) -> str:
-    if kind == "iter":
-        return f"iter{t}"
-    return "select_k" if t == 0 else f"select_k_after_iter{t}"
+    def oracle_selects(self) -> bool:
+        # `select` counts even where `context` leaves Select-K unused: the label errs toward marking.
+        return "oracle" in (self.select, self.final)
 
 
-@register_trajectory("pdr", PDRParams)
+@register_trajectory("pdr", PDRParams, record=RECORD_STAGED)
 class PDR(StagedStrategy):
     kind = "pdr"
 

@@ -1,88 +1,110 @@
-"""The strategy registry: action policies and trajectory strategies by name.
+"""Where strategies register: action policies and trajectory strategies by name, with what the
+rest of tbscale needs to know about each. Lookups are in catalog.py, which loads every strategy
+first; this module imports no strategy (and nothing heavy), so a strategy module can import it.
 
-A strategy module defines a Params model and a class, and registers both here with
-`register_policy` / `register_trajectory`. Config validation looks the name up and validates the
-parameters with the strategy's own Params, so adding a strategy touches neither the config nor
-the agent loop.
+A strategy module defines a Params model and a class and registers them with
+`@register_policy(name, Params, ...)` or `@register_trajectory(name, Params, ...)`.
+
+What a strategy declares, so that the report and the trial line never name one:
+- `record` (trajectory strategies): the documented shape of the `strategy_record` it writes, whose
+  `kind` is the strategy's name. RECORD_STAGED (stages of attempts and of selections, each
+  selection with its tournament: the report's stage tables; the viewer draws the brackets),
+  RECORD_CER (CER's search rounds: the report's CER tables), or None (kept and shown as it is);
+- `baseline`: the policy and the trajectory strategy of the setting other settings' costs are
+  compared with (one sample per turn, one attempt);
+- `adaptive` (policies): its settings with `adaptive:` parameters are compared with its plain
+  settings of the same N (the adaptive report);
+- on the Params model (base.py): `oracle_selects()` (the verifier's verdict picks attempts: the
+  trial line's `oracle_selection`), `selector_field` (the model that picks among a turn's
+  candidates: the trial line's `selector_model`), `model_refs()` and `file_refs()`.
 """
 
 from __future__ import annotations
 
-import importlib
+import threading
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from pydantic import ValidationError
+if TYPE_CHECKING:
+    from tbscale.strategies.base import Params
 
-from tbscale.strategies.base import Params
+KINDS = ("policy", "trajectory")
 
-# Modules imported on first registry use; each registers what it defines.
-_MODULES = ["baseline", "turn_bon", "single"]
-_EXTRA_MODULES = ["action_verifiers", "best_of_n", "pdr", "cer"]
+# The strategy_record shapes the report and the viewer read (docs/formats.md, `strategy_record`).
+RECORD_STAGED = "staged"
+RECORD_CER = "cer"
+RECORDS = (RECORD_STAGED, RECORD_CER)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Entry:
+    kind: str
+    name: str
     params: type[Params]
     factory: Callable[..., Any]
+    record: str | None = None
+    baseline: bool = False
+    adaptive: bool = False
+
+    @property
+    def origin(self) -> str:
+        return f"{getattr(self.factory, '__module__', '?')}.{getattr(self.factory, '__qualname__', '?')}"
 
 
-_REGISTRY: dict[str, dict[str, Entry]] = {"policy": {}, "trajectory": {}}
-_loaded = False
+_REGISTRY: dict[str, dict[str, Entry]] = {kind: {} for kind in KINDS}
+lock = threading.RLock()
+# Answers kept until the next registration: the report asks for every trial row.
+_matching: dict[tuple[str, tuple[tuple[str, Any], ...]], tuple[str, ...]] = {}
+_by_record: dict[str, frozenset[str]] = {}
 
 
-def register_policy(name: str, params: type[Params]):
+def _register(kind: str, name: str, params: type[Params], **declared: Any):
+    if declared.get("record") not in (None, *RECORDS):
+        raise ValueError(f"{kind} {name!r}: record must be one of {', '.join(RECORDS)} or None, "
+                         f"not {declared['record']!r}")
+
     def deco(factory):
-        _REGISTRY["policy"][name] = Entry(params, factory)
+        new = Entry(kind, name, params, factory, **declared)
+        with lock:
+            old = _REGISTRY[kind].get(name)
+            if old is not None and old.origin != new.origin:
+                raise ValueError(f"{kind} {name!r} is registered twice: by {old.origin} and by {new.origin}")
+            _REGISTRY[kind][name] = new
+            _matching.clear()
+            _by_record.clear()
         return factory
     return deco
 
 
-def register_trajectory(name: str, params: type[Params]):
-    def deco(factory):
-        _REGISTRY["trajectory"][name] = Entry(params, factory)
-        return factory
-    return deco
+def register_policy(name: str, params: type[Params], *, baseline: bool = False, adaptive: bool = False):
+    """Register an action policy (a class taking `(params, *, generator, models, seed, tools)`)."""
+    return _register("policy", name, params, baseline=baseline, adaptive=adaptive)
 
 
-def _load() -> None:
-    global _loaded
-    if _loaded:
-        return
-    for mod in _MODULES:
-        importlib.import_module(f"tbscale.strategies.{mod}")
-    for mod in _EXTRA_MODULES:
-        try:
-            importlib.import_module(f"tbscale.strategies.{mod}")
-        except ModuleNotFoundError as e:
-            if e.name != f"tbscale.strategies.{mod}":
-                raise
-    _loaded = True  # only once every module imported: a failed import must fail again, loudly
+def register_trajectory(name: str, params: type[Params], *, record: str | None = None, baseline: bool = False):
+    """Register a trajectory strategy (a class taking `(params, *, models, seed, prompts)`)."""
+    return _register("trajectory", name, params, record=record, baseline=baseline)
 
 
-def names(kind: str) -> list[str]:
-    _load()
-    return sorted(_REGISTRY[kind])
+def registered(kind: str, name: Any) -> Entry | None:
+    return _REGISTRY[kind].get(name) if isinstance(name, str) else None
 
 
-def entry(kind: str, name: str) -> Entry:
-    _load()
-    if name not in _REGISTRY[kind]:
-        raise ValueError(f"name: unknown {kind} {name!r} (known: {', '.join(names(kind))})")
-    return _REGISTRY[kind][name]
+def matching(kind: str, **declared: Any) -> tuple[str, ...]:
+    """The names registered so far whose declarations match, sorted."""
+    key = (kind, tuple(sorted(declared.items())))
+    found = _matching.get(key)
+    if found is None:
+        with lock:
+            found = _matching[key] = tuple(sorted(n for n, e in _REGISTRY[kind].items()
+                                                  if all(getattr(e, k) == v for k, v in declared.items())))
+    return found
 
 
-def validate_component(kind: str, name: str, params: dict[str, Any], models: dict[str, Any]) -> Params:
-    """Validate a component's parameters; errors read `<param>: <problem>`."""
-    e = entry(kind, name)
-    try:
-        parsed = e.params.model_validate(params)
-    except ValidationError as err:
-        first = err.errors()[0]
-        loc = ".".join(str(x) for x in first["loc"]) or "name"
-        msg = "unknown key" if first["type"] == "extra_forbidden" else first["msg"].removeprefix("Value error, ")
-        raise ValueError(f"{loc}: {msg}") from None
-    for field, ref in parsed.model_refs().items():
-        if ref is not None and ref not in models:
-            raise ValueError(f"{field}: '{ref}' is not a key of `models`")
-    return parsed
+def with_record(record: str) -> frozenset[str]:
+    """The trajectory strategies registered so far whose records have this shape."""
+    found = _by_record.get(record)
+    if found is None:
+        with lock:
+            found = _by_record[record] = frozenset(matching("trajectory", record=record))
+    return found

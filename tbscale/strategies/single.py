@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tbscale.strategies import register_trajectory
+from tbscale.strategies.registry import register_trajectory
 from tbscale.strategies.base import Params, TrajectoryOutcome
 
 
@@ -10,7 +10,7 @@ class SingleParams(Params):
     pass
 
 
-@register_trajectory("single", SingleParams)
+@register_trajectory("single", SingleParams, baseline=True)
 class Single:
     def __init__(self, params: SingleParams, **_):
         pass

@@ -25,7 +25,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from tbscale.models.replies import SEED_STRIDE, ask_json, parse_json_reply
 from tbscale.seeds import derive_rng
-from tbscale.strategies import register_policy
+from tbscale.strategies.registry import register_policy
 from tbscale.strategies.agreement import Match, all_agree
 from tbscale.strategies.base import Decision, Params, TurnContext
 from tbscale.strategies.baseline import TurnWindow, candidate_record, sample_candidates
@@ -60,6 +60,8 @@ class AdaptiveParams(Params):
 
 
 class TurnBoNParams(TurnWindow):
+    selector_field = "selector"
+
     n: int = Field(4, ge=1, le=64)
     selector: str | None = Field(None, description="key of `models`; default: the generator (self-selection)")
     selector_tries: int = Field(3, ge=1, le=20)
@@ -108,7 +110,7 @@ def parse_selection(reply: str, n: int) -> tuple[int, str] | None:
     return idx, str(obj.get("rationale", ""))
 
 
-@register_policy("turn_bon", TurnBoNParams)
+@register_policy("turn_bon", TurnBoNParams, adaptive=True)
 class TurnBoN:
     def __init__(self, params: TurnBoNParams, *, generator, models, tools=None, **_):
         self.p, self.generator, self.tools = params, generator, tools

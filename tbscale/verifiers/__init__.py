@@ -1,27 +1,28 @@
 """Task verifiers: run a task's tests after the agent is done and give a reward. Each task format
-has its verifier module, imported when a task of that format is first verified."""
+has its verifier module (the SWE-bench one imports the swebench harness only when it runs)."""
 
 from __future__ import annotations
 
-import importlib
 from typing import Callable
 
+from tbscale.verifiers.harbor import verify_harbor
 from tbscale.verifiers.result import (PASS_THRESHOLD, STOP_TO_ENDING, VerifierContext, VerifierResult,
                                       classify_ending)
+from tbscale.verifiers.swebench import verify_swebench
+from tbscale.verifiers.terminal_bench import verify_terminal_bench
 
-# task format -> "module:function"
-VERIFIERS: dict[str, str] = {
-    "harbor": "tbscale.verifiers.harbor:verify_harbor",
-    "terminal-bench": "tbscale.verifiers.terminal_bench:verify_terminal_bench",
-    "swebench": "tbscale.verifiers.swebench:verify_swebench",
+# task format -> its verifier
+VERIFIERS: dict[str, Callable[[VerifierContext], VerifierResult]] = {
+    "harbor": verify_harbor,
+    "terminal-bench": verify_terminal_bench,
+    "swebench": verify_swebench,
 }
 
 
 def verifier_for(task_format: str) -> Callable[[VerifierContext], VerifierResult]:
     if task_format not in VERIFIERS:
         raise ValueError(f"no verifier for task format {task_format!r} (known: {', '.join(sorted(VERIFIERS))})")
-    module, fn = VERIFIERS[task_format].split(":")
-    return getattr(importlib.import_module(module), fn)
+    return VERIFIERS[task_format]
 
 
 def verify(ctx: VerifierContext) -> VerifierResult:

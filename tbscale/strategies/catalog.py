@@ -1,0 +1,95 @@
+"""Every strategy, loaded, and the lookups the runner, the report and the checks use.
+
+Where strategies come from, with no list of names to keep:
+- tbscale's own: the modules imported below, each registering what it defines (registry.py) when
+  imported; plain imports, so the layer contract sees them;
+- another package's: the `tbscale.strategies` entry-point group. An entry point names a module
+  (`my-strategy = "my_package.my_module"`); importing it registers what it defines. Plugins are
+  loaded on the first lookup; one that fails to import is a one-line error naming it, at every
+  lookup, never a strategy that silently goes missing.
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+from typing import Any
+
+from pydantic import ValidationError
+
+from tbscale.errors import TbscaleError
+from tbscale.strategies import action_verifiers, baseline, best_of_n, cer, pdr, single, turn_bon  # noqa: F401
+from tbscale.strategies.base import Params
+from tbscale.strategies.registry import Entry, lock, matching, registered, with_record
+
+PLUGIN_GROUP = "tbscale.strategies"
+_plugins_loaded = False
+
+
+def _load_plugins() -> None:
+    """Import every module of the `tbscale.strategies` entry-point group, once."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    with lock:
+        if _plugins_loaded:
+            return
+        for ep in sorted(metadata.entry_points(group=PLUGIN_GROUP), key=lambda e: (e.name, e.value)):
+            try:
+                ep.load()
+            except Exception as e:  # any failure of a plugin's import is reported the same way
+                dist = f" from {ep.dist.name}" if getattr(ep, "dist", None) is not None else ""
+                raise TbscaleError(f"strategy plugin {ep.name!r} ({PLUGIN_GROUP}: {ep.value}{dist}) cannot be "
+                                   f"loaded: {type(e).__name__}: {e}") from e
+        _plugins_loaded = True  # only once every plugin imported: a broken one fails again, loudly
+
+
+def names(kind: str, **declared: Any) -> list[str]:
+    """The registered names of a kind; with keyword arguments, those whose declarations match
+    (e.g. `names("trajectory", record=RECORD_STAGED)`)."""
+    _load_plugins()
+    return list(matching(kind, **declared))
+
+
+def record_kinds(record: str) -> frozenset[str]:
+    """The `kind`s of the records of this shape (the names of the trajectory strategies declaring
+    it): what the report checks each trial row against."""
+    _load_plugins()
+    return with_record(record)
+
+
+def entry(kind: str, name: str) -> Entry:
+    _load_plugins()
+    found = registered(kind, name)
+    if found is None:
+        raise ValueError(f"name: unknown {kind} {name!r} (known: {', '.join(names(kind))})")
+    return found
+
+
+def validate_component(kind: str, name: str, params: dict[str, Any], models: dict[str, Any]) -> Params:
+    """Validate a component's parameters; errors read `<param>: <problem>`."""
+    e = entry(kind, name)
+    try:
+        parsed = e.params.model_validate(params)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"]) or "name"
+        msg = "unknown key" if first["type"] == "extra_forbidden" else first["msg"].removeprefix("Value error, ")
+        raise ValueError(f"{loc}: {msg}") from None
+    for field, ref in parsed.model_refs().items():
+        if ref is not None and ref not in models:
+            raise ValueError(f"{field}: '{ref}' is not a key of `models`")
+    return parsed
+
+
+def oracle_selects(trajectory: str, params: dict[str, Any]) -> bool:
+    """Whether a trajectory strategy with these parameters lets the verifier's verdict pick
+    attempts: an upper bound for analysis, never a strategy's result (the trial line's
+    `oracle_selection`)."""
+    return entry("trajectory", trajectory).params.model_validate(params).oracle_selects()
+
+
+def selector_key(policy: str, params: dict[str, Any], generator: str | None) -> str | None:
+    """The key of `models` whose model picks among a turn's candidates under this policy (its
+    Params' `selector_field`, by default the generator); None for a policy that does not pick."""
+    field = entry("policy", policy).params.selector_field
+    return (params.get(field) or generator) if field else None
