@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from tbscale.errors import TbscaleError
 from tbscale.runfiles import read_events, read_trials
@@ -24,12 +24,20 @@ from tbscale.types.results import TrialResult
 DEFAULT_MODEL_NAME = "{run}__{setting}__t{trial}"
 
 
+class Prediction(TypedDict):
+    """One line of a SWE-bench predictions file, as swebench's harness reads it."""
+
+    instance_id: str
+    model_name_or_path: str
+    model_patch: str
+
+
 @dataclass
 class PredictionFile:
     setting: str
     trial: int
     path: Path
-    predictions: list[dict[str, Any]] = field(default_factory=list)
+    predictions: list[Prediction] = field(default_factory=list)
 
     @property
     def empty(self) -> int:

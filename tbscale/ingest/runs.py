@@ -23,6 +23,7 @@ from tbscale.names import check_name, run_folder_problem, writable_folder
 from tbscale.seeds import stable_hash
 from tbscale.types.actions import UNREAD_ACTIONS
 from tbscale.types.completion import Usage
+from tbscale.types.events import CandidateRecord
 from tbscale.types.manifest import ImportedFrom, PublishedRun, RunManifest
 from tbscale.types.results import TrialResult
 
@@ -51,11 +52,12 @@ def detect_format(path: Path) -> str | None:
     return None
 
 
-def _candidate(t: ImportedTurn) -> dict[str, Any]:
-    return {"text": t.text, "reasoning": t.reasoning, "tool_calls": t.tool_calls, "finish_reason": t.finish_reason,
-            "output_tokens": t.usage.output if t.usage else 0, "reasoning_tokens": t.usage.reasoning if t.usage else 0,
-            "command": t.command if t.runnable else None, "runnable": t.runnable, "submission": t.submission,
-            "parse_error": t.parse_error}
+def _candidate(t: ImportedTurn) -> CandidateRecord:
+    return CandidateRecord(text=t.text, reasoning=t.reasoning, tool_calls=t.tool_calls, finish_reason=t.finish_reason,
+                           output_tokens=t.usage.output if t.usage else 0,
+                           reasoning_tokens=t.usage.reasoning if t.usage else 0,
+                           command=t.command if t.runnable else None, runnable=t.runnable, submission=t.submission,
+                           parse_error=t.parse_error)
 
 
 def _cost(tokens: dict[str, Usage]) -> float | None:

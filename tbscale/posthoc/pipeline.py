@@ -19,6 +19,7 @@ from tbscale.models.replies import ask_json
 from tbscale.runfiles import manifest_of
 from tbscale.secrets import redact
 from tbscale.types import Usage
+from tbscale.types.completion import UsageJSON
 
 
 def resolve_judge_model(model: str, models: dict[str, Any] | None, run_dir: Path | None,
@@ -57,7 +58,7 @@ class UsageMeter:
 class Judgement:
     parsed: Any
     reply: str
-    usage: dict[str, Any]
+    usage: UsageJSON
     error: str | None
     latency_sec: float
 

@@ -30,7 +30,7 @@ from tbscale.runner.rundir import RunFolder, now
 from tbscale.runner.trial import TrialRunner
 from tbscale.secrets import redact
 from tbscale.tasks import Task
-from tbscale.types.manifest import Invocation
+from tbscale.types.manifest import DatasetRecord, Invocation
 from tbscale.types.results import TrialResult
 from tbscale.types.spend import SpendLine
 
@@ -57,7 +57,7 @@ class Runner:
     def __init__(self, exp: Experiment, tasks: list[Task], run_dir: Path,
                  on_update: Callable[[Counters, TrialResult | None], None] | None = None,
                  retry_stop_reasons: set[str] | None = None, retry_infra_errors: bool = True,
-                 dataset: dict[str, Any] | None = None):
+                 dataset: DatasetRecord | None = None):
         self.exp, self.tasks, self.run_dir = exp, tasks, Path(run_dir)
         self.dataset = dataset  # a registry dataset's name, version and pinned commits (manifest)
         self.folder = RunFolder(self.run_dir)

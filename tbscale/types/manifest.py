@@ -71,9 +71,12 @@ class NotEnforcedTasks(_Kept):
 
 
 class DatasetSource(_Kept):
+    """Where one task of a registry dataset comes from."""
+
     git_url: str | None = None
     path: str | None = None
-    pinned: str | None = None
+    pinned: str | None = None  # the commit the registry pins (None: the branch's tip)
+    branch: str | None = None
 
 
 class DatasetRecord(_Kept):

@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable, Iterator
 from tbscale.errors import TbscaleError
 from tbscale.jsonl import ReadProblems
 from tbscale.runfiles import manifest_of, read_events, trial_chunks
+from tbscale.types.manifest import RunManifest
 from tbscale.viewer import trial_file_stem
 
 FORMAT_VERSION = 1
@@ -107,10 +108,8 @@ def load_rows(run_dir: Path, warn: Callable[[str], None]) -> list[tuple[dict[str
     return list(latest.values())
 
 
-def load_manifest(run_dir: Path) -> dict[str, Any]:
-    """The manifest's fields the index shows, as the file holds them ({} when it has none)."""
-    manifest = manifest_of(run_dir)
-    return manifest.model_dump(exclude_unset=True) if manifest is not None else {}
+def load_manifest(run_dir: Path) -> RunManifest | None:
+    return manifest_of(run_dir)
 
 
 # ---- shortening --------------------------------------------------------------------------------------
@@ -369,7 +368,7 @@ class _Codes:
         return self._pos[key]
 
 
-def build_index(rows: list[dict[str, Any]], manifest: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+def build_index(rows: list[dict[str, Any]], manifest: RunManifest | None, run_dir: Path) -> dict[str, Any]:
     settings, tasks, endings, stops, errors = _Codes(), _Codes(), _Codes(), _Codes(), _Codes()
     setting_info: dict[str, dict[str, Any]] = {}
     cols: dict[str, list[Any]] = {k: [] for k in ("key", "s", "t", "i", "r", "p", "e", "sr", "tu", "tok", "c",
@@ -395,10 +394,11 @@ def build_index(rows: list[dict[str, Any]], manifest: dict[str, Any], run_dir: P
         cols["na"].append(row.get("n_attempts") or 1)
         cols["err"].append(errors(err.get("type") or "error") if isinstance(err, dict) else None)
         cols["tm"].append(len(row.get("tampering") or []))
-    simulated = bool(manifest.get("simulated_models")) or any(bool(r.get("simulated")) for r in rows)
-    return {"v": FORMAT_VERSION, "run": manifest.get("run_name") or run_dir.name, "trials": len(rows),
+    simulated = bool(manifest and manifest.simulated_models) or any(bool(r.get("simulated")) for r in rows)
+    imported = manifest.imported_from if manifest is not None else None
+    return {"v": FORMAT_VERSION, "run": (manifest.run_name if manifest else None) or run_dir.name, "trials": len(rows),
             "simulated": simulated, "simulated_banner": SIMULATED_BANNER if simulated else None,
-            "imported_from": manifest.get("imported_from"),
+            "imported_from": imported.model_dump(exclude_unset=True) if imported is not None else None,
             "settings": settings.values, "setting_info": setting_info, "tasks": tasks.values,
             "endings": endings.values, "stop_reasons": stops.values, "errors": errors.values, "cols": cols}
 
