@@ -151,6 +151,9 @@ def _params_text(values: list[dict[str, Any]]) -> list[str | None]:
     return out
 
 
+_USAGE_FIELDS = operator.itemgetter("input", "output", "reasoning", "cached", "calls", "cost_usd")
+
+
 def _token_columns(tokens: list[dict[str, Usage]]) -> dict[str, np.ndarray]:
     """The per-role token columns (a missing role: zeros) and the other roles' input and output,
     from each trial's usage per role, flattened a field at a time."""
@@ -168,9 +171,9 @@ def _token_columns(tokens: list[dict[str, Usage]]) -> dict[str, np.ndarray]:
     if not owner:
         return {**cols, "other_input": other_in, "other_output": other_out}
     owner_a, keys_a = np.asarray(owner, dtype=np.intp), np.asarray(keys, dtype=object)
-    values = {k: np.fromiter(map(operator.attrgetter(k), usages), dtype=float, count=len(usages))
-              for k in ("input", "output", "reasoning", "cached", "calls")}
-    values["cost"] = np.array([_NAN if u.cost_usd is None else u.cost_usd for u in usages], dtype=float)
+    # One row per usage, a column per field (an unknown cost, None, becomes NaN).
+    grid = np.array(list(map(_USAGE_FIELDS, (u.__dict__ for u in usages))), dtype=float)
+    values = {kind: grid[:, j] for j, kind in enumerate(("input", "output", "reasoning", "cached", "calls", "cost"))}
     for role in dict.fromkeys(keys):
         sel = keys_a == role
         rows = owner_a[sel]
@@ -185,13 +188,13 @@ def _token_columns(tokens: list[dict[str, Usage]]) -> dict[str, np.ndarray]:
 
 _TAKE = ("simulated_roles", "reward", "cost_usd", "timing", "error", "policy_params", "n_attempts", "attempts",
          "strategy_record", "steps", "not_enforced", "tampering", "tokens")
-_GET = operator.attrgetter(*_SCALARS, *_TAKE)
+_GET = operator.itemgetter(*_SCALARS, *_TAKE)  # of a model's __dict__: its fields' values
 
 
 def _columns(trials: list[TrialResult], run_dir: str) -> dict[str, Any]:
     """Kept trial lines (their models) as the table's columns (lists or arrays); `trials` is emptied."""
     m = len(trials)
-    values = dict(zip((*_SCALARS, *_TAKE), map(list, zip(*map(_GET, trials)))))
+    values = dict(zip((*_SCALARS, *_TAKE), map(list, zip(*map(_GET, (t.__dict__ for t in trials))))))
     trials.clear()  # the caller's list: the models go now, their values stay in the columns
     out: dict[str, Any] = {name: values[name] for name in _SCALARS}
     attempts: list[bytes | None] = [None] * m
