@@ -1,6 +1,7 @@
 """Reading JSONL files the way every reader in tbscale needs: line numbers kept, a torn last line
 (a write cut short by a crash) told apart from corruption elsewhere, and nothing imported beyond
-the standard library (the viewer reads with this and must start at once)."""
+the standard library. The readers of a run folder's files (tbscale/runfiles.py) validate what this
+reads through each file's model."""
 
 from __future__ import annotations
 

@@ -1,10 +1,12 @@
-"""Event streams and the trial index on disk, written and read through the typed models.
+"""Event streams and the trial index on disk, written through the typed models (and read back
+through the same models by tbscale/runfiles.py).
 
 Every event is one JSON object on one line with `type`, `ts` (unix seconds), `attempt` and
 `turn`, validated against its model in tbscale.types.events as it is written. Lines are flushed
 as they are written, so a crash (even SIGKILL) loses nothing that was already done. A crash in
-the middle of a write can leave a torn last line: readers skip it, and the trial index repairs it
-before appending. Any other unreadable line is reported with its line number. See docs/formats.md.
+the middle of a write can leave a torn last line: readers skip it, and an appended file (the trial
+index, a sweep's history) repairs it before appending. Any other unreadable line is reported with
+its line number. See docs/formats.md.
 """
 
 from __future__ import annotations
@@ -16,20 +18,20 @@ import threading
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-from pydantic import ValidationError
+from pydantic import BaseModel
 
 from tbscale import SCHEMA_VERSION
-from tbscale.errors import TbscaleError
 from tbscale.jsonl import ReadProblems, jsonl_with_text, numbered_jsonl, read_jsonl  # noqa: F401  (re-exported)
+from tbscale.runfiles import check_schema_version, latest_trials, read_events, read_trials  # noqa: F401  (re-exported)
 from tbscale.secrets import redact
 from tbscale.types import Usage
+from tbscale.types.completion import UsageJSON
 from tbscale.types.events import EVENT_TYPES
 from tbscale.types.results import TrialResult
 
 log = logging.getLogger("tbscale")
-READABLE_SCHEMA_VERSIONS = (1, 2)
 
 
 def _default(o: Any):
@@ -121,7 +123,8 @@ class AttemptRecorder:
         if self.on_call is not None:
             self.on_call({"attempt": self.attempt, "turn": self.turn, **record})
 
-    def usage_dict(self) -> dict[str, dict[str, Any]]:
+    def usage_dict(self) -> dict[str, UsageJSON]:
+        """Usage per role, as records hold it (Usage.as_dict), roles in order."""
         return {role: u.as_dict() for role, u in sorted(self.usage.items())}
 
     def side_file(self, name: str) -> Path:
@@ -138,11 +141,14 @@ class AttemptRecorder:
         return path.relative_to(self.log.path.parent).as_posix() if self.log else str(path)
 
 
-def merge_usage(*parts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Sum per-role usage dicts. A cost of None (an unknown price) keeps the sum unknown."""
-    out: dict[str, dict[str, Any]] = {}
+def merge_usage(*parts: dict[str, UsageJSON] | dict[str, Usage]) -> dict[str, UsageJSON]:
+    """Sum usage per role (as records hold it, Usage.as_dict). A cost of None (an unknown price)
+    keeps the sum unknown."""
+    out: dict[str, UsageJSON] = {}
     for part in parts:
         for role, u in part.items():
+            if isinstance(u, Usage):
+                u = u.as_dict()
             acc = out.setdefault(role, {k: 0 for k in u})
             for k, v in u.items():
                 if k == "cost_usd" and (v is None or acc.get(k) is None):
@@ -152,94 +158,15 @@ def merge_usage(*parts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def check_schema_version(version: Any, where: str) -> None:
-    if version not in READABLE_SCHEMA_VERSIONS:
-        newer = isinstance(version, int) and version > SCHEMA_VERSION
-        raise TbscaleError(f"{where}: schema version {version!r} " + (
-            f"is newer than this tbscale reads ({SCHEMA_VERSION}); upgrade tbscale" if newer
-            else f"is not one this tbscale reads ({', '.join(map(str, READABLE_SCHEMA_VERSIONS))})"))
+class AppendedLines:
+    """A JSONL file lines are appended to, one at a time and synced, by one process: a torn last
+    line left by a crash is cut off first (kept in `<file>.torn`), so the next line starts on a
+    line of its own. With `sync` (the trial index), each line is on disk before `append_line` returns."""
 
-
-def read_events(path: Path, problems: ReadProblems | None = None) -> Iterator[Any]:
-    """A trajectory's events as their models (tbscale.types.events), the schema version of its
-    `start` event checked. Every event was validated when it was written, so the analyses read the
-    plain dicts (read_jsonl, ~15x faster); this is the typed reader for tools that want models."""
-    from tbscale.types.events import event_adapter
-
-    for n, obj in numbered_jsonl(path, problems):
-        if obj.get("type") == "start":
-            check_schema_version(obj.get("schema_version"), f"{path} line {n}")
-        try:
-            yield event_adapter.validate_python(obj)
-        except ValidationError as e:
-            first = e.errors()[0]
-            raise TbscaleError(f"{path} line {n}: not a {obj.get('type')!r} event "
-                               f"({'.'.join(map(str, first['loc']))}: {first['msg']})") from None
-
-
-def parse_trial(obj: dict[str, Any], where: str) -> TrialResult:
-    check_schema_version(obj.get("schema_version"), where)
-    return TrialResult.model_validate(obj)
-
-
-def read_trials(path: Path, problems: ReadProblems | None = None) -> Iterator[TrialResult]:
-    """The trial lines of a trials.jsonl, each parsed and validated in one step (pydantic's JSON
-    parser: a report reads 100k lines). Lines that are not trial lines are reported as corrupt with
-    their line number; a torn last line is expected after a crash."""
-    own = problems is None
-    problems = problems or ReadProblems(Path(path))
-    with open(path, "rb") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            row = validate_trial_line(n, line, problems)
-            if row is None:
-                continue
-            check_schema_version(row.schema_version, str(path))
-            yield row
-    if own:
-        problems.warn()
-
-
-def validate_trial_line(n: int, line: bytes, problems: ReadProblems) -> TrialResult | None:
-    """Line `n` as a TrialResult, or None with the reason noted in `problems` (a torn last line,
-    not JSON, not an object, or the first field the model rejects)."""
-    try:
-        return TrialResult.model_validate_json(line)
-    except ValidationError as e:
-        first = e.errors()[0]
-        if first["type"] == "json_invalid" and not line.endswith(b"\n"):
-            problems.torn(n)
-        elif first["type"] in ("json_invalid", "model_type"):
-            problems.corrupt.append((n, "not a JSON object" if first["type"] == "model_type" else "not JSON"))
-        else:
-            where = ".".join(map(str, first["loc"]))
-            problems.corrupt.append((n, f"{where + ': ' if where else ''}{first['msg'].removeprefix('Value error, ')}"))
-        return None
-
-
-class TrialIndex:
-    """results/<run>/trials.jsonl: one line per finished trial, the index `report` reads and the
-    record `run` consults to resume."""
-
-    def __init__(self, path: Path):
-        self.path = path
+    def __init__(self, path: Path, sync: bool = True):
+        self.path, self.sync = path, sync
         self._lock = threading.Lock()
         self._repaired = False
-
-    def latest(self) -> dict[str, dict[str, Any]]:
-        """The latest line of every trial key (a rerun's line supersedes the old one)."""
-        if not self.path.exists():
-            return {}
-        return {row["trial_key"]: row for row in read_jsonl(self.path) if "trial_key" in row}
-
-    def finished_keys(self, retry_stop_reasons: set[str] | None = None, retry_infra_errors: bool = False) -> set[str]:
-        """Keys of trials with a line. A trial whose latest line stopped for one of
-        `retry_stop_reasons`, or (with retry_infra_errors) was an infrastructure error, counts as
-        unfinished: its new line will supersede the old one."""
-        retry = retry_stop_reasons or set()
-        return {k for k, row in self.latest().items()
-                if row.get("stop_reason") not in retry and not (retry_infra_errors and row.get("infra_error"))}
 
     def repair_torn_tail(self) -> str | None:
         """Cut a torn last line (a crash mid-write) off the file, keeping it in `<file>.torn`, so
@@ -264,11 +191,7 @@ class TrialIndex:
             f.truncate(keep)
         return fragment.decode("utf-8", errors="replace")
 
-    def append(self, row: TrialResult | dict[str, Any]) -> None:
-        if isinstance(row, TrialResult):
-            line = redact(row.model_dump_json())
-        else:
-            line = redact(dumps(row))
+    def append_line(self, line: str) -> None:
         with self._lock:
             if not self._repaired:
                 fragment = self.repair_torn_tail()
@@ -278,5 +201,35 @@ class TrialIndex:
                 self._repaired = True
             with open(self.path, "a", encoding="utf-8") as f:
                 f.write(line + "\n")
-                f.flush()
-                os.fsync(f.fileno())
+                if self.sync:
+                    f.flush()
+                    os.fsync(f.fileno())
+
+
+class TrialIndex(AppendedLines):
+    """results/<run>/trials.jsonl: one line per finished trial, the index `report` reads and the
+    record `run` consults to resume."""
+
+    def latest(self) -> dict[str, TrialResult]:
+        """The latest readable line of every trial key (a rerun's line supersedes the old one)."""
+        if not self.path.exists():
+            return {}
+        return latest_trials(self.path)
+
+    def finished_keys(self, retry_stop_reasons: set[str] | None = None, retry_infra_errors: bool = False) -> set[str]:
+        """Keys of trials with a readable line. A trial whose latest line stopped for one of
+        `retry_stop_reasons`, or (with retry_infra_errors) was an infrastructure error, counts as
+        unfinished: its new line will supersede the old one. So does a trial whose only lines are
+        unreadable (warned about with their line numbers)."""
+        retry = retry_stop_reasons or set()
+        return {k for k, row in self.latest().items()
+                if row.stop_reason not in retry and not (retry_infra_errors and row.infra_error)}
+
+    def append(self, row: TrialResult) -> None:
+        self.append_line(redact(row.model_dump_json()))
+
+
+def model_line(model: BaseModel) -> str:
+    """A model as one JSON line holding the fields it was given (as every line writer but the trial
+    index writes them: json's own number format, non-ASCII kept), keys redacted."""
+    return redact(dumps(model.model_dump(exclude_unset=True)))

@@ -4,7 +4,6 @@ of the folder it is meant to live in."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import tempfile
@@ -60,11 +59,13 @@ def run_folder_problem(path: Path, root: Path) -> str | None:
     manifest = path / "manifest.json"
     if manifest.is_symlink() or not manifest.is_file():
         return "holds no manifest.json written by tbscale"
+    from tbscale.runfiles import read_manifest  # pydantic: only when a folder is to be replaced
+
     try:
-        data = json.loads(manifest.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return "has a manifest.json that is not tbscale's (not readable JSON)"
-    if not isinstance(data, dict) or "schema_version" not in data or data.get("run_name") != path.name:
+        data = read_manifest(manifest)
+    except TbscaleError as e:
+        return f"has a manifest.json that is not tbscale's ({str(e).removeprefix(f'{manifest}: ')})"
+    if data is None or data.schema_version is None or data.run_name != path.name:
         return "has a manifest.json that tbscale did not write for a run of this name"
     trials = path / "trials.jsonl"
     if trials.is_symlink() or not trials.is_file():

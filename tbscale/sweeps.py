@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import copy
 import itertools
-import json
+import logging
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -28,7 +28,11 @@ from tbscale.config import Experiment, beside_config, read_yaml_mapping, validat
 from tbscale.config.yamlfile import read_yaml_file
 from tbscale.errors import TbscaleError
 from tbscale.jsonl import ReadProblems, numbered_jsonl
+from tbscale.logs import AppendedLines, model_line
 from tbscale.names import name_problem
+from tbscale.runfiles import manifest_of
+
+log = logging.getLogger("tbscale")
 
 
 class Sweep(BaseModel):
@@ -125,54 +129,36 @@ def experiment_of(doc: dict[str, Any], cfg_path: Path, point: dict[str, Any]) ->
     return validate_file(Experiment, doc, f"{cfg_path} (grid point {point})")
 
 
-def history_lines(run_dir: Path, sweep: Sweep, point: dict[str, Any], date: str) -> list[dict[str, Any]]:
-    from tbscale.analysis import tables
-
-    every = tables.load_trials([run_dir])
-    # Scored as the report scores them: a trial the harness failed is not an agent failure, so
-    # pass rates (and the regression gate built on them) leave infrastructure errors out.
-    df = tables.scored(every)
-    summary = tables.summary(df, all_trials=every).set_index("setting")
-    costs = tables.costs(df, tables.baseline_label(df)).set_index("setting")
-    endings = tables.endings(every).set_index("setting")
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    lines = []
-    for setting, row in summary.iterrows():
-        lines.append({
-            "sweep": sweep.name, "date": date, "recorded_at": datetime.now(timezone.utc).isoformat(),
-            "git_commit": manifest.get("git_commit"), "run": run_dir.name, "run_dir": str(run_dir),
-            "grid_point": point, "setting": setting, "tasks": int(row["tasks"]), "trials": int(row["trials"]),
-            "infra_errors": int(row["infra_errors"]),
-            "pass_at_1": row["pass@1"], "ci_lo": row["ci_lo"], "ci_hi": row["ci_hi"],
-            "turns_mean": row["turns_mean"], "total_out_tokens": costs.loc[setting, "total_out"],
-            "cost_usd": costs.loc[setting, "cost_usd"],
-            "endings": {k: endings.loc[setting, k] for k in tables.ENDINGS},
-            "simulated": bool(manifest.get("simulated_models")),
-            # The same trials as pass_at_1 (their mean): what the paired regression check compares.
-            "task_pass_rates": {str(t): round(float(r), 6) for t, r in
-                                tables.per_task(df, setting).set_index("task_id")["pass_rate"].items()},
-        })
-    return lines
-
-
-# ---- the history file -----------------------------------------------------------------------------
-
 Rate = Field(ge=0.0, le=1.0, allow_inf_nan=False)
 
 
 class HistoryLine(BaseModel):
-    """What `history` and the gate read of one history line (other fields are kept as they are)."""
+    """One line of a sweep's history file: one setting of one run of one night, written by
+    `tbscale sweep` and read by `tbscale history` and its gate. Lines written by older versions may
+    lack the optional fields; keys this version does not know are kept (history files outlive
+    versions). docs/formats.md lists the fields; a test checks the list against this model."""
 
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
     sweep: str
-    date: str
-    run: str
+    date: str  # the sweep's folder date
+    recorded_at: str | None = None
+    git_commit: str | None = None
+    run: str  # the run's name: config name and grid point, without the date
+    run_dir: str | None = None
+    grid_point: dict[str, Any] = Field(default_factory=dict)  # dotted config path -> the value it was given
     setting: str
+    tasks: int | None = None
+    trials: int | None = None
+    infra_errors: int | None = None
     pass_at_1: float = Rate
     ci_lo: float = Rate
     ci_hi: float = Rate
     turns_mean: float = Field(0.0, ge=0)
     total_out_tokens: float = Field(0.0, ge=0)
+    cost_usd: float | None = Field(None, allow_inf_nan=True)  # NaN: some call's price was unknown
+    endings: dict[str, float] = Field(default_factory=dict)  # ending -> share of the setting's trials
+    simulated: bool = False
+    # task -> pass rate over the same trials as pass_at_1: what the paired regression check compares
     task_pass_rates: dict[str, float] | None = None
 
     @field_validator("task_pass_rates")
@@ -184,31 +170,75 @@ class HistoryLine(BaseModel):
         return v
 
 
-def read_history(path: Path, problems: ReadProblems | None = None) -> list[dict[str, Any]]:
-    """The readable lines of a history file (as dicts); unreadable ones are noted in `problems`
-    with their line numbers (and warned about when no `problems` is given)."""
+def history_lines(run_dir: Path, sweep: Sweep, point: dict[str, Any], date: str,
+                  warn: Callable[[str], None] | None = None) -> list[HistoryLine]:
+    """One history line per setting of a finished run. A setting with no scored trial (every one an
+    infrastructure error) has no pass@1, so no line: `warn` is told which."""
+    from tbscale.analysis import tables
+
+    every = tables.load_trials([run_dir])
+    # Scored as the report scores them: a trial the harness failed is not an agent failure, so
+    # pass rates (and the regression gate built on them) leave infrastructure errors out.
+    df = tables.scored(every)
+    summary = tables.summary(df, all_trials=every).set_index("setting")
+    costs = tables.costs(df, tables.baseline_label(df)).set_index("setting")
+    endings = tables.endings(every).set_index("setting")
+    manifest = manifest_of(run_dir)
+    lines = []
+    for setting, row in summary.iterrows():
+        try:
+            lines.append(HistoryLine(
+                sweep=sweep.name, date=date, recorded_at=datetime.now(timezone.utc).isoformat(),
+                git_commit=manifest.git_commit if manifest else None, run=run_dir.name, run_dir=str(run_dir),
+                grid_point=point, setting=setting, tasks=int(row["tasks"]), trials=int(row["trials"]),
+                infra_errors=int(row["infra_errors"]),
+                pass_at_1=row["pass@1"], ci_lo=row["ci_lo"], ci_hi=row["ci_hi"],
+                turns_mean=row["turns_mean"], total_out_tokens=costs.loc[setting, "total_out"],
+                cost_usd=costs.loc[setting, "cost_usd"],
+                endings={k: endings.loc[setting, k] for k in tables.ENDINGS},
+                simulated=bool(manifest and manifest.simulated_models),
+                task_pass_rates={str(t): round(float(r), 6) for t, r in
+                                 tables.per_task(df, setting).set_index("task_id")["pass_rate"].items()}))
+        except ValidationError as e:
+            (warn or log.warning)(f"{run_dir}: setting {setting}: no history line ({_reason(e)}; every trial an "
+                                  "infrastructure error?)")
+    return lines
+
+
+class HistoryFile(AppendedLines):
+    """A sweep's history file: lines appended one at a time, synced, after a torn last line is cut."""
+
+    def append(self, line: HistoryLine) -> None:
+        self.append_line(model_line(line))
+
+
+def read_history(path: Path, problems: ReadProblems | None = None) -> list[HistoryLine]:
+    """The readable lines of a history file; unreadable ones are noted in `problems` with their
+    line numbers (and warned about when no `problems` is given)."""
     own = problems is None
     problems = problems or ReadProblems(Path(path))
     lines = []
     for n, obj in numbered_jsonl(path, problems):
         try:
-            HistoryLine.model_validate(obj)
+            lines.append(HistoryLine.model_validate(obj))
         except ValidationError as e:
-            first = e.errors()[0]
-            problems.corrupt.append((n, f"{'.'.join(map(str, first['loc']))}: {first['msg']}"))
-            continue
-        lines.append(obj)
+            problems.corrupt.append((n, _reason(e)))
     if own:
         problems.warn()
     return lines
 
 
+def _reason(e: ValidationError) -> str:
+    first = e.errors()[0]
+    return f"{'.'.join(map(str, first['loc']))}: {first['msg']}"
+
+
 # ---- the nightly regression gate ---------------------------------------------------------------
 
-def series_key(line: dict[str, Any]) -> tuple[str, str, str]:
+def series_key(line: HistoryLine) -> tuple[str, str, str]:
     """What makes two history lines the same tracked setting on different dates: the sweep, the
     run name (config name and grid point, without the date) and the setting."""
-    return (str(line.get("sweep")), str(line.get("run")), str(line.get("setting")))
+    return (line.sweep, line.run, line.setting)
 
 
 @dataclass
@@ -230,7 +260,7 @@ class Comparison:
     note: str = ""
 
 
-def compare_lines(prev: dict[str, Any], new: dict[str, Any], alpha: float = 0.05, n_resamples: int = 10_000,
+def compare_lines(prev: HistoryLine, new: HistoryLine, alpha: float = 0.05, n_resamples: int = 10_000,
                   seed: int = 0, min_tasks: int = 2) -> Comparison:
     """Paired bootstrap over the tasks both lines scored of (new - previous) per-task pass rate.
     A regression is a drop whose whole (1 - alpha) interval lies below zero: `hi < 0`. A drop
@@ -239,11 +269,11 @@ def compare_lines(prev: dict[str, Any], new: dict[str, Any], alpha: float = 0.05
     from tbscale.analysis.metrics import paired_bootstrap
 
     sweep, run, setting = series_key(new)
-    base = dict(sweep=sweep, run=run, setting=setting, previous_date=str(prev.get("date")), date=str(new.get("date")))
-    a, b = prev.get("task_pass_rates"), new.get("task_pass_rates")
+    base = dict(sweep=sweep, run=run, setting=setting, previous_date=prev.date, date=new.date)
+    a, b = prev.task_pass_rates, new.task_pass_rates
     if not a or not b:
         nan = float("nan")
-        return Comparison(**base, previous=prev.get("pass_at_1", nan), current=new.get("pass_at_1", nan), diff=nan,
+        return Comparison(**base, previous=prev.pass_at_1, current=new.pass_at_1, diff=nan,
                           lo=nan, hi=nan, tasks=0, regression=False, note="no per-task pass rates: not compared")
     shared = sorted(set(a) & set(b))
     pa, pb = [float(a[t]) for t in shared], [float(b[t]) for t in shared]
@@ -257,15 +287,15 @@ def compare_lines(prev: dict[str, Any], new: dict[str, Any], alpha: float = 0.05
                       hi=res.hi, tasks=len(shared), regression=bool(res.hi < 0))
 
 
-def regressions(lines: list[dict[str, Any]], sweep: str | None = None, alpha: float = 0.05,
+def regressions(lines: list[HistoryLine], sweep: str | None = None, alpha: float = 0.05,
                 n_resamples: int = 10_000, seed: int = 0, min_tasks: int = 2) -> list[Comparison]:
     """For every tracked setting with lines on two or more dates, its newest line against the line
     of the latest earlier date (a rerun on one date supersedes that date's earlier line)."""
-    by_series: dict[tuple, dict[str, dict[str, Any]]] = {}
+    by_series: dict[tuple, dict[str, HistoryLine]] = {}
     for line in lines:
-        if sweep is not None and line.get("sweep") != sweep:
+        if sweep is not None and line.sweep != sweep:
             continue
-        by_series.setdefault(series_key(line), {})[str(line.get("date"))] = line  # later lines win
+        by_series.setdefault(series_key(line), {})[line.date] = line  # later lines win
     out = []
     for _, dated in sorted(by_series.items()):
         if len(dated) < 2:

@@ -288,7 +288,7 @@ CASES: list[Case] = [
     Case("view: torn and corrupt lines", ["view", "{root}/results/torn-run"], 0,
          "warning: {root}/results/torn-run/trials.jsonl:2: skipped a line"),
     Case("view: reward NaN", ["view", "{root}/results/nan-run"], 0,
-         "warning: {root}/results/nan-run/trials.jsonl:2: skipped a line (reward: nan is not a finite number)"),
+         "warning: {root}/results/nan-run/trials.jsonl:2: skipped a line (reward: Input should be a finite number)"),
     Case("report: reward NaN", ["report", "{root}/results/nan-run", "--no-plots"], 0,
          "line 2 (reward: Input should be a finite number)", from_issue=True),
     Case("report: passed with reward 0", ["report", "{root}/results/fake-pass-run", "--no-plots"], 0,

@@ -18,8 +18,14 @@ import pytest
 from tbscale.analysis import behaviour_report as br
 from tbscale.analysis import metrics, tables
 from tbscale.analysis.behaviours import BEHAVIOURS
+from tbscale.types.events import CandidateRecord
 
 _keys = count()
+
+
+def record(*args: Any, **kwargs: Any) -> CandidateRecord:
+    """A candidate as the trajectory reader gives it (its model)."""
+    return CandidateRecord(**cand(*args, **kwargs))
 
 
 def cand(command: str | None, *, text: str | None = None, reasoning: str | None = None, reasoning_tokens: int = 0,
@@ -234,12 +240,12 @@ def test_preference_p_value_agrees_with_exhaustive_bootstrap(tmp_path: Path) -> 
 
 def test_reasoning_token_sources() -> None:
     counter = br.TokenCounter()
-    assert br.reasoning_tokens(cand("ls", reasoning="long thinking", reasoning_tokens=321), None, counter) == (321, "provider")
-    n, src = br.reasoning_tokens(cand("ls", reasoning="Let me think about this carefully."), "openai/gpt-4o", counter)
+    assert br.reasoning_tokens(record("ls", reasoning="long thinking", reasoning_tokens=321), None, counter) == (321, "provider")
+    n, src = br.reasoning_tokens(record("ls", reasoning="Let me think about this carefully."), "openai/gpt-4o", counter)
     assert src == "reasoning text" and 5 <= n <= 12
-    n, src = br.reasoning_tokens(cand("ls", text="THOUGHT: check the folder\n\n```bash\nls\n```"), None, counter)
+    n, src = br.reasoning_tokens(record("ls", text="THOUGHT: check the folder\n\n```bash\nls\n```"), None, counter)
     assert src == "visible thought" and n == counter.count("THOUGHT: check the folder", None) and n > 0
-    assert br.visible_thought(cand("ls", text="THOUGHT: a\n\n```bash\nls -la\n```\nafter")) == "THOUGHT: a\n\n\nafter"
+    assert br.visible_thought(record("ls", text="THOUGHT: a\n\n```bash\nls -la\n```\nafter")) == "THOUGHT: a\n\n\nafter"
 
 
 def test_command_chars_and_turn_size_vs_baseline(tmp_path: Path) -> None:
@@ -252,7 +258,7 @@ def test_command_chars_and_turn_size_vs_baseline(tmp_path: Path) -> None:
         trials.append({"setting": "base", "task": task, "trial": 0, "n": 1, "passed": True, "turns": [turn([short])]})
     df = tables.load_trials([make_run(tmp_path, trials)])
     col = br.collect(df)
-    assert br.command_chars(bad) == 0
+    assert br.command_chars(CandidateRecord(**bad)) == 0
     size = br.turn_size(col, ["base", "bon"], "base", n_resamples=1000)
     chars = size[size["metric"] == "command chars / turn"].set_index("setting")
     assert chars.loc["bon", "selected"] == len(long_["command"])

@@ -167,7 +167,7 @@ class ScriptedJudge:
             reply = {"candidates": cands}
         if sink is not None:
             from tbscale.types import Usage
-            sink.record_call("judge", self.name, Usage(input_tokens=len(text) // 4, output_tokens=20, calls=1), 0.0,
+            sink.record_call("judge", self.name, Usage(input=len(text) // 4, output=20, calls=1), 0.0,
                              n=n, retries=0)
         return SimpleNamespace(completions=[SimpleNamespace(text=json.dumps(reply))])
 

@@ -1,10 +1,14 @@
-"""docs/formats.md tells the truth: its tables of trial-line fields and event fields are exactly
-the fields of the models the writers and readers use."""
+"""docs/formats.md tells the truth: its tables of the fields of trial lines, events, the manifest,
+the spend ledger and a sweep's history are exactly the fields of the models the writers and readers
+use, and the models it names exist."""
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
+
+import pytest
 
 from tbscale.types.events import EVENT_TYPES, EventBase
 from tbscale.types.results import TrialResult
@@ -21,6 +25,63 @@ def section(title: str) -> str:
 def table_rows(text: str) -> list[list[str]]:
     rows = [ln for ln in text.splitlines() if ln.startswith("| ") and not ln.startswith("|---")]
     return [[c.strip() for c in ln.strip("|").split(" | ")] for ln in rows[1:]]
+
+
+def first_column(title: str) -> list[str]:
+    """The backticked names of a section's table's first column, in order (a cell may name several)."""
+    return [name for row in table_rows(section(title)) for name in re.findall(r"`(\w+)`", row[0])]
+
+
+def top_level(cell: str) -> list[str]:
+    """The backticked names of a cell outside any parenthesis (a nested model's own fields)."""
+    return re.findall(r"`(\w+)`", re.sub(r"\([^)]*\)", "", cell))
+
+
+def meaning(title: str, field: str) -> str:
+    return next(row[1] for row in table_rows(section(title)) if f"`{field}`" in row[0])
+
+
+def test_the_models_named_exist_and_are_the_ones_used() -> None:
+    rows = table_rows(DOC[DOC.index("| file | model |"):DOC.index("## manifest.json")])
+    assert len(rows) == 5
+    for row in rows:
+        dotted = re.match(r"`([\w.]+)`", row[1]).group(1)
+        if row[0] == "trajectory events":  # a module of models, one per event type
+            assert importlib.import_module(dotted).EVENT_TYPES
+            continue
+        module, _, name = dotted.rpartition(".")
+        assert isinstance(getattr(importlib.import_module(module), name), type), row[1]
+
+
+def test_manifest_fields_match_the_model() -> None:
+    from tbscale.types.manifest import CurrentConfig, DatasetRecord, ImportedFrom, Invocation, PublishedRun, RunManifest
+
+    assert first_column("manifest.json") == list(RunManifest.model_fields)
+    assert top_level(meaning("manifest.json", "invocations")) == list(Invocation.model_fields)
+    assert [n for n in top_level(meaning("manifest.json", "current")) if n != "tasks"] == list(CurrentConfig.model_fields)
+    assert top_level(meaning("manifest.json", "dataset")) == list(DatasetRecord.model_fields)
+    assert top_level(meaning("manifest.json", "imported_from")) == list(ImportedFrom.model_fields)
+    published = re.search(r"`published` \(([^)]*)\)", meaning("manifest.json", "imported_from")).group(1)
+    assert re.findall(r"`(\w+)`", published) == list(PublishedRun.model_fields)
+
+
+@pytest.mark.parametrize("title, model", [("spend.jsonl", "tbscale.types.spend.SpendLine"),
+                                          ("history.jsonl (sweeps)", "tbscale.sweeps.HistoryLine")])
+def test_line_fields_match_the_model(title: str, model: str) -> None:
+    module, _, name = model.rpartition(".")
+    assert first_column(title) == list(getattr(importlib.import_module(module), name).model_fields)
+
+
+def test_usage_and_tampering_entries_match_their_models() -> None:
+    from tbscale.types.completion import Usage
+    from tbscale.types.events import TamperingEntry
+
+    usage = re.search(r"`tbscale\.types\.completion\.Usage` \((.*?)\)\.", DOC, re.S).group(1)
+    assert re.findall(r"`(\w+)`", usage) == list(Usage.model_fields)
+    assert re.search(r"`\{([^}]*)\}`", meaning("spend.jsonl", "usage")).group(1).split(", ") == \
+        list(Usage.model_fields)
+    entry = section("Tampering entries (`tampering`)").split(", plus what applies")[0]
+    assert top_level(entry) == list(TamperingEntry.model_fields)
 
 
 def test_trial_line_fields_match_the_model() -> None:
@@ -50,7 +111,7 @@ def test_a_real_runs_events_read_back_through_their_models(tmp_path: Path) -> No
     log = EventLog(tmp_path / "t.jsonl", trial_key="k", task_id="t", setting="s", setting_key="sk", trial=0, seed=1)
     rec = AttemptRecorder(log, attempt=0)
     rec.turn = 1
-    rec.record_call("generator", "openai/m", Usage(input_tokens=3, output_tokens=2, calls=1), 0.5, n=1, retries=1,
+    rec.record_call("generator", "openai/m", Usage(input=3, output=2, calls=1), 0.5, n=1, retries=1,
                     retry_causes=["rate_limit"])
     rec.event("observation", exit_code=0, output="hi\n", timed_out=False, duration_sec=0.1)
     log.close()

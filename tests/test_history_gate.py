@@ -15,15 +15,15 @@ import pytest
 from typer.testing import CliRunner
 
 from tbscale.cli import app
-from tbscale.sweeps import compare_lines, regressions
+from tbscale.sweeps import HistoryLine, compare_lines, regressions
 from tbscale_testing.tasks import write_harbor_task
 
 
 def line(date: str, rates: dict[str, float], setting: str = "baseline", run: str = "demo__trials-4",
-         sweep: str = "nightly") -> dict:
-    return {"sweep": sweep, "date": date, "run": run, "setting": setting, "git_commit": "abc",
-            "tasks": len(rates), "trials": 4 * len(rates), "pass_at_1": float(np.mean(list(rates.values()))),
-            "ci_lo": 0.0, "ci_hi": 1.0, "turns_mean": 5.0, "total_out_tokens": 1000, "task_pass_rates": rates}
+         sweep: str = "nightly") -> HistoryLine:
+    return HistoryLine(sweep=sweep, date=date, run=run, setting=setting, git_commit="abc", tasks=len(rates),
+                       trials=4 * len(rates), pass_at_1=float(np.mean(list(rates.values()))), ci_lo=0.0, ci_hi=1.0,
+                       turns_mean=5.0, total_out_tokens=1000, task_pass_rates=rates)
 
 
 def draw(rng: np.random.Generator, p: np.ndarray, trials: int = 4) -> dict[str, float]:
@@ -31,8 +31,8 @@ def draw(rng: np.random.Generator, p: np.ndarray, trials: int = 4) -> dict[str, 
     return {f"task{i}": float(rng.binomial(trials, pi) / trials) for i, pi in enumerate(p)}
 
 
-def write(path: Path, lines: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+def write(path: Path, lines: list[HistoryLine]) -> Path:
+    path.write_text("".join(json.dumps(x.model_dump(exclude_unset=True)) + "\n" for x in lines))
     return path
 
 
@@ -96,8 +96,7 @@ def test_only_shared_tasks_are_paired_and_old_lines_are_not_compared():
     b = {f"t{i}": 0.0 for i in range(5, 15)}  # t5..t9 shared, all dropped
     c = compare_lines(line("2026-11-28", a), line("2026-11-29", b))
     assert c.tasks == 5 and c.previous == 1.0 and c.current == 0.0 and c.regression
-    old = line("2026-11-28", a)
-    del old["task_pass_rates"]
+    old = HistoryLine.model_validate(line("2026-11-28", a).model_dump(exclude={"task_pass_rates"}))
     c = compare_lines(old, line("2026-11-29", b))
     assert not c.regression and "no per-task pass rates" in c.note
     c = compare_lines(line("2026-11-28", {"t0": 1.0}), line("2026-11-29", {"t0": 0.0}))
@@ -134,6 +133,6 @@ def test_sweep_history_carries_task_rates_and_the_gate_reads_it(tmp_path):
     assert res.returncode == 0 and "no regression (2 setting(s) compared)" in res.stdout, res.stdout + res.stderr
     # The oracle stops passing on the newest night: the gate fails and names it.
     lines[-2 if lines[-2]["setting"] == "oracle" else -1]["task_pass_rates"] = {"g1": 0.0, "g2": 0.0}
-    write(tmp_path / "history.jsonl", lines)
+    write(tmp_path / "history.jsonl", [HistoryLine.model_validate(x) for x in lines])
     res = subprocess.run(check, capture_output=True, text=True, timeout=120)
     assert res.returncode == 1 and "regression: gate-test gate oracle" in res.stdout, res.stdout + res.stderr

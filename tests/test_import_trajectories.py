@@ -217,7 +217,7 @@ def test_an_rfc_shaped_trajectory_imports(tmp_path: Path) -> None:
     turns, instruction = parse_atif(json.loads((d / "agent" / "trajectory.json").read_text()))
     assert instruction == "What is the weather in Paris?"
     assert [t.parse_error for t in turns] == [NOT_A_SHELL_TOOL, FINAL_MESSAGE]
-    assert turns[0].output == "18C\ncloudy" and turns[1].usage["reasoning"] == 5
+    assert turns[0].output == "18C\ncloudy" and turns[1].usage.reasoning == 5
     labels = [lt.labels[0] for _, lt in iter_labelled(tables.load_trials([res.run_dir]))]
     assert labels == [set(), set()]  # neither counted as a response that cannot run
 

@@ -16,6 +16,7 @@ from rich.console import Console
 from tbscale.ingest import mini_swe_agent as IM, runs as I
 from tbscale.analysis import tables
 from tbscale.analysis.behaviour_report import iter_labelled
+from tbscale.types import Usage
 from tbscale.analysis.report import build_report
 from tbscale.errors import TbscaleError
 
@@ -99,7 +100,7 @@ def test_a_trajectory_written_by_mini_swe_agent_is_read_and_reported(minisweagen
     picked = [lt.labels[0] for lt in turns]
     assert picked[0] == {"only_reads"} and picked[1] == {"edits_file"}
     assert "loops_on_command" in picked[3] and "tests_last_edit" in picked[4] and picked[5] == set()
-    assert turns[2].trace.observation["exit_code"] == 1 and "No such file" in turns[2].trace.observation["output"]
+    assert turns[2].trace.observation.exit_code == 1 and "No such file" in turns[2].trace.observation.output
 
     ctx = build_report([res.run_dir], _quiet(), plots=False)
     keys = {s.key for s in ctx.sections}
@@ -141,7 +142,7 @@ def test_mini_swe_agent_v2_toolcall_and_format_error_messages() -> None:
     assert status == "LimitsExceeded" and instruction == "Fix the bug in calc.py"
     assert [t.runnable for t in turns] == [True, False]
     assert turns[0].command == "pytest -q" and turns[0].exit_code == 1 and turns[0].output == "1 failed"
-    assert turns[0].usage == {"input": 100, "output": 40, "reasoning": 30, "cached": 0, "cost_usd": 0.5}
+    assert turns[0].usage == Usage(input=100, output=40, reasoning=30, cached=0, cost_usd=0.5)
     assert turns[0].reasoning == "think hard" and turns[0].tool_calls[0]["name"] == "bash"
     assert turns[1].text == "I will now think." and turns[1].command is None
     assert IM.mini_ending(status, None) == "time_limit"
@@ -220,7 +221,7 @@ def test_harbor_job_folder(tmp_path: Path) -> None:
 
     lts = [lt for r, lt in iter_labelled(tables.load_trials([res.run_dir])) if r.trial_key == passed["trial_key"]]
     assert [lt.labels[0] for lt in lts] == [{"only_reads"}, {"edits_file"}, {"only_reads"}, set()]
-    assert lts[0].trace.candidates[0]["reasoning"] == "thinking..."
+    assert lts[0].trace.candidates[0].reasoning == "thinking..."
     loops = [lt for r, lt in iter_labelled(tables.load_trials([res.run_dir])) if r.trial_key == timed_out["trial_key"]]
     assert "loops_on_command" in loops[1].labels[0]
 

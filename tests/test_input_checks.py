@@ -298,6 +298,6 @@ def test_sweep_history_lines_read_around_broken_lines(tmp_path: Path, caplog) ->
     sweep = Sweep(name="s", configs=["c.yaml"])
     with caplog.at_level("WARNING", logger="tbscale"):
         lines = history_lines(run, sweep, {}, "2026-01-01")
-    assert [(x["setting"], x["trials"], x["pass_at_1"]) for x in lines] == [("base", 3, 1.0)]
+    assert [(x.setting, x.trials, x.pass_at_1) for x in lines] == [("base", 3, 1.0)]
     assert "skipped 2 unreadable lines: line 2 (not JSON), line 3 (reward: Input should be a finite number)" \
         in caplog.text

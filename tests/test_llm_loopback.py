@@ -59,10 +59,10 @@ def test_complete_returns_text_usage_and_latency(loopback_model: LoopbackModel) 
     assert [c.text for c in result.completions] == ["THOUGHT: 42.\n\n```bash\necho 42\n```"]
     assert result.completions[0].reasoning == "The user wants 42." * 3
     assert result.completions[0].finish_reason == "stop"
-    assert result.usage.input_tokens == told["prompt_tokens"] == len(message_text(req.body)) // 4
-    assert result.usage.output_tokens == told["completion_tokens"] == 40
-    assert result.usage.reasoning_tokens == 12
-    assert result.usage.cached_tokens == 5
+    assert result.usage.input == told["prompt_tokens"] == len(message_text(req.body)) // 4
+    assert result.usage.output == told["completion_tokens"] == 40
+    assert result.usage.reasoning == 12
+    assert result.usage.cached == 5
     assert result.usage.calls == 1 and result.retries == 0
     assert result.completions[0].output_tokens == 40 and result.completions[0].reasoning_tokens == 12
     assert result.latency_sec >= 0.05  # the server slept that long before answering
@@ -85,8 +85,8 @@ def test_n_sampling_makes_one_request_with_n(loopback_model: LoopbackModel) -> N
     assert [(r.n, r.status) for r in srv.requests] == [(4, 200)]
     assert [c.text for c in result.completions] == [f"candidate {i}" for i in range(4)]
     assert result.usage.calls == 1
-    assert result.usage.output_tokens == srv.requests[0].usage["completion_tokens"]
-    assert sum(c.output_tokens for c in result.completions) == result.usage.output_tokens
+    assert result.usage.output == srv.requests[0].usage["completion_tokens"]
+    assert sum(c.output_tokens for c in result.completions) == result.usage.output
 
 
 def test_auto_sampling_uses_n_for_openai_compatible_servers(loopback_model: LoopbackModel) -> None:
@@ -240,7 +240,7 @@ def test_turn_bon_turn_samples_once_and_selects_once(loopback_model: LoopbackMod
     assert decision.action.command == "echo cand2"
     assert f"echo cand{2}" in prompt.split('<candidate index="2">', 1)[1].split("</candidate>", 1)[0]
     assert rec.usage["generator"].calls == len(gen) and rec.usage["selector"].calls == 1
-    assert rec.usage["generator"].output_tokens == sum(r.usage["completion_tokens"] for r in gen)
+    assert rec.usage["generator"].output == sum(r.usage["completion_tokens"] for r in gen)
     selection = [f for t, f in rec.events if t == "selection"]
     assert selection == [{"index": 2, "rationale": "candidate 2 prints it", "selector_failed": False, "tries": 1,
                           "method": "listwise", "model": "openai/selector"}]
@@ -288,7 +288,7 @@ def test_turn_bon_submission_candidate_is_selectable(loopback_model: LoopbackMod
                                   else Response(["```bash\nls\n```", submit], usage={"completion_tokens": 77}))
     decision, rec = run_turn(make_turn_bon(srv, n=2))
     assert decision.action.is_submission and decision.selected_index == 1
-    assert rec.usage["generator"].output_tokens == 77
+    assert rec.usage["generator"].output == 77
 
 
 # ---- the loopback server itself ---------------------------------------------------------------

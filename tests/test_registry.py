@@ -76,7 +76,7 @@ def test_a_dataset_pulled_by_name_at_its_pinned_commits(tmp_path, harbor_repo):
     newest = pull_by_name("demo", str(registry), cache=cache)
     assert newest.dataset.version == "2.0" and newest.commits == {"hello": two}
     assert (newest.path / "hello" / "instruction.md").read_text() == "Say hello (v2).\n"
-    assert newest.manifest()["commits"] == {"hello": two}
+    assert newest.manifest().commits == {"hello": two}
 
 
 def test_only_the_task_paths_are_checked_out(tmp_path, harbor_repo, monkeypatch):
@@ -190,7 +190,7 @@ def test_a_config_naming_a_dataset_loads_its_tasks_and_a_bad_fetch_exits_2(tmp_p
     exp = load_experiment(config)
     dataset = experiment_dataset(exp)
     assert [t.id for t in experiment_tasks(exp, dataset=dataset)] == ["bye", "hello"]
-    assert dataset.manifest()["commits"] == {"hello": one, "bye": one}
+    assert dataset.manifest().commits == {"hello": one, "bye": one}
     rows = json.loads(registry.read_text())
     rows[0]["tasks"][0]["git_url"] = (tmp_path / "missing").as_uri()
     registry.write_text(json.dumps(rows))

@@ -135,10 +135,14 @@ def test_corrupt_lines_are_reported_with_line_numbers(tmp_path: Path, caplog) ->
 
 
 def test_torn_tail_repair_keeps_the_fragment(tmp_path: Path) -> None:
+    from tbscale.types.results import TrialResult
+
     index = TrialIndex(tmp_path / "trials.jsonl")
     (tmp_path / "trials.jsonl").write_text('{"trial_key": "a"}\n{"trial_key": "b", "pas')
-    index.append({"trial_key": "c"})
-    assert (tmp_path / "trials.jsonl").read_text().splitlines() == ['{"trial_key": "a"}', '{"trial_key": "c"}']
+    row = TrialResult(schema_version=2, run="r", setting="s", setting_key="k", trial_key="c", task_id="t", trial=0,
+                      ending="pass", passed=True, reward=1.0)
+    index.append(row)
+    assert (tmp_path / "trials.jsonl").read_text().splitlines() == ['{"trial_key": "a"}', row.model_dump_json()]
     assert '"trial_key": "b"' in (tmp_path / "trials.jsonl.torn").read_text()
 
 

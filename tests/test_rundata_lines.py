@@ -1,5 +1,7 @@
-"""The trial table's chunked reader (rundata/lines.py) takes exactly the lines the typed model
-takes, gives the values the model gives, and reports the others as the typed reader does."""
+"""The trial table (rundata/trials.py) reads trial lines through the one reader every reader uses
+(runfiles.trial_chunks, the typed model): it takes exactly the lines the model takes, gives the
+values the model gives, and reports the others as the typed reader does. Generated lines are
+checked the same way in test_trial_lines_property.py."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from tbscale.errors import TbscaleError
-from tbscale.logs import ReadProblems, read_trials
+from tbscale.jsonl import ReadProblems
+from tbscale.runfiles import read_trials
 from tbscale.rundata import read_trial_table
 from tbscale.rundata.compact import unpack_json
 from tbscale.rundata.trials import ROLES, TOKEN_KINDS
@@ -109,9 +112,9 @@ def test_a_newer_schema_version_stops_the_read(tmp_path: Path) -> None:
 
 
 def test_a_rerun_line_supersedes_the_earlier_one_across_chunks(tmp_path: Path, monkeypatch) -> None:
-    from tbscale.rundata import lines
+    from tbscale import runfiles
 
-    monkeypatch.setattr(lines, "CHUNK_LINES", 2)  # the rerun lands in another chunk
+    monkeypatch.setattr(runfiles, "CHUNK_LINES", 2)  # the rerun lands in another chunk
     run = tmp_path / "run"
     run.mkdir()
     rows = [dict(BASE, trial_key=k, trial=t, turns=n) for k, t, n in (("a", 0, 1), ("b", 1, 2), ("c", 2, 3),

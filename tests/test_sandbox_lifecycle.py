@@ -240,13 +240,18 @@ def test_a_crashing_trial_does_not_stop_the_run_and_is_retried(tmp_path):
 
 def test_retry_stop_reasons_reruns_infrastructure_failures(tmp_path):
     from tbscale.logs import TrialIndex
+    from tbscale.types.results import TrialResult
+
+    def line(key: str, stop_reason: str) -> TrialResult:
+        return TrialResult(schema_version=2, run="r", setting="s", setting_key="k", trial_key=key, task_id="t",
+                           trial=0, ending="wrong_submission", stop_reason=stop_reason)
 
     index = TrialIndex(tmp_path / "trials.jsonl")
-    index.append({"trial_key": "a", "stop_reason": "submitted"})
-    index.append({"trial_key": "b", "stop_reason": "sandbox_error"})
+    index.append(line("a", "submitted"))
+    index.append(line("b", "sandbox_error"))
     assert index.finished_keys() == {"a", "b"}
     assert index.finished_keys(retry_stop_reasons={"sandbox_error"}) == {"a"}
-    index.append({"trial_key": "b", "stop_reason": "submitted"})  # the retry's line supersedes
+    index.append(line("b", "submitted"))  # the retry's line supersedes
     assert index.finished_keys(retry_stop_reasons={"sandbox_error"}) == {"a", "b"}
 
 

@@ -94,7 +94,7 @@ def test_sim_provider_through_litellm():
     llm = LLM(ModelConfig(model="sim/policy", sim={"skill": 1.0}), "generator")
     res = asyncio.run(llm.complete(history(STEPS[:2]), n=3, seed=5))
     assert len(res.completions) == 3 and res.usage.calls == 1
-    assert res.usage.output_tokens > 0 and res.usage.input_tokens > 0 and res.usage.cost_usd == 0.0
+    assert res.usage.output > 0 and res.usage.input > 0 and res.usage.cost_usd == 0.0
     assert all(parse_action(c).command == STEPS[2] for c in res.completions)
 
 

@@ -326,8 +326,9 @@ def _fake_run(tmp_path: Path) -> Path:
         events = [{"type": "start"}] + [{"type": "verifier", "attempt": i, "details": {"model_patch": p}}
                                         for i, p in enumerate(patches)]
         (run / rel).write_text("".join(json.dumps(e) + "\n" for e in events))
-        rows.append({"setting": setting, "task_id": task, "trial": t, "task_format": fmt, "trajectory_path": rel,
-                     "final_attempt": final})
+        rows.append({"schema_version": 2, "run": "myrun", "setting": setting, "setting_key": f"key-{setting}",
+                     "trial_key": f"k{n}", "task_id": task, "trial": t, "task_format": fmt, "ending": "wrong_submission",
+                     "trajectory_path": rel, "final_attempt": final})
 
     trial("base", "a__a-1", 0, ["p-a0"], 0)
     trial("base", "b__b-2", 0, [], 0)  # sandbox died before grading

@@ -168,9 +168,13 @@ def test_tasks_check_reasons(tmp_path: Path):
     traj.parent.mkdir(parents=True)
     traj.write_text(json.dumps({"type": "verifier", "output": "curl: (6) Could not resolve host: astral.sh"}) + "\n")
 
+    from tbscale.types.results import TrialResult
+
     def row(task, setting, passed, **kw):
-        return {"task_id": task, "setting": setting, "passed": passed, "reward": 1.0 if passed else 0.0,
-                "ending": "pass" if passed else "wrong_submission", **kw}
+        return TrialResult.model_validate({
+            "schema_version": 2, "run": "check", "setting_key": "k", "trial_key": f"{task}-{setting}", "trial": 0,
+            "task_id": task, "setting": setting, "passed": passed, "reward": 1.0 if passed else 0.0,
+            "ending": "pass" if passed else "wrong_submission", **kw})
 
     rows = [row("good", "oracle", True), row("good", "nop", False),
             row("net", "oracle", False, trajectory_path="trajectories/net.jsonl"), row("net", "nop", False),

@@ -40,8 +40,9 @@ from tbscale.analysis import metrics
 from tbscale.analysis.context import ReportContext, Section
 from tbscale.analysis.tables import ROLES, by_label
 from tbscale.errors import TbscaleError
-from tbscale.logs import numbered_jsonl
+from tbscale.runfiles import read_events
 from tbscale.strategies import names
+from tbscale.types.events import Candidates
 
 N_RESAMPLES = 10_000
 SEED = 0
@@ -99,15 +100,15 @@ def trial_paths(path: Path) -> dict[str, int] | None:
     if not path.is_file():
         return None
     counts = dict.fromkeys(COUNT_COLUMNS, 0)
-    for _, ev in numbered_jsonl(path):
-        if ev.get("type") != "candidates" or not isinstance(ev.get("attempt"), int) or ev["attempt"] < 0:
+    for ev in read_events(path):
+        if not isinstance(ev, Candidates) or ev.attempt is None or ev.attempt < 0:
             continue
-        cands = ev.get("candidates") or []
+        cands = ev.candidates
         if len(cands) < 2:
             continue  # one sample (baseline, or outside a turn window): no choice to make
         counts["choice_turns"] += 1
         counts["samples"] += len(cands)
-        path_taken = ev.get("path")
+        path_taken = ev.path
         counts[path_taken if path_taken in AGREED else "selected"] += 1
     return counts
 

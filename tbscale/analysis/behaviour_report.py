@@ -48,9 +48,10 @@ from tbscale.analysis import metrics
 from tbscale.analysis.behaviours import preference_significance
 from tbscale.analysis.context import ReportContext, Section
 from tbscale.analysis.tables import settings_order
-from tbscale.rundata.trajectories import AttemptTrace, TurnTrace, read_trial
+from tbscale.rundata.trajectories import AttemptTrace, TurnTrace, read_trial, runnable
 from tbscale.shell import BEHAVIOURS, HistoryState, label_candidate
 from tbscale.types.actions import UNREAD_ACTIONS
+from tbscale.types.events import CandidateRecord
 
 N_RESAMPLES = 10_000
 SEED = 0
@@ -72,11 +73,10 @@ BEHAVIOUR_TITLES = {
 # ---------------------------------------------------------------------------------------------
 
 
-def candidate_labels(candidate: dict[str, Any], history: HistoryState) -> set[str]:
-    if candidate.get("parse_error") in UNREAD_ACTIONS:  # imported: it acted, in a way tbscale cannot read
+def candidate_labels(candidate: CandidateRecord, history: HistoryState) -> set[str]:
+    if candidate.parse_error in UNREAD_ACTIONS:  # imported: it acted, in a way tbscale cannot read
         return set()
-    return label_candidate(candidate.get("command"), is_submission=bool(candidate.get("submission")),
-                           cannot_run=not candidate.get("runnable", candidate.get("command") is not None),
+    return label_candidate(candidate.command, is_submission=candidate.submission, cannot_run=not runnable(candidate),
                            history=history)
 
 
@@ -119,9 +119,9 @@ def label_trial(path: Path) -> list[LabelledTurn]:
 _FENCE = re.compile(r"```[^\n]*\n.*?(?:```|$)", re.DOTALL)
 
 
-def visible_thought(candidate: dict[str, Any]) -> str:
+def visible_thought(candidate: CandidateRecord) -> str:
     """The reply text outside fenced command blocks (a text-format agent's visible reasoning)."""
-    return _FENCE.sub("", candidate.get("text") or "").strip()
+    return _FENCE.sub("", candidate.text or "").strip()
 
 
 class TokenCounter:
@@ -191,21 +191,21 @@ class TokenCounter:
         return n
 
 
-def reasoning_tokens(candidate: dict[str, Any], model: str | None, counter: TokenCounter) -> tuple[int, str]:
+def reasoning_tokens(candidate: CandidateRecord, model: str | None, counter: TokenCounter) -> tuple[int, str]:
     """(tokens, source) for one candidate; see the module docstring for the order of sources."""
-    reported = candidate.get("reasoning_tokens") or 0
+    reported = candidate.reasoning_tokens or 0
     if reported > 0:
         return int(reported), "provider"
-    text = candidate.get("reasoning") or ""
+    text = candidate.reasoning or ""
     if text.strip():
         return counter.count(text, model), "reasoning text"
     return counter.count(visible_thought(candidate), model), "visible thought"
 
 
-def command_chars(candidate: dict[str, Any]) -> int:
-    if not candidate.get("runnable", candidate.get("command") is not None):
+def command_chars(candidate: CandidateRecord) -> int:
+    if not runnable(candidate):
         return 0
-    return len(candidate.get("command") or "")
+    return len(candidate.command or "")
 
 
 # ---------------------------------------------------------------------------------------------

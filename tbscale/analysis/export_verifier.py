@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from tbscale.errors import TbscaleError
-from tbscale.logs import dumps, read_jsonl
+from tbscale.logs import dumps
+from tbscale.runfiles import read_events
+from tbscale.types.events import AttemptEnd, Start, VerifierCall
 
 _KEEP = ("candidate", "sample", "pair", "margin", "shown", "round", "group", "vote", "of_attempt", "stage",
          "self_verification", "calls", "error")
@@ -37,29 +39,30 @@ def trajectory_files(run_dir: Path) -> list[Path]:
 
 
 def calls_in_trajectory(path: Path, run: str) -> Iterator[dict[str, Any]]:
-    events = list(read_jsonl(path))
+    """Every verifier, judge and summarizer call of one trajectory, as an export line: the call, its
+    trial, and the outcome of the attempt it was about (its label for training)."""
+    events = list(read_events(path))
     if not events:
         return
-    start = next((e for e in events if e.get("type") == "start"), {})
-    outcomes = {e.get("attempt"): {"reward": e.get("reward"), "ending": e.get("ending")}
-                for e in events if e.get("type") == "attempt_end"}
+    start = next((e for e in events if isinstance(e, Start)), None)
+    outcomes = {e.attempt: {"reward": e.reward, "ending": e.ending} for e in events if isinstance(e, AttemptEnd)}
     for e in events:
-        if e.get("type") != "verifier_call":
+        if not isinstance(e, VerifierCall):
             continue
-        attempt = e.get("attempt")
-        row = {"messages": e.get("messages"), "response": e.get("response"), "parsed": e.get("parsed"),
-               "role": e.get("role"), "method": e.get("method"), "model": e.get("model"),
-               "run": run, "task_id": start.get("task_id"), "setting": start.get("setting"),
-               "trial": start.get("trial"), "trial_key": start.get("trial_key"), "attempt": attempt,
-               "turn": e.get("turn"), "simulated": bool(start.get("simulated")),
+        attempt = e.attempt
+        row = {"messages": e.messages, "response": e.response, "parsed": e.parsed,
+               "role": e.role, "method": e.method, "model": e.model,
+               "run": run, "task_id": start.task_id if start else None, "setting": start.setting if start else None,
+               "trial": start.trial if start else None, "trial_key": start.trial_key if start else None,
+               "attempt": attempt, "turn": e.turn, "simulated": bool(start and start.simulated),
                "outcome": outcomes.get(attempt) if attempt is not None and attempt >= 0 else None}
-        row.update({k: e[k] for k in _KEEP if k in e})
-        parsed = e.get("parsed") or {}
-        if e.get("role") == "judge" and isinstance(parsed, dict) and parsed.get("order"):
+        row.update({k: getattr(e, k) for k in _KEEP if k in e.model_fields_set})
+        parsed = e.parsed or {}
+        if e.role == "judge" and isinstance(parsed, dict) and parsed.get("order"):
             row["labels"] = {"order": parsed["order"],
                              "passed": [(outcomes.get(i) or {}).get("ending") == "pass" for i in parsed["order"]]}
-        if e.get("role") == "summarizer" and e.get("of_attempt") is not None:
-            row["labels"] = {"passed": (outcomes.get(e["of_attempt"]) or {}).get("ending") == "pass"}
+        if e.role == "summarizer" and e.of_attempt is not None:
+            row["labels"] = {"passed": (outcomes.get(e.of_attempt) or {}).get("ending") == "pass"}
         yield row
 
 

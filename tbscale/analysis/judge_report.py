@@ -15,7 +15,7 @@ import pandas as pd
 from tbscale.analysis import metrics
 from tbscale.analysis.context import ReportContext, Section
 from tbscale.analysis.tables import settings_order
-from tbscale.logs import read_jsonl
+from tbscale.jsonl import read_jsonl
 from tbscale.posthoc.judge.rubrics import RH_CATEGORIES, RH_TITLES, RUBRICS, SOURCE_TITLES
 
 N_RESAMPLES = 10_000

@@ -11,7 +11,6 @@ pass@k the source stated when it stated one.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +19,17 @@ import pandas as pd
 
 from tbscale.analysis import metrics
 from tbscale.analysis.context import ReportContext, Section
+from tbscale.runfiles import manifest_of
+from tbscale.types.manifest import PublishedRun
 
 AGENT_NORMAL = ("unset", "none")  # terminal-bench failure modes that mean nothing went wrong
 
 
-def published_runs(run_dir: Path) -> list[dict[str, Any]]:
-    try:
-        manifest = json.loads((Path(run_dir) / "manifest.json").read_text())
-    except (OSError, json.JSONDecodeError):
+def published_runs(run_dir: Path) -> list[PublishedRun]:
+    manifest = manifest_of(run_dir)
+    if manifest is None or manifest.imported_from is None:
         return []
-    published = (manifest.get("imported_from") or {}).get("published")
-    return published if isinstance(published, list) else []
+    return manifest.imported_from.published or []
 
 
 def _of_run(trials: pd.DataFrame, path: str) -> pd.DataFrame:
@@ -71,12 +70,12 @@ def published_table(ctx: ReportContext) -> pd.DataFrame | None:
             continue
         mine = every[every["run_dir"] == str(run_dir)]
         for setting, trials in mine.groupby("label", sort=False):
-            entries = [r for r in runs if r.get("setting") in (None, trials["setting"].iloc[0])]
+            entries = [r for r in runs if r.setting in (None, trials["setting"].iloc[0])]
             stated = []
             for r in entries:
-                part = _of_run(trials, str(r["path"]))
-                rows.append(_row(setting, str(r["run"]), part, r.get("accuracy")))
-                stated.append(r.get("accuracy"))
+                part = _of_run(trials, r.path)
+                rows.append(_row(setting, r.run, part, r.accuracy))
+                stated.append(r.accuracy)
             total = _row(setting, f"all {len(entries)} runs", trials,
                          float(np.mean(stated)) if stated and None not in stated else None)
             k = int(trials.groupby("task_id").size().max())
@@ -84,7 +83,7 @@ def published_table(ctx: ReportContext) -> pd.DataFrame | None:
             scored = trials[~trials["infra_error"]].groupby("task_id")["passed"].agg(["size", "sum"])
             total.update({"k": k, "pass@k_as_published": _mean_at_k(resolved, k), "pass@k": _mean_at_k(scored, k),
                           "tasks_at_k": int((scored["size"] >= k).sum())})
-            stated_k = [r.get("pass_at_k", {}).get(str(k)) for r in entries if r.get("pass_at_k")]
+            stated_k = [r.pass_at_k.get(str(k)) for r in entries if r.pass_at_k]
             total["stated_pass@k"] = stated_k[0] if len(stated_k) == 1 and stated_k[0] is not None else np.nan
             rows.append(total)
     if not rows:

@@ -197,11 +197,11 @@ def spend_section(ctx: ReportContext) -> Section | None:
         mine = every[every["run_dir"] == str(run)]
         counted = {k: float(mine[[f"{r}_{k}" for r in ROLES]].to_numpy().sum()) for k in ("input", "output", "calls")}
         cost_cols = mine[[f"{r}_cost" for r in ROLES]].to_numpy()
-        rows.append({"run": Path(run).name, "spent_calls": float(spent["calls"]), "counted_calls": counted["calls"],
-                     "spent_tokens": float(spent["input_tokens"] + spent["output_tokens"]),
+        rows.append({"run": Path(run).name, "spent_calls": float(spent.calls), "counted_calls": counted["calls"],
+                     "spent_tokens": float(spent.input_tokens + spent.output_tokens),
                      "counted_tokens": counted["input"] + counted["output"],
-                     "spent_cost_usd": spent["cost_usd"], "counted_cost_usd": float(cost_cols.sum()),
-                     "trials_with_calls": spent["trials"], "trials_counted": len(mine)})
+                     "spent_cost_usd": spent.cost_usd, "counted_cost_usd": float(cost_cols.sum()),
+                     "trials_with_calls": spent.trials, "trials_counted": len(mine)})
     if not rows:
         return None
     return Section("spend", "Spent and counted", pd.DataFrame(rows),

@@ -14,12 +14,22 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from tbscale.errors import TbscaleError
-from tbscale.logs import read_jsonl
+from tbscale.runfiles import read_events, read_trials
+from tbscale.types.events import VerifierEvent
+from tbscale.types.results import TrialResult
 
 DEFAULT_MODEL_NAME = "{run}__{setting}__t{trial}"
+
+
+class Prediction(TypedDict):
+    """One line of a SWE-bench predictions file, as swebench's harness reads it."""
+
+    instance_id: str
+    model_name_or_path: str
+    model_patch: str
 
 
 @dataclass
@@ -27,25 +37,26 @@ class PredictionFile:
     setting: str
     trial: int
     path: Path
-    predictions: list[dict[str, Any]] = field(default_factory=list)
+    predictions: list[Prediction] = field(default_factory=list)
 
     @property
     def empty(self) -> int:
         return sum(1 for p in self.predictions if not (p["model_patch"] or "").strip())
 
 
-def _final_patch(run_dir: Path, row: dict[str, Any], cache: dict[str, list[dict]]) -> str | None:
-    rel = row.get("trajectory_path")
+def _final_patch(run_dir: Path, row: TrialResult, cache: dict[str, list[VerifierEvent]]) -> str | None:
+    rel = row.trajectory_path
     if not rel:
         return None
     if rel not in cache:
         path = run_dir / rel
-        cache[rel] = [e for e in read_jsonl(path) if e.get("type") == "verifier"] if path.exists() else []
-    final = row.get("final_attempt")
+        cache[rel] = [e for e in read_events(path) if isinstance(e, VerifierEvent)] if path.exists() else []
+    # A line that does not name its final attempt: the last verifier's patch of any attempt.
+    final = row.final_attempt if "final_attempt" in row.model_fields_set else None
     patch = None
     for e in cache[rel]:
-        if final is None or e.get("attempt") == final:
-            patch = (e.get("details") or {}).get("model_patch", patch)
+        if final is None or e.attempt == final:
+            patch = e.details.get("model_patch", patch)
     return patch
 
 
@@ -56,23 +67,23 @@ def collect(run_dir: Path, settings: list[str] | None = None,
     index = run_dir / "trials.jsonl"
     if not index.exists():
         raise TbscaleError(f"{run_dir}: no trials.jsonl (not a run folder, or no trial has finished)")
-    latest: dict[tuple[str, str, int], dict[str, Any]] = {}
-    for row in read_jsonl(index):
+    latest: dict[tuple[str, str, int], TrialResult] = {}
+    for row in read_trials(index):
         # tbscale's own SWE-bench trials, and imported trials (mini-swe-agent, Harbor): an imported
         # trial's patch is what its source submitted, kept in its verifier event.
-        if row.get("task_format") != "swebench" and not row.get("imported_from"):
+        if row.task_format != "swebench" and not row.imported_from:
             continue
-        if settings and row.get("setting") not in settings:
+        if settings and row.setting not in settings:
             continue
-        latest[(row["setting"], row["task_id"], int(row["trial"]))] = row  # a later line wins
+        latest[(row.setting, row.task_id, row.trial)] = row  # a later line wins
     if not latest:
         what = f" for settings {', '.join(settings)}" if settings else ""
         raise TbscaleError(f"{run_dir}: no SWE-bench trials{what} in trials.jsonl")
-    cache: dict[str, list[dict]] = {}
+    cache: dict[str, list[VerifierEvent]] = {}
     files: dict[tuple[str, int], PredictionFile] = {}
-    imported = {k for k, row in latest.items() if row.get("task_format") != "swebench"}
+    imported = {k for k, row in latest.items() if row.task_format != "swebench"}
     if imported and not any(_final_patch(run_dir, latest[k], cache) is not None for k in imported):
-        formats = sorted({str(latest[k].get("imported_from")) for k in imported})
+        formats = sorted({str(latest[k].imported_from) for k in imported})
         raise TbscaleError(f"{run_dir}: imported from {', '.join(formats)}, whose files hold no submitted patch "
                            "(mini-swe-agent keeps it in `info.submission`); nothing to export")
     for (setting, task_id, trial), row in sorted(latest.items()):

@@ -4,7 +4,7 @@ kept history of their results."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
@@ -12,6 +12,9 @@ from tbscale.cli.app import app, console, fail, out, say, sigterm_as_interrupt
 from rich.markup import escape
 
 from tbscale.errors import ModelUnavailable, TbscaleError
+
+if TYPE_CHECKING:
+    from tbscale.sweeps import HistoryLine
 
 
 @app.command()
@@ -23,11 +26,10 @@ def sweep(sweep_file: Path = typer.Argument(..., help="sweep YAML: configs and a
     from tbscale.cli.run import run_with_progress
     from tbscale.config import bounds
     from tbscale.environments import get_backend
-    from tbscale.logs import TrialIndex
     from tbscale.names import writable_folder
     from tbscale.runner import Runner, experiment_dataset, experiment_tasks, resolve_experiment
     from tbscale.runner.checks import before_first_container, run_folder
-    from tbscale.sweeps import expand, experiment_of, history_lines, load_sweep
+    from tbscale.sweeps import HistoryFile, expand, experiment_of, history_lines, load_sweep
 
     sw = load_sweep(sweep_file)
     plan = expand(sw)
@@ -37,7 +39,7 @@ def sweep(sweep_file: Path = typer.Argument(..., help="sweep YAML: configs and a
     if Path(sw.history).is_dir():
         fail(f"{sweep_file}: history: {sw.history} is a folder, not a file")
     writable_folder(Path(sw.history).parent, f"{sweep_file}: history folder")
-    history = TrialIndex(Path(sw.history))
+    history = HistoryFile(Path(sw.history))
     # Every grid point is loaded and checked before the first one runs: a bad point costs no work.
     points = []
     for name, doc, point, cfg_path in plan:
@@ -88,7 +90,7 @@ def history_cmd(path: Path = typer.Argument(Path("results/history.jsonl")),
         raise typer.Exit(check_history(path, sweep_name, alpha, min_tasks, lines))
 
 
-def history_lines_of(path: Path, required: bool = True) -> list[dict]:
+def history_lines_of(path: Path, required: bool = True) -> list[HistoryLine]:
     """The readable lines of a history file, the unreadable ones warned about with their line
     numbers; with `required`, a file with no readable line is an error (the gate must not pass on
     a history it cannot read)."""
@@ -106,7 +108,7 @@ def history_lines_of(path: Path, required: bool = True) -> list[dict]:
 
 
 def check_history(path: Path, sweep_name: str | None, alpha: float = 0.05, min_tasks: int = 2,
-                  lines: list[dict] | None = None) -> int:
+                  lines: list[HistoryLine] | None = None) -> int:
     """Print every comparison and the regressions; 1 when there is a regression, else 0."""
     from rich.table import Table
     from rich.text import Text
@@ -114,7 +116,7 @@ def check_history(path: Path, sweep_name: str | None, alpha: float = 0.05, min_t
     from tbscale.sweeps import regressions
 
     lines = history_lines_of(path) if lines is None else lines
-    if sweep_name is not None and not any(r.get("sweep") == sweep_name for r in lines):
+    if sweep_name is not None and not any(r.sweep == sweep_name for r in lines):
         raise TbscaleError(f"{path}: no history line of sweep {sweep_name!r}; nothing to check")
     comps = regressions(lines, sweep_name, alpha=alpha, min_tasks=min_tasks)
     level = f"{100 * (1 - alpha):g}%"
@@ -140,17 +142,17 @@ def check_history(path: Path, sweep_name: str | None, alpha: float = 0.05, min_t
     return 1 if bad else 0
 
 
-def show_history(path: Path, sweep_name: str | None, lines: list[dict] | None = None) -> None:
+def show_history(path: Path, sweep_name: str | None, lines: list[HistoryLine] | None = None) -> None:
     from rich.table import Table
     from rich.text import Text
 
     lines = history_lines_of(path, required=False) if lines is None else lines
-    rows = [r for r in lines if sweep_name is None or r.get("sweep") == sweep_name]
+    rows = [r for r in lines if sweep_name is None or r.sweep == sweep_name]
     table = Table(title=f"history: {path}")
     for col in ("date", "commit", "run", "setting", "pass@1 (95% CI)", "turns", "out tokens", "sim"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r["date"], (r.get("git_commit") or "")[:8], Text(r["run"]), Text(r["setting"]),
-                      f"{100 * r['pass_at_1']:.1f}% [{100 * r['ci_lo']:.1f}, {100 * r['ci_hi']:.1f}]",
-                      f"{r['turns_mean']:.1f}", f"{r['total_out_tokens']:,.0f}", "yes" if r.get("simulated") else "")
+        table.add_row(r.date, (r.git_commit or "")[:8], Text(r.run), Text(r.setting),
+                      f"{100 * r.pass_at_1:.1f}% [{100 * r.ci_lo:.1f}, {100 * r.ci_hi:.1f}]",
+                      f"{r.turns_mean:.1f}", f"{r.total_out_tokens:,.0f}", "yes" if r.simulated else "")
     out.print(table)

@@ -9,11 +9,14 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from tbscale.cli.app import console, fail, labelled, out, say, sigterm_as_interrupt, split_list, tasks_app
+
+if TYPE_CHECKING:
+    from tbscale.types.results import TrialResult
 
 
 def _load(path: Path, strict_keys: bool, **kwargs):
@@ -77,48 +80,49 @@ NEEDS_INTERNET = re.compile("|".join([
 INFRA_ENVIRONMENT = {"sandbox_error", "image_build_error", "healthcheck_failed"}
 
 
-def _trial_text(run_dir: Path, row: dict) -> str:
+def _trial_text(run_dir: Path, row: TrialResult) -> str:
     """Everything a trial printed (observations, verifier output) and its error, for the reasons."""
-    parts = [((row.get("error") or {}).get("message") or "")]
-    path = run_dir / (row.get("trajectory_path") or "")
-    if row.get("trajectory_path") and path.is_file():
+    parts = [row.error.message if row.error else ""]
+    path = run_dir / (row.trajectory_path or "")
+    if row.trajectory_path and path.is_file():
         parts.append(path.read_text(encoding="utf-8", errors="replace")[-2_000_000:])
     return "\n".join(parts)
 
 
-def check_reasons(rows: list[dict], tasks: list, run_dir: Path, network: str = "task") -> dict[str, tuple[str, str]]:
+def check_reasons(rows: list[TrialResult], tasks: list, run_dir: Path,
+                  network: str = "task") -> dict[str, tuple[str, str]]:
     """task id -> (category, detail) for `tbscale tasks check`: "ok", "refused", "needs internet",
     "needs BuildKit", "no solution", "oracle failed", "nop passed", "verifier error" or
     "environment error". A failure whose output
     shows a failed download or name lookup is "needs internet", told apart from a real failure."""
-    by_task: dict[str, dict[str, dict]] = {}
+    by_task: dict[str, dict[str, TrialResult]] = {}
     for r in rows:
-        by_task.setdefault(r["task_id"], {})[r["setting"]] = r
+        by_task.setdefault(r.task_id, {})[r.setting] = r
     policies = {t.id: t for t in tasks}
     out: dict[str, tuple[str, str]] = {}
     for task_id in sorted(by_task):
         got = by_task[task_id]
         oracle, nop = got.get("oracle"), got.get("nop")
-        refused = [r for r in (oracle, nop) if r and r.get("stop_reason") == "task_refused"]
+        refused = [r for r in (oracle, nop) if r and r.stop_reason == "task_refused"]
         if refused:
-            out[task_id] = ("refused", ((refused[0].get("error") or {}).get("message") or "")[:200])
+            out[task_id] = ("refused", (refused[0].error.message if refused[0].error else "")[:200])
             continue
-        bad = [r for r in (oracle, nop) if r and ((r["setting"] == "oracle") != bool(r["passed"]))]
+        bad = [r for r in (oracle, nop) if r and ((r.setting == "oracle") != r.passed)]
         if not bad and oracle and nop:
             out[task_id] = ("ok", "")
             continue
         r = bad[0] if bad else (oracle or nop)
-        text = _trial_text(run_dir, r) if r["setting"] == "oracle" or r.get("infra_error") else ""
+        text = _trial_text(run_dir, r) if r.setting == "oracle" or r.infra_error else ""
         m = NEEDS_INTERNET.search(text)
-        message = ((r.get("error") or {}).get("message") or "")
-        if m and (r["setting"] == "oracle" or r.get("infra_error")):
+        message = r.error.message if r.error else ""
+        if m and (r.setting == "oracle" or r.infra_error):
             task = policies.get(task_id)
             offline = network == "no-network" or (network == "task" and task is not None and not (
                 task.verifier.network.internet and task.agent.network.internet))
             pull = re.search(r"registry|pull|ghcr\.io|docker\.io", m.group(0) + text[m.start():m.start() + 200])
             if pull:
                 where = "a base image that is not on this engine and cannot be pulled"
-            elif r.get("stop_reason") == "image_build_error":
+            elif r.stop_reason == "image_build_error":
                 where = "the image build (a download)"
             else:
                 where = "its test or solution"
@@ -129,23 +133,23 @@ def check_reasons(rows: list[dict], tasks: list, run_dir: Path, network: str = "
         elif "requires BuildKit" in message or "must be a directory and end with a /" in message:
             out[task_id] = ("needs BuildKit", "its Dockerfile uses BuildKit-only syntax (e.g. RUN --mount, heredocs) "
                                               "that the classic builder, which the docker SDK drives, refuses")
-        elif r["setting"] == "oracle" and "has no reference solution" in message:
+        elif r.setting == "oracle" and "has no reference solution" in message:
             out[task_id] = ("no solution", message[:160])
-        elif r.get("stop_reason") in INFRA_ENVIRONMENT:
-            out[task_id] = ("environment error", f"{r['stop_reason']}: {message[:160]}")
-        elif r.get("ending") == "verifier_error":
-            out[task_id] = ("verifier error", f"{r.get('stop_reason')}: {message[:160]}")
-        elif r["setting"] == "oracle":
-            out[task_id] = ("oracle failed", f"reward {r.get('reward')}, {r.get('ending')} {message[:120]}".strip()
+        elif r.stop_reason in INFRA_ENVIRONMENT:
+            out[task_id] = ("environment error", f"{r.stop_reason}: {message[:160]}")
+        elif r.ending == "verifier_error":
+            out[task_id] = ("verifier error", f"{r.stop_reason}: {message[:160]}")
+        elif r.setting == "oracle":
+            out[task_id] = ("oracle failed", f"reward {r.reward}, {r.ending} {message[:120]}".strip()
                             + _unenforced(r))
         else:
-            out[task_id] = ("nop passed", f"reward {r.get('reward')}" + _unenforced(r))
+            out[task_id] = ("nop passed", f"reward {r.reward}" + _unenforced(r))
     return out
 
 
-def _unenforced(row: dict) -> str:
+def _unenforced(row: TrialResult) -> str:
     """A wrong verdict may come from a key this run did not carry out (storage_mb without a quota)."""
-    keys = [x["key"] for x in row.get("not_enforced") or []]
+    keys = [x.key for x in row.not_enforced]
     return f" (not enforced here: {', '.join(keys[:4])})" if keys else ""
 
 

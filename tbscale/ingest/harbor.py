@@ -14,6 +14,8 @@ from tbscale.ingest.mini_swe_agent import parse_mini_trajectory
 from tbscale.ingest.model import PASS_THRESHOLD, ImportedTrial, ImportedTurn, _safe, _short_model, _text
 from tbscale.ingest.text_actions import SUBMIT_TOOLS, command_from_text
 from tbscale.ingest.tool_commands import tool_command
+from tbscale.types.completion import Usage
+from tbscale.types.results import StepResult
 from tbscale.types.actions import (
     ACTION_IN_TEXT,
     FINAL_MESSAGE,
@@ -57,14 +59,14 @@ def harbor_trial_dirs(path: Path, depth: int = 3) -> list[Path]:
     return found
 
 
-def _usage(metrics: dict[str, Any]) -> dict[str, Any] | None:
+def _usage(metrics: dict[str, Any]) -> Usage | None:
     if not metrics:
         return None
     mx = metrics.get("extra") or {}
     cost = metrics.get("cost_usd")
-    return {"input": int(metrics.get("prompt_tokens") or 0), "output": int(metrics.get("completion_tokens") or 0),
-            "reasoning": int(mx.get("reasoning_tokens") or 0), "cached": int(metrics.get("cached_tokens") or 0),
-            "cost_usd": float(cost) if isinstance(cost, (int, float)) else None}
+    return Usage(input=int(metrics.get("prompt_tokens") or 0), output=int(metrics.get("completion_tokens") or 0),
+                 reasoning=int(mx.get("reasoning_tokens") or 0), cached=int(metrics.get("cached_tokens") or 0),
+                 cost_usd=float(cost) if isinstance(cost, (int, float)) else None)
 
 
 def _agent_turn(step: dict[str, Any], last: bool) -> ImportedTurn:
@@ -176,21 +178,21 @@ def _reward(verifier_result: dict[str, Any] | None) -> tuple[float | None, dict[
     return (sum(numeric.values()) / len(numeric) if numeric else None), numeric or None
 
 
-def _tokens(contexts: list[dict[str, Any]], turns: list[ImportedTurn]) -> dict[str, dict[str, Any]]:
+def _tokens(contexts: list[dict[str, Any]], turns: list[ImportedTurn]) -> dict[str, Usage]:
     """Tokens and cost of the agent over its contexts (one per step in multi-step trials); the cost
     is unknown (None) when any context leaves it unknown, never $0."""
     costs = [c.get("cost_usd") for c in contexts]
     known = bool(costs) and all(isinstance(c, (int, float)) for c in costs)
-    return {"generator": {
-        "input": sum(int(c.get("n_input_tokens") or 0) for c in contexts),
-        "output": sum(int(c.get("n_output_tokens") or 0) for c in contexts),
-        "reasoning": sum((t.usage or {}).get("reasoning", 0) for t in turns),
-        "cached": sum(int(c.get("n_cache_tokens") or 0) for c in contexts),
-        "cost_usd": float(sum(costs)) if known else None,
-        "calls": sum(1 for t in turns if t.usage) or len(turns)}}
+    return {"generator": Usage(
+        input=sum(int(c.get("n_input_tokens") or 0) for c in contexts),
+        output=sum(int(c.get("n_output_tokens") or 0) for c in contexts),
+        reasoning=sum(t.usage.reasoning for t in turns if t.usage),
+        cached=sum(int(c.get("n_cache_tokens") or 0) for c in contexts),
+        cost_usd=float(sum(costs)) if known else None,
+        calls=sum(1 for t in turns if t.usage) or len(turns))}
 
 
-def _steps(d: Path, r: dict[str, Any], warnings: list[str]) -> tuple[list[dict[str, Any]], list[ImportedTurn],
+def _steps(d: Path, r: dict[str, Any], warnings: list[str]) -> tuple[list[StepResult], list[ImportedTurn],
                                                                        str | None]:
     """Multi-step trials: per step its verdict and turns (steps/<name>/agent/), and the last
     step's test output."""
@@ -205,9 +207,9 @@ def _steps(d: Path, r: dict[str, Any], warnings: list[str]) -> tuple[list[dict[s
         if read is None and sr.get("agent_result") is not None:
             warnings.append(f"{d / 'steps' / name}: no agent trajectory for step {name!r}")
         turns.extend(step_turns)
-        steps.append({"name": name, "reward": reward, "rewards": rewards, "passed": ending == "pass",
-                      "ending": ending, "stop_reason": exc or "completed", "turns": len(step_turns),
-                      "skipped": sr.get("agent_result") is None and sr.get("verifier_result") is None and not exc})
+        steps.append(StepResult(name=name, reward=reward, rewards=rewards, passed=ending == "pass", ending=ending,
+                                stop_reason=exc or "completed", turns=len(step_turns),
+                                skipped=sr.get("agent_result") is None and sr.get("verifier_result") is None and not exc))
         stdout = d / "steps" / name / "verifier" / "test-stdout.txt"
         if stdout.is_file():
             output = stdout.read_text(errors="replace")[-20_000:]
@@ -240,14 +242,14 @@ def _atif_trial(path: Path, setting: str | None) -> ImportedTrial:
     usages = [t.usage for t in turns if t.usage]
     cost = fm.get("total_cost_usd")
     if not isinstance(cost, (int, float)):
-        costs = [u["cost_usd"] for u in usages]
+        costs = [u.cost_usd for u in usages]
         cost = sum(costs) if costs and None not in costs else None
-    tokens = {"generator": {
-        "input": int(fm.get("total_prompt_tokens") or sum(u["input"] for u in usages)),
-        "output": int(fm.get("total_completion_tokens") or sum(u["output"] for u in usages)),
-        "reasoning": sum(u["reasoning"] for u in usages),
-        "cached": int(fm.get("total_cached_tokens") or sum(u["cached"] for u in usages)),
-        "cost_usd": float(cost) if cost is not None else None, "calls": len(usages) or len(turns)}}
+    tokens = {"generator": Usage(
+        input=int(fm.get("total_prompt_tokens") or sum(u.input for u in usages)),
+        output=int(fm.get("total_completion_tokens") or sum(u.output for u in usages)),
+        reasoning=sum(u.reasoning for u in usages),
+        cached=int(fm.get("total_cached_tokens") or sum(u.cached for u in usages)),
+        cost_usd=float(cost) if cost is not None else None, calls=len(usages) or len(turns))}
     task = path.parent.name if path.name == "trajectory.json" else path.name.removesuffix(".json")
     return ImportedTrial(
         source=str(path), task_id=_safe(task), setting=setting or f"{_safe(agent)}_{_safe(_short_model(model))}",

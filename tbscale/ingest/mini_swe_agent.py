@@ -19,6 +19,7 @@ from typing import Any
 
 from tbscale.errors import TbscaleError
 from tbscale.ingest.model import PASS_THRESHOLD, ImportedTrial, ImportedTurn, _safe, _short_model, _text
+from tbscale.types.completion import Usage
 
 _MINI_FENCE = re.compile(r"```(?:bash|sh|shell|mswea_bash_command)?[ \t]*\n(.*?)\n?```", re.DOTALL)
 _RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
@@ -38,7 +39,7 @@ def mini_ending(exit_status: str, verdict: bool | None) -> str:
     return "agent_error"
 
 
-def _usage_from_response(extra: dict[str, Any]) -> dict[str, Any] | None:
+def _usage_from_response(extra: dict[str, Any]) -> Usage | None:
     resp = extra.get("response")
     u = resp.get("usage") if isinstance(resp, dict) else None
     if not isinstance(u, dict) and "cost" not in extra:
@@ -46,10 +47,10 @@ def _usage_from_response(extra: dict[str, Any]) -> dict[str, Any] | None:
     u = u if isinstance(u, dict) else {}
     details = u.get("completion_tokens_details") or {}
     pdetails = u.get("prompt_tokens_details") or {}
-    return {"input": int(u.get("prompt_tokens") or 0), "output": int(u.get("completion_tokens") or 0),
-            "reasoning": int((details or {}).get("reasoning_tokens") or 0),
-            "cached": int((pdetails or {}).get("cached_tokens") or 0),
-            "cost_usd": float(extra["cost"]) if isinstance(extra.get("cost"), (int, float)) else None}
+    return Usage(input=int(u.get("prompt_tokens") or 0), output=int(u.get("completion_tokens") or 0),
+                 reasoning=int((details or {}).get("reasoning_tokens") or 0),
+                 cached=int((pdetails or {}).get("cached_tokens") or 0),
+                 cost_usd=float(extra["cost"]) if isinstance(extra.get("cost"), (int, float)) else None)
 
 
 def _observation(msg: dict[str, Any]) -> tuple[str, int | None]:
@@ -178,12 +179,12 @@ def parse_mini_trajectory(data: dict[str, Any] | list[Any]) -> tuple[list[Import
     return turns, exit_status, instruction
 
 
-def _trial_cost(stats: dict[str, Any], usages: list[dict[str, Any]]) -> float | None:
+def _trial_cost(stats: dict[str, Any], usages: list[Usage]) -> float | None:
     """`info.model_stats.instance_cost`, else the sum of the replies' costs; unknown (None) when the
     file records none (the bare-list format records no cost at all)."""
     if isinstance(stats.get("instance_cost"), (int, float)):
         return float(stats["instance_cost"])
-    costs = [u["cost_usd"] for u in usages]
+    costs = [u.cost_usd for u in usages]
     if not costs or any(c is None for c in costs):
         return None
     return float(sum(costs))
@@ -266,11 +267,10 @@ def read_mini_swe_agent(paths: list[Path], setting: str | None, resolved: Path |
         ending = mini_ending(exit_status, verdict)
         stats = info.get("model_stats") or {}
         usages = [t.usage for t in turns if t.usage]
-        tokens = {"generator": {
-            "input": sum(u["input"] for u in usages), "output": sum(u["output"] for u in usages),
-            "reasoning": sum(u["reasoning"] for u in usages), "cached": sum(u["cached"] for u in usages),
-            "cost_usd": _trial_cost(stats, usages),
-            "calls": int(stats.get("api_calls") or len(turns))}}
+        tokens = {"generator": Usage(
+            input=sum(u.input for u in usages), output=sum(u.output for u in usages),
+            reasoning=sum(u.reasoning for u in usages), cached=sum(u.cached for u in usages),
+            cost_usd=_trial_cost(stats, usages), calls=int(stats.get("api_calls") or len(turns)))}
         name = setting or f"mini-swe-agent_{_safe(_short_model(model))}"
         key = (name, task_id)
         trial = counts.get(key, 0)

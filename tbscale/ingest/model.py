@@ -1,4 +1,6 @@
-"""What an importer reads out of another harness's run: trials and their turns."""
+"""What an importer reads out of another harness's run (the import record): trials and their
+turns, checked against their types as each importer builds them (pydantic dataclasses), and
+written as a tbscale run folder by ingest/runs.py."""
 
 from __future__ import annotations
 
@@ -7,11 +9,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic.dataclasses import dataclass as checked
+
 from tbscale.types.actions import FINISH_MARKER
-from tbscale.types.results import PASS_THRESHOLD  # noqa: F401  (one threshold, re-exported)
+from tbscale.types.completion import Usage
+from tbscale.types.manifest import PublishedRun
+from tbscale.types.results import PASS_THRESHOLD, StepResult  # noqa: F401  (one threshold, re-exported)
 
 
-@dataclass
+@checked
 class ImportedTurn:
     text: str
     command: str | None
@@ -21,7 +27,7 @@ class ImportedTurn:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     output: str | None = None
     exit_code: int | None = None
-    usage: dict[str, Any] | None = None  # input, output, reasoning, cached, cost_usd
+    usage: Usage | None = None  # the reply's tokens and cost, when the source records them
     finish_reason: str | None = None
 
     @property
@@ -29,7 +35,7 @@ class ImportedTurn:
         return self.runnable and FINISH_MARKER in (self.command or "")
 
 
-@dataclass
+@checked
 class ImportedTrial:
     source: str
     task_id: str
@@ -41,7 +47,7 @@ class ImportedTrial:
     ending: str
     reward: float | None
     passed: bool
-    tokens: dict[str, Any]
+    tokens: dict[str, Usage]
     instruction: str | None = None
     verifier_output: str | None = None
     error: str | None = None
@@ -51,7 +57,7 @@ class ImportedTrial:
     infra_error: bool = False  # the source harness, not the agent, failed (left out of pass@1)
     timing: dict[str, float] = field(default_factory=dict)
     verifier_details: dict[str, Any] = field(default_factory=dict)  # test results, patch, recording
-    steps: list[dict[str, Any]] | None = None  # multi-step trials: StepResult fields per step
+    steps: list[StepResult] | None = None  # multi-step trials
     rewards: dict[str, float] | None = None
     order: tuple[Any, ...] = ()  # how trials of one task are numbered (run, then attempt)
 
@@ -63,7 +69,7 @@ class ImportResult:
     trials: int
     tasks: int
     warnings: list[str] = field(default_factory=list)
-    manifest_extra: dict[str, Any] = field(default_factory=dict)  # e.g. the numbers the source published
+    published: list[PublishedRun] | None = None  # the runs' own numbers, when the source states them
 
 
 def _text(content: Any) -> str:

@@ -3,7 +3,6 @@ points: `tbscale import`, and `tbscale report --import` with its cache."""
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import uuid
@@ -18,10 +17,14 @@ from tbscale.ingest.mini_swe_agent import is_mini_trajectory_file, mini_trajecto
 from tbscale.ingest.model import ImportedTrial, ImportedTurn, ImportResult, _safe
 from tbscale.ingest.terminal_bench import looks_like_tb, read_terminal_bench
 from tbscale.logs import event_line
+from tbscale.runfiles import manifest_json
 from tbscale.secrets import redact
 from tbscale.names import check_name, run_folder_problem, writable_folder
 from tbscale.seeds import stable_hash
 from tbscale.types.actions import UNREAD_ACTIONS
+from tbscale.types.completion import Usage
+from tbscale.types.events import CandidateRecord
+from tbscale.types.manifest import ImportedFrom, PublishedRun, RunManifest
 from tbscale.types.results import TrialResult
 
 
@@ -49,16 +52,17 @@ def detect_format(path: Path) -> str | None:
     return None
 
 
-def _candidate(t: ImportedTurn) -> dict[str, Any]:
-    return {"text": t.text, "reasoning": t.reasoning, "tool_calls": t.tool_calls, "finish_reason": t.finish_reason,
-            "output_tokens": (t.usage or {}).get("output", 0), "reasoning_tokens": (t.usage or {}).get("reasoning", 0),
-            "command": t.command if t.runnable else None, "runnable": t.runnable, "submission": t.submission,
-            "parse_error": t.parse_error}
+def _candidate(t: ImportedTurn) -> CandidateRecord:
+    return CandidateRecord(text=t.text, reasoning=t.reasoning, tool_calls=t.tool_calls, finish_reason=t.finish_reason,
+                           output_tokens=t.usage.output if t.usage else 0,
+                           reasoning_tokens=t.usage.reasoning if t.usage else 0,
+                           command=t.command if t.runnable else None, runnable=t.runnable, submission=t.submission,
+                           parse_error=t.parse_error)
 
 
-def _cost(tokens: dict[str, dict[str, Any]]) -> float | None:
+def _cost(tokens: dict[str, Usage]) -> float | None:
     """The trial's cost: unknown (None) when any role's cost is unknown, never $0 for it."""
-    costs = [u.get("cost_usd") for u in tokens.values()]
+    costs = [u.cost_usd for u in tokens.values()]
     if any(c is None for c in costs):
         return None
     return round(sum(costs), 6)
@@ -81,7 +85,8 @@ def _events(t: ImportedTrial, key: str, skey: str, fmt: str) -> list[str]:
     for n, turn in enumerate(t.turns, start=1):
         if turn.usage:
             log.write("model_call", attempt=0, turn=n, role="generator", model=t.model or "unknown", n=1,
-                      usage={**turn.usage, "calls": 1}, latency_sec=None, retries=0, error=None)
+                      usage={**turn.usage.model_dump(exclude_unset=True), "calls": 1}, latency_sec=None, retries=0,
+                      error=None)
         log.write("candidates", attempt=0, turn=n, candidates=[_candidate(turn)])
         if turn.runnable:
             log.write("action", attempt=0, turn=n, command=turn.command, selected_index=0, n_candidates=1)
@@ -95,21 +100,20 @@ def _events(t: ImportedTrial, key: str, skey: str, fmt: str) -> list[str]:
         else:
             log.write("format_error", attempt=0, turn=n, error=turn.parse_error, count=None)
     for step in t.steps or []:
-        log.write("verifier", attempt=0, turn=None, reward=step.get("reward"), rewards=step.get("rewards"),
-                  passed=bool(step.get("passed")), error=None, output="", details={"imported": True},
-                  step=step["name"])
+        log.write("verifier", attempt=0, turn=None, reward=step.reward, rewards=step.rewards, passed=step.passed,
+                  error=None, output="", details={"imported": True}, step=step.name)
     log.write("verifier", attempt=0, turn=len(t.turns) or None, reward=t.reward, passed=t.passed, error=None,
               output=t.verifier_output or "", details={"imported": True, **t.verifier_details})
     log.write("attempt_end", attempt=0, turn=len(t.turns) or None, stage="final", ending=t.ending,
               stop_reason=t.stop_reason, reward=t.reward, turns=len(t.turns), error=t.error, timing=t.timing,
-              usage=t.tokens)
+              usage={role: u.model_dump(exclude_unset=True) for role, u in t.tokens.items()})
     log.write("end", attempt=None, turn=None, reward=t.reward, passed=t.passed, ending=t.ending,
               final_attempt=0, record={})
     return log.lines
 
 
 def write_run(trials: list[ImportedTrial], run_dir: Path, fmt: str, sources: Iterable[Path],
-              manifest_extra: dict[str, Any] | None = None, run_name: str | None = None) -> None:
+              published: list[PublishedRun] | None = None, run_name: str | None = None) -> None:
     """The trials as a run folder at `run_dir` (a fresh folder: `replace_folder` writes it beside the
     target and then swaps it in, so a failed import leaves no half-written run), for a run named
     `run_name` (default: the folder's name)."""
@@ -141,14 +145,15 @@ def write_run(trials: list[ImportedTrial], run_dir: Path, fmt: str, sources: Ite
             started_at=t.started_at, finished_at=t.finished_at, imported_from=fmt, source=t.source)
         rows.append(redact(row.model_dump_json()))
     (run_dir / "trials.jsonl").write_text("".join(r + "\n" for r in rows), encoding="utf-8")
-    manifest = {"schema_version": SCHEMA_VERSION, "run_name": name,
-                "imported_from": {"format": fmt, "paths": [str(p) for p in sources],
-                                  "at": datetime.now(timezone.utc).isoformat(), **(manifest_extra or {})},
-                "experiment": {"name": name, "models": {}, "tasks": {"path": None},
-                               "settings": list(settings.values())},
-                "setting_keys": setting_keys, "created_at": datetime.now(timezone.utc).isoformat(),
-                "simulated_models": False, "invocations": []}
-    (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    manifest = RunManifest(
+        schema_version=SCHEMA_VERSION, run_name=name,
+        imported_from=ImportedFrom(format=fmt, paths=[str(p) for p in sources],
+                                   at=datetime.now(timezone.utc).isoformat(),
+                                   **({"published": published} if published is not None else {})),
+        experiment={"name": name, "models": {}, "tasks": {"path": None}, "settings": list(settings.values())},
+        setting_keys=setting_keys, created_at=datetime.now(timezone.utc).isoformat(), simulated_models=False,
+        invocations=[])
+    (run_dir / "manifest.json").write_text(manifest_json(manifest))
 
 
 def import_runs(paths: list[Path], run_dir: Path, *, fmt: str = "auto", setting: str | None = None,
@@ -172,16 +177,17 @@ def import_runs(paths: list[Path], run_dir: Path, *, fmt: str = "auto", setting:
     if run_dir.exists() and any(run_dir.iterdir()) and not force:
         raise TbscaleError(f"{run_dir}: already exists; pick another --name or pass --force to replace it")
     warnings: list[str] = []
-    extra: dict[str, Any] = {}
+    published: list[PublishedRun] | None = None
     if fmt == "mini-swe-agent":
         trials = read_mini_swe_agent(paths, setting, resolved, missing_as_failed, warnings)
     elif fmt == "terminal-bench":
-        trials = read_terminal_bench(paths, setting, warnings, extra)
+        published = []
+        trials = read_terminal_bench(paths, setting, warnings, published)
     else:
         trials = read_harbor(paths, setting, warnings)
     run_dir = Path(run_dir)
-    replace_folder(run_dir, force, lambda tmp: write_run(trials, tmp, fmt, paths, extra, run_name=run_dir.name))
-    return ImportResult(run_dir, fmt, len(trials), len({t.task_id for t in trials}), warnings, extra)
+    replace_folder(run_dir, force, lambda tmp: write_run(trials, tmp, fmt, paths, published, run_name=run_dir.name))
+    return ImportResult(run_dir, fmt, len(trials), len({t.task_id for t in trials}), warnings, published)
 
 
 def replace_folder(run_dir: Path, force: bool, write) -> None:

@@ -31,6 +31,8 @@ from typing import Any
 
 from tbscale.errors import TbscaleError
 from tbscale.ingest.model import ImportedTrial, _safe
+from tbscale.types.completion import Usage
+from tbscale.types.manifest import PublishedRun
 
 # failure_mode -> (ending when the tests did not resolve the task, infrastructure error?, why).
 # The reasons quote what terminal-bench 0.2.18 does when it sets each mode.
@@ -251,8 +253,8 @@ def _trial(run: TbRun, r: dict[str, Any], setting: str, agent: str, model: str |
         "verify": _seconds(r.get("test_started_at"), r.get("test_ended_at")),
         "trial_wall": _seconds(r.get("trial_started_at"), r.get("trial_ended_at"))}.items() if v is not None}
     tokens_in, tokens_out = r.get("total_input_tokens"), r.get("total_output_tokens")
-    tokens = {"generator": {"input": int(tokens_in or 0), "output": int(tokens_out or 0), "reasoning": 0, "cached": 0,
-                            "cost_usd": None, "calls": 0}}
+    tokens = {"generator": Usage(input=int(tokens_in or 0), output=int(tokens_out or 0), reasoning=0, cached=0,
+                                 cost_usd=None, calls=0)}
     details: dict[str, Any] = {"imported": True, "failure_mode": mode, "is_resolved": resolved,
                                "parser_results": r.get("parser_results"), "tb_run": run.name,
                                "trial_name": trial_name}
@@ -298,7 +300,9 @@ def _groups(paths: list[Path]) -> list[tuple[str, TbRun]]:
 
 
 def read_terminal_bench(paths: list[Path], setting: str | None, warnings: list[str],
-                        manifest: dict[str, Any]) -> list[ImportedTrial]:
+                        published: list[PublishedRun]) -> list[ImportedTrial]:
+    """The trials of the runs at `paths`; each run's own numbers (its results.json) are added to
+    `published`, for the manifest."""
     grouped = _groups(paths)
     runs = [run for _, run in grouped]
     if not runs:
@@ -306,7 +310,6 @@ def read_terminal_bench(paths: list[Path], setting: str | None, warnings: list[s
                            "with `results` and `accuracy`, or <task>/<trial>/results.json folders)")
     grouped.sort(key=lambda g: (g[0], g[1].start, g[1].name))
     trials: list[ImportedTrial] = []
-    published = []
     counters = {"recordings": 0, "recordings_found": 0, "unknown_mode": 0, "no_folder": 0, "index": 0}
     for name, run in grouped:
         name = setting or name
@@ -321,10 +324,10 @@ def read_terminal_bench(paths: list[Path], setting: str | None, warnings: list[s
             trials.append(_trial(run, r, name, agent, model, counters))
         # A trial's `source` starts with its run's path (then `/` or `#`), which is how the report
         # finds each run's trials again.
-        entry = {"run": run.name, "path": str(run.path), "agent": run.metadata.get("agent_name"),
-                 "model": run.metadata.get("model_name"), "n_attempts": run.metadata.get("n_attempts"),
-                 "setting": name, **(run.published or {"accuracy": None})}
-        published.append(entry)
+        published.append(PublishedRun(
+            run=run.name, path=str(run.path), agent=run.metadata.get("agent_name"),
+            model=run.metadata.get("model_name"), n_attempts=run.metadata.get("n_attempts"), setting=name,
+            **(run.published or {"accuracy": None})))
     if counters["no_folder"]:
         warnings.append(f"{counters['no_folder']} of {len(trials)} trials have no trial folder (only the run-level "
                         "results.json holds them): no recording, panes or test output")
@@ -335,7 +338,6 @@ def read_terminal_bench(paths: list[Path], setting: str | None, warnings: list[s
     if counters["unknown_mode"]:
         warnings.append(f"{counters['unknown_mode']} trials have a failure_mode outside terminal-bench's enum; "
                         "imported as agent errors")
-    manifest["published"] = published
     groups: dict[tuple[str, str], list[ImportedTrial]] = {}
     for t in trials:
         groups.setdefault((t.setting, t.task_id), []).append(t)

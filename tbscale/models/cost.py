@@ -1,14 +1,13 @@
 """The price of a call: the config's `prices:` when given, else litellm's bundled cost map.
 
 A model with no known price (a local vLLM model, a new model litellm does not list yet) costs
-NaN, not $0: the report shows such a cost as unknown, and a warning names the model and the
+unknown (None), not $0: the report shows such a cost as unknown, and a warning names the model and the
 `prices:` key that would fix it.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import threading
 
 from tbscale.config import ModelConfig, Prices
@@ -18,7 +17,7 @@ from tbscale.types import Usage
 log = logging.getLogger("tbscale")
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
-UNKNOWN = math.nan
+UNKNOWN = None
 
 
 def unknown_price_warning(model: str, key: str | None = None) -> str:
@@ -27,17 +26,17 @@ def unknown_price_warning(model: str, key: str | None = None) -> str:
             "(input_per_mtok, output_per_mtok) in the config to count it")
 
 
-def call_cost(cfg: ModelConfig, usage: Usage, response=None, litellm=None) -> float:
+def call_cost(cfg: ModelConfig, usage: Usage, response=None, litellm=None) -> float | None:
     prices = cfg.prices
     if prices is None:  # a plugin provider may state its own price (the simulated model: $0)
         plugin = providers.plugin(providers.provider_of(cfg.model))
         if plugin is not None and getattr(plugin, "prices", None) is not None:
             prices = Prices(**plugin.prices)
     if prices is not None:
-        cached = usage.cached_tokens if prices.cached_input_per_mtok is not None else 0
-        return ((usage.input_tokens - cached) * prices.input_per_mtok
+        cached = usage.cached if prices.cached_input_per_mtok is not None else 0
+        return ((usage.input - cached) * prices.input_per_mtok
                 + cached * (prices.cached_input_per_mtok or 0)
-                + usage.output_tokens * prices.output_per_mtok) / 1e6
+                + usage.output * prices.output_per_mtok) / 1e6
     if litellm is None or response is None:
         return UNKNOWN
     try:

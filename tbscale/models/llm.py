@@ -169,12 +169,12 @@ class LLM:
         u = getattr(response, "usage", None)
         usage = Usage(calls=1)
         if u is not None:
-            usage.input_tokens = int(getattr(u, "prompt_tokens", 0) or 0)
-            usage.output_tokens = int(getattr(u, "completion_tokens", 0) or 0)
+            usage.input = int(getattr(u, "prompt_tokens", 0) or 0)
+            usage.output = int(getattr(u, "completion_tokens", 0) or 0)
             details = getattr(u, "completion_tokens_details", None)
-            usage.reasoning_tokens = int(getattr(details, "reasoning_tokens", 0) or 0) if details else 0
+            usage.reasoning = int(getattr(details, "reasoning_tokens", 0) or 0) if details else 0
             pdetails = getattr(u, "prompt_tokens_details", None)
-            usage.cached_tokens = int(getattr(pdetails, "cached_tokens", 0) or 0) if pdetails else 0
+            usage.cached = int(getattr(pdetails, "cached_tokens", 0) or 0) if pdetails else 0
         usage.cost_usd = cost.call_cost(self.cfg, usage, response, litellm)
         comps = [self._completion(choice) for choice in response.choices]
         split_usage(comps, usage)
@@ -203,6 +203,6 @@ def split_usage(comps: list[Completion], usage: Usage) -> None:
     reasoning_chars = [len(c.reasoning or "") for c in comps]
     total_chars = sum(reasoning_chars)
     for c, w, rc in zip(comps, weights, reasoning_chars):
-        c.output_tokens = round(usage.output_tokens * w / sum(weights))
+        c.output_tokens = round(usage.output * w / sum(weights))
         share = rc / total_chars if total_chars else 1 / len(comps)
-        c.reasoning_tokens = round(usage.reasoning_tokens * share)
+        c.reasoning_tokens = round(usage.reasoning * share)

@@ -13,10 +13,13 @@ from typing import Any, Callable
 
 from tbscale.config import ModelConfig, format_validation_error
 from tbscale.errors import TbscaleError
-from tbscale.logs import dumps, read_jsonl
+from tbscale.jsonl import read_jsonl
+from tbscale.logs import dumps
 from tbscale.models.replies import ask_json
+from tbscale.runfiles import manifest_of
 from tbscale.secrets import redact
 from tbscale.types import Usage
+from tbscale.types.completion import UsageJSON
 
 
 def resolve_judge_model(model: str, models: dict[str, Any] | None, run_dir: Path | None,
@@ -26,10 +29,9 @@ def resolve_judge_model(model: str, models: dict[str, Any] | None, run_dir: Path
     from pydantic import ValidationError
 
     known = dict(models or {})
-    manifest = Path(run_dir) / "manifest.json" if run_dir else None
-    if manifest is not None and manifest.is_file():
-        run_models = json.loads(manifest.read_text()).get("experiment", {}).get("models", {}) or {}
-        known = {**run_models, **known}
+    manifest = manifest_of(Path(run_dir)) if run_dir else None
+    if manifest is not None:
+        known = {**(manifest.experiment.get("models") or {}), **known}
     try:
         if model in known:
             value = known[model]
@@ -56,7 +58,7 @@ class UsageMeter:
 class Judgement:
     parsed: Any
     reply: str
-    usage: dict[str, Any]
+    usage: UsageJSON
     error: str | None
     latency_sec: float
 

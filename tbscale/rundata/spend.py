@@ -4,27 +4,35 @@ and superseded trials included. The report sets what was spent beside what its t
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from tbscale.logs import read_jsonl
+from tbscale.runfiles import read_spend
 
 
-def spend_totals(run_dir: Path) -> dict[str, Any] | None:
-    """Calls, tokens and cost over the whole ledger (cost NaN when any call's price was unknown);
-    None when the run has no ledger (older runs, imported ones)."""
+@dataclass
+class SpendTotals:
+    """Calls, tokens and cost over a whole ledger (cost NaN when any call's price was unknown)."""
+
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    trials: int  # trials with at least one call
+
+
+def spend_totals(run_dir: Path) -> SpendTotals | None:
+    """The ledger's totals; None when the run has no ledger (older runs, imported ones)."""
     path = Path(run_dir) / "spend.jsonl"
     if not path.is_file():
         return None
     calls = input_tokens = output_tokens = 0
     cost, trials = 0.0, set()
-    for line in read_jsonl(path):
-        usage = line.get("usage") or {}
-        calls += int(usage.get("calls") or 0)
-        input_tokens += int(usage.get("input") or 0)
-        output_tokens += int(usage.get("output") or 0)
-        c = usage.get("cost_usd")
-        cost = math.nan if c is None else cost + float(c)
-        trials.add(line.get("trial_key"))
-    return {"calls": calls, "input_tokens": input_tokens, "output_tokens": output_tokens, "cost_usd": cost,
-            "trials": len(trials)}
+    for line in read_spend(path):
+        calls += line.usage.calls
+        input_tokens += line.usage.input
+        output_tokens += line.usage.output
+        c = line.usage.cost_usd
+        cost = math.nan if c is None else cost + c
+        trials.add(line.trial_key)
+    return SpendTotals(calls, input_tokens, output_tokens, cost, len(trials))

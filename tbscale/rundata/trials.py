@@ -5,17 +5,19 @@ Only trials that belong to a run's current configuration are kept: a line whose 
 content or trial index the manifest no longer names (the config changed, a task was edited, fewer
 trials were asked for) is set aside and counted, so a report never mixes two configurations.
 Infrastructure errors stay in the table, flagged; the analyses decide what to do with them.
-Reading is streamed: lines are validated a chunk at a time (rundata/lines.py) and reduced to
-their columns at once, so memory grows with the columns kept, not with the lines' size;
-per-attempt records and strategy records stay packed JSON (rundata/compact.py) until a section
-asks for them.
+Reading is streamed: lines are validated through the model a chunk at a time
+(runfiles.trial_chunks) and reduced to their columns at once, so memory grows with the columns
+kept, not with the lines' size; per-attempt records and strategy records stay packed JSON
+(rundata/compact.py) until a section asks for them.
 """
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 import math
+import operator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,8 +28,9 @@ import pandas as pd
 from tbscale.errors import TbscaleError
 from tbscale.jsonl import ReadProblems
 from tbscale.rundata.compact import pack_json, system_allocator
-from tbscale.rundata.lines import Entries, read_chunks
-from tbscale.types.events import UsageRecord
+from tbscale.runfiles import manifest_of, trial_chunks
+from tbscale.types.completion import Usage
+from tbscale.types.manifest import CurrentConfig
 from tbscale.types.results import TrialResult
 
 ROLES = ("generator", "selector", "verifier", "summarizer", "judge")
@@ -72,66 +75,46 @@ def find_run_dirs(paths: list[Path]) -> list[Path]:
     return runs
 
 
-def _manifest(run_dir: Path) -> dict[str, Any] | None:
-    path = Path(run_dir) / "manifest.json"
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def current_config(run_dir: Path) -> dict[str, Any] | None:
+def current_config(run_dir: Path) -> CurrentConfig | None:
     """What the run's manifest says its configuration is now (None for runs without one)."""
-    current = (_manifest(run_dir) or {}).get("current")
-    return current if isinstance(current, dict) else None
+    manifest = manifest_of(run_dir)
+    return manifest.current if manifest is not None else None
 
 
 def run_plan(run_dir: Path) -> RunPlan | None:
     """The plan the run's manifest records (manifests written before `planned_trials` existed give
     it by settings x tasks x trials); None when there is none (imported runs, no manifest)."""
-    manifest = _manifest(run_dir) or {}
-    current = manifest.get("current")
-    if not isinstance(current, dict):
+    manifest = manifest_of(run_dir)
+    current = manifest.current if manifest is not None else None
+    if current is None:
         return None
-    tasks = current.get("task_hashes")
-    tasks = set(tasks) if isinstance(tasks, dict) else None
-    planned = current.get("planned_trials")
-    if not isinstance(planned, dict):
-        trials, settings = current.get("trials"), current.get("settings")
-        if not (isinstance(trials, int) and isinstance(settings, list) and tasks is not None):
+    tasks = set(current.task_hashes) if current.task_hashes is not None else None
+    planned = current.planned_trials
+    if planned is None:
+        if current.trials is None or tasks is None:
             return None
-        planned = {str(s): len(tasks) * trials for s in settings}
-    planned = {str(k): v for k, v in planned.items() if isinstance(v, int) and v >= 0}
-    invocations = manifest.get("invocations")
-    last = invocations[-1] if isinstance(invocations, list) and invocations and isinstance(invocations[-1], dict) \
-        else {}
-    stopped = last.get("stopped")
-    if stopped is None and last and "finished_at" not in last:
+        planned = {s: len(tasks) * current.trials for s in current.settings}
+    planned = {k: v for k, v in planned.items() if v >= 0}
+    last = manifest.invocations[-1] if manifest.invocations else None
+    stopped = last.stopped if last is not None else None
+    if stopped is None and last is not None and last.finished_at is None:
         stopped = "its last invocation never recorded its end (the process was killed, or is still running)"
-    elif stopped is None and isinstance(last.get("crashed"), int) and last["crashed"]:
-        stopped = f"{last['crashed']} trials crashed in its last invocation and were not recorded (see crashes.log)"
-    return RunPlan(str(run_dir), planned, tasks, str(stopped) if stopped else None)
+    elif stopped is None and last is not None and last.crashed:
+        stopped = f"{last.crashed} trials crashed in its last invocation and were not recorded (see crashes.log)"
+    return RunPlan(str(run_dir), planned, tasks, stopped or None)
 
 
-def belongs(row: TrialResult, current: dict[str, Any] | None) -> bool:
-    return _belongs(row.setting, row.setting_key, row.trial, row.task_id, row.task_hash, current)
-
-
-def _belongs(setting: str, setting_key: str, trial: int, task_id: str, task_hash: str | None,
-             current: dict[str, Any] | None) -> bool:
-    if not current:
+def belongs(row: TrialResult, current: CurrentConfig | None) -> bool:
+    """Whether a trial line belongs to the run's current configuration: its setting's identity, its
+    trial index and its task's content are the ones the manifest names now."""
+    if current is None:
         return True
-    keys = current.get("setting_keys") or {}
-    if keys.get(setting) != setting_key:
+    if current.setting_keys.get(row.setting) != row.setting_key:
         return False
-    planned = current.get("trials")
-    if isinstance(planned, int) and trial >= planned:
+    if current.trials is not None and row.trial >= current.trials:
         return False
-    hashes = current.get("task_hashes") or {}
-    return not (task_hash and task_id in hashes and hashes[task_id] != task_hash)
+    hashes = current.task_hashes or {}
+    return not (row.task_hash and row.task_id in hashes and hashes[row.task_id] != row.task_hash)
 
 
 _SCALARS = ("run", "setting", "setting_key", "trial_key", "task_id", "task_format", "task_hash", "trial", "seed",
@@ -168,31 +151,29 @@ def _params_text(values: list[dict[str, Any]]) -> list[str | None]:
     return out
 
 
-_USAGE_DEFAULTS = {n: f.default for n, f in UsageRecord.model_fields.items()}
+_USAGE_FIELDS = operator.itemgetter("input", "output", "reasoning", "cached", "calls", "cost_usd")
 
 
-def _token_columns(tokens: list[dict[str, dict[str, Any]]], entries: Entries | None = None) -> dict[str, np.ndarray]:
+def _token_columns(tokens: list[dict[str, Usage]]) -> dict[str, np.ndarray]:
     """The per-role token columns (a missing role: zeros) and the other roles' input and output,
-    from each trial's usage per role (plain dicts, see rundata/lines.py), or from the same usage
-    already flattened a field at a time by the reader (`entries`)."""
+    from each trial's usage per role, flattened a field at a time."""
     m = len(tokens)
     cols = {name: np.zeros(m) for name in _TOKENS}
     other_in, other_out = np.zeros(m), np.zeros(m)
-    if entries is None:
-        owner, keys, fields = [], [], {k: [] for k in _USAGE_DEFAULTS}
-        for i, usage in enumerate(tokens):
-            for role, u in usage.items():
-                owner.append(i)
-                keys.append(role)
-                for k, default in _USAGE_DEFAULTS.items():
-                    fields[k].append(u.get(k, default))
-    else:
-        owner, keys, fields = entries.owner, entries.keys, entries.fields
+    owner: list[int] = []
+    keys: list[str] = []
+    usages: list[Usage] = []
+    for i, usage in enumerate(tokens):
+        if usage:
+            owner.extend([i] * len(usage))
+            keys.extend(usage)
+            usages.extend(usage.values())
     if not owner:
         return {**cols, "other_input": other_in, "other_output": other_out}
     owner_a, keys_a = np.asarray(owner, dtype=np.intp), np.asarray(keys, dtype=object)
-    values = {k: np.asarray(fields[k], dtype=float) for k in ("input", "output", "reasoning", "cached", "calls")}
-    values["cost"] = np.array([_NAN if c is None else c for c in fields["cost_usd"]], dtype=float)
+    # One row per usage, a column per field (an unknown cost, None, becomes NaN).
+    grid = np.array(list(map(_USAGE_FIELDS, (u.__dict__ for u in usages))), dtype=float)
+    values = {kind: grid[:, j] for j, kind in enumerate(("input", "output", "reasoning", "cached", "calls", "cost"))}
     for role in dict.fromkeys(keys):
         sel = keys_a == role
         rows = owner_a[sel]
@@ -205,11 +186,18 @@ def _token_columns(tokens: list[dict[str, dict[str, Any]]], entries: Entries | N
     return {**cols, "other_input": other_in, "other_output": other_out}
 
 
-def _columns(values: dict[str, list[Any]], run_dir: str, entries: dict[str, Entries]) -> dict[str, Any]:
-    """Kept lines (validated values, see rundata/lines.py) as the table's columns (lists or arrays)."""
-    m = len(values["run"])
+_TAKE = ("simulated_roles", "reward", "cost_usd", "timing", "error", "policy_params", "n_attempts", "attempts",
+         "strategy_record", "steps", "not_enforced", "tampering", "tokens")
+_GET = operator.itemgetter(*_SCALARS, *_TAKE)  # of a model's __dict__: its fields' values
+
+
+def _columns(trials: list[TrialResult], run_dir: str) -> dict[str, Any]:
+    """Kept trial lines (their models) as the table's columns (lists or arrays); `trials` is emptied."""
+    m = len(trials)
+    values = dict(zip((*_SCALARS, *_TAKE), map(list, zip(*map(_GET, (t.__dict__ for t in trials))))))
+    trials.clear()  # the caller's list: the models go now, their values stay in the columns
     out: dict[str, Any] = {name: values[name] for name in _SCALARS}
-    attempts: list[str | None] = [None] * m
+    attempts: list[bytes | None] = [None] * m
     for i, (n_attempts, atts) in enumerate(zip(values["n_attempts"], values["attempts"])):
         if n_attempts > 1:
             # Kept as packed JSON (compact.pack_json): nested records of 100k trials as Python objects
@@ -221,18 +209,17 @@ def _columns(values: dict[str, list[Any]], run_dir: str, entries: dict[str, Entr
         "run_dir": [run_dir] * m, "simulated_roles": [tuple(v) for v in values["simulated_roles"]],
         "reward": _nan_for_none(values["reward"]), "cost_usd": _nan_for_none(values["cost_usd"]),
         "trial_wall": np.array([t.get("trial_wall", _NAN) for t in values["timing"]], dtype=float),
-        "error_type": [e["type"] if e else None for e in values["error"]],
+        "error_type": [e.type if e else None for e in values["error"]],
         "strategy_kind": [(r or {}).get("kind") for r in records],
         "policy_params": _params_text(values["policy_params"]), "attempts": attempts,
         "strategy_record": [pack_json(r) if r else None for r in records],
-        "steps": [s if s else None for s in values["steps"]],
+        "steps": [[x.model_dump() for x in s] if s else None for s in values["steps"]],
         # (key, why) pairs, or None: the task keys the trial did not carry out as written
-        "not_enforced": [tuple((x["key"], x["why"]) for x in v) if v else None for v in values["not_enforced"]],
+        "not_enforced": [tuple((x.key, x.why) for x in v) if v else None for v in values["not_enforced"]],
         "tampered": np.array([bool(t) for t in values["tampering"]], dtype=bool),
-        "tampering_kinds": [",".join(sorted({e.get("kind", "?") for e in t})) if t else None
-                            for t in values["tampering"]],
+        "tampering_kinds": [",".join(sorted({e.kind for e in t})) if t else None for t in values["tampering"]],
     })
-    out.update(_token_columns(values["tokens"], entries.get("tokens")))
+    out.update(_token_columns(values["tokens"]))
     return out
 
 
@@ -309,29 +296,31 @@ def read_trial_table(run_dirs: list[Path], *, current_only: bool = True) -> Tria
 def _read_trial_table(run_dirs: list[Path], current_only: bool) -> TrialTable:
     rows = _ChunkedFrames()
     table = TrialTable(pd.DataFrame(), list(run_dirs))
-    for folder, run in enumerate(run_dirs):
-        problems = ReadProblems(Path(run) / "trials.jsonl")
-        table.problems.append(problems)
-        current = current_config(run) if current_only else None
-        plan = run_plan(run) if current_only else None
-        if plan is not None:
-            table.plans.append(plan)
-        for chunk in read_chunks(Path(run) / "trials.jsonl", problems):
-            v = chunk.values
-            corrupt = {i for i, model in chunk.models.items() if model is None}  # already reported
-            keep = [i for i in range(len(chunk.numbers)) if i not in corrupt] if corrupt else range(len(chunk.numbers))
-            if current:  # only readable lines are placed (a corrupt one's values are placeholders)
-                fits = {i: _belongs(v["setting"][i], v["setting_key"][i], v["trial"][i], v["task_id"][i],
-                                    v["task_hash"][i], current) for i in keep}
-                table.set_aside[str(run)] = table.set_aside.get(str(run), 0) + sum(not ok for ok in fits.values())
-                keep = [i for i in keep if fits[i]]
-                if not table.set_aside[str(run)]:
-                    del table.set_aside[str(run)]
-            if keep:
-                entries = chunk.entries
-                if len(keep) < len(chunk.numbers):  # the reader's flattened entries no longer line up
-                    v, entries = {name: [col[i] for i in keep] for name, col in v.items()}, {}
-                rows.append(_columns(v, str(run), entries), folder)
+    # The cyclic garbage collector is paused while the table is built: its rows make no cycles,
+    # and collections that each walk every object alive would make the time grow faster than
+    # the number of lines.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for folder, run in enumerate(run_dirs):
+            problems = ReadProblems(Path(run) / "trials.jsonl")
+            table.problems.append(problems)
+            current = current_config(run) if current_only else None
+            plan = run_plan(run) if current_only else None
+            if plan is not None:
+                table.plans.append(plan)
+            for chunk in trial_chunks(Path(run) / "trials.jsonl", problems):
+                kept = [line.trial for line in chunk]
+                if current is not None:
+                    kept = [t for t in kept if belongs(t, current)]
+                    if len(kept) < len(chunk):
+                        table.set_aside[str(run)] = table.set_aside.get(str(run), 0) + len(chunk) - len(kept)
+                del chunk  # the lines' models are freed as their columns are taken (_columns)
+                if kept:
+                    rows.append(_columns(kept, str(run)), folder)
+    finally:
+        if enabled:
+            gc.enable()
     if not rows.count:
         bad = sum(len(p.corrupt) for p in table.problems)
         where = ", ".join(map(str, run_dirs))

@@ -3,10 +3,8 @@ the crash log. Everything a person looks for is a file here (docs/formats.md).""
 
 from __future__ import annotations
 
-import json
 import platform
 import subprocess
-import threading
 import traceback
 from datetime import datetime, timezone
 from importlib import metadata
@@ -16,11 +14,14 @@ from typing import Any
 from tbscale import SCHEMA_VERSION, __version__
 from tbscale.config import Experiment
 from tbscale.errors import TbscaleError
-from tbscale.logs import EventLog, TrialIndex, dumps
+from tbscale.logs import AppendedLines, EventLog, TrialIndex, model_line
+from tbscale.runfiles import manifest_json, read_manifest
+from tbscale.secrets import redact
 from tbscale.runner.identity import identity_changes, key_of, setting_identity
 from tbscale.runner.plan import TrialSpec
 from tbscale.runner.resolve import simulated_roles
-from tbscale.secrets import redact
+from tbscale.types.manifest import RunManifest
+from tbscale.types.spend import SpendLine
 
 
 def versions() -> dict[str, str]:
@@ -51,21 +52,16 @@ class RunFolder:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.index = TrialIndex(self.path / "trials.jsonl")
-        self._ledger_lock = threading.Lock()
+        self.ledger = AppendedLines(self.path / "spend.jsonl", sync=False)
 
     @property
     def manifest_path(self) -> Path:
         return self.path / "manifest.json"
 
-    def read_manifest(self) -> dict[str, Any] | None:
-        if not self.manifest_path.exists():
-            return None
-        try:
-            return json.loads(self.manifest_path.read_text())
-        except json.JSONDecodeError as e:
-            raise TbscaleError(f"{self.manifest_path}: not valid JSON ({e.msg}, line {e.lineno})") from None
+    def read_manifest(self) -> RunManifest | None:
+        return read_manifest(self.manifest_path)
 
-    def open_for(self, exp: Experiment, task_hashes: dict[str, str]) -> dict[str, Any]:
+    def open_for(self, exp: Experiment, task_hashes: dict[str, str]) -> RunManifest:
         """The manifest for running `exp` here: created, or checked and extended. A setting whose
         name is known but whose identity changed is refused, naming what changed."""
         identities = {s.name: setting_identity(exp, s) for s in exp.settings}
@@ -73,8 +69,7 @@ class RunFolder:
         sim_roles = {s.name: simulated_roles(exp, s) for s in exp.settings}
         manifest = self.read_manifest()
         if manifest is not None:
-            old_keys = manifest.get("setting_keys", {})
-            old_ids = manifest.get("setting_identities", {})
+            old_keys, old_ids = manifest.setting_keys, manifest.setting_identities
             for name, key in keys.items():
                 if name in old_keys and old_keys[name] != key:
                     what = identity_changes(old_ids[name], identities[name]) if name in old_ids else []
@@ -82,31 +77,30 @@ class RunFolder:
                         f"{self.manifest_path}: setting {name!r} changed since this run began"
                         + (f" ({', '.join(what[:8])})" if what else "")
                         + "; give the run a new name (--run-name) or the setting a new name")
-            manifest["setting_keys"] = {**old_keys, **keys}
-            manifest["setting_identities"] = {**old_ids, **identities}
-            manifest.setdefault("config_history", []).append(exp.model_dump(mode="json"))
+            manifest.setting_keys = {**old_keys, **keys}
+            manifest.setting_identities = {**old_ids, **identities}
+            manifest.config_history = [*manifest.config_history, exp.model_dump(mode="json")]
         else:
-            manifest = {"schema_version": SCHEMA_VERSION, "run_name": self.path.name,
-                        "experiment": exp.model_dump(mode="json"), "setting_keys": keys,
-                        "setting_identities": identities, "created_at": now(), "invocations": []}
+            manifest = RunManifest(schema_version=SCHEMA_VERSION, run_name=self.path.name,
+                                   experiment=exp.model_dump(mode="json"), setting_keys=keys,
+                                   setting_identities=identities, created_at=now(), invocations=[])
         simulated = any(m.is_simulated for m in exp.models.values())
-        manifest.update({
-            "current": {"settings": list(keys), "setting_keys": keys, "trials": exp.trials, "seed": exp.seed,
-                        "task_hashes": task_hashes,
-                        # What the plan holds, so a report can say what is missing.
-                        "planned_trials": {name: len(task_hashes) * exp.trials for name in keys}},
-            "simulated_roles": {**manifest.get("simulated_roles", {}), **sim_roles},
-            "versions": versions(), "git_commit": git_commit(), "host": platform.node(),
-            "simulated_models": simulated,
-            "simulated_note": ("models named sim/... are tbscale's embedded simulation, not language models")
-            if simulated else None})
-        manifest.setdefault("invocations", [])
+        # What the plan holds, so a report can say what is missing.
+        manifest.current = {"settings": list(keys), "setting_keys": keys, "trials": exp.trials, "seed": exp.seed,
+                            "task_hashes": task_hashes,
+                            "planned_trials": {name: len(task_hashes) * exp.trials for name in keys}}
+        manifest.simulated_roles = {**manifest.simulated_roles, **sim_roles}
+        manifest.versions, manifest.git_commit, manifest.host = versions(), git_commit(), platform.node()
+        manifest.simulated_models = simulated
+        manifest.simulated_note = ("models named sim/... are tbscale's embedded simulation, not language models"
+                                   if simulated else None)
+        manifest.invocations = manifest.invocations  # written even when an older manifest had none
         return manifest
 
-    def write_manifest(self, manifest: dict[str, Any]) -> None:
+    def write_manifest(self, manifest: RunManifest) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
         tmp = self.manifest_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(manifest, indent=2))
+        tmp.write_text(manifest_json(manifest))
         tmp.replace(self.manifest_path)
 
     def event_log(self, spec: TrialSpec, **base: Any) -> EventLog:
@@ -117,9 +111,7 @@ class RunFolder:
             f.write(f"--- {now()} trial {spec.key} ({spec.setting.name}, {spec.task.id}, trial {spec.trial})\n")
             f.write(redact("".join(traceback.format_exception(exc))) + "\n")
 
-    def record_spend(self, record: dict[str, Any]) -> None:
+    def record_spend(self, line: SpendLine) -> None:
         """One line per model call ever made for this run (spend.jsonl): crashed, retried and
         superseded trials included, so the report can say what was spent beside what it counts."""
-        line = redact(dumps(record))
-        with self._ledger_lock, open(self.path / "spend.jsonl", "a", encoding="utf-8") as f:
-            f.write(line + "\n")
+        self.ledger.append_line(model_line(line))

@@ -30,7 +30,9 @@ from tbscale.runner.rundir import RunFolder, now
 from tbscale.runner.trial import TrialRunner
 from tbscale.secrets import redact
 from tbscale.tasks import Task
+from tbscale.types.manifest import DatasetRecord, Invocation
 from tbscale.types.results import TrialResult
+from tbscale.types.spend import SpendLine
 
 # `tbscale run` exit codes (docs/configuration.md): 0 all trials finished and none was an
 # infrastructure error; 1 some trials crashed (not recorded; rerun to retry them); 3 some trials
@@ -55,7 +57,7 @@ class Runner:
     def __init__(self, exp: Experiment, tasks: list[Task], run_dir: Path,
                  on_update: Callable[[Counters, TrialResult | None], None] | None = None,
                  retry_stop_reasons: set[str] | None = None, retry_infra_errors: bool = True,
-                 dataset: dict[str, Any] | None = None):
+                 dataset: DatasetRecord | None = None):
         self.exp, self.tasks, self.run_dir = exp, tasks, Path(run_dir)
         self.dataset = dataset  # a registry dataset's name, version and pinned commits (manifest)
         self.folder = RunFolder(self.run_dir)
@@ -90,8 +92,8 @@ class Runner:
         return enforcement.notice(self.not_enforced())
 
     def _on_call(self, spec: TrialSpec, record: dict[str, Any]) -> None:
-        self.folder.record_spend({"ts": round(time.time(), 3), "trial_key": spec.key, "setting": spec.setting.name,
-                                  "task_id": spec.task.id, "trial": spec.trial, **record})
+        self.folder.record_spend(SpendLine(ts=round(time.time(), 3), trial_key=spec.key, setting=spec.setting.name,
+                                           task_id=spec.task.id, trial=spec.trial, **record))
         for cause in record.get("retry_causes") or []:
             self.counters.retries[cause] += 1
 
@@ -115,16 +117,16 @@ class Runner:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         failures.reset_breakers()
         manifest = self.folder.open_for(self.exp, {t.id: task_hash(t) for t in self.tasks})
-        invocation: dict[str, Any] = {"started_at": now(), "argv": [redact(a) for a in sys.argv]}
-        manifest["invocations"].append(invocation)
-        manifest["not_enforced"] = self.not_enforced()
+        invocation = Invocation(started_at=now(), argv=[redact(a) for a in sys.argv])
+        manifest.invocations.append(invocation)
+        manifest.not_enforced = self.not_enforced()
         if self.dataset is not None:
-            manifest["dataset"] = self.dataset
+            manifest.dataset = self.dataset
         self.folder.write_manifest(manifest)
         providers.prepare([m.model for m in self.exp.models.values()], self.tasks)
         orphans = await asyncio.to_thread(self.backend.cleanup_orphans)
         if orphans:
-            invocation["orphan_containers_removed"] = orphans
+            invocation.orphan_containers_removed = orphans
 
         specs = plan_trials(self.exp, self.tasks)
         done = self.index.finished_keys(retry_stop_reasons=self.retry_stop_reasons,
@@ -179,8 +181,9 @@ class Runner:
         self.on_update(self.counters, row)
 
 
-def load_rows(run_dir: Path) -> list[dict[str, Any]]:
-    from tbscale.logs import read_jsonl
+def load_rows(run_dir: Path) -> list[TrialResult]:
+    """The readable trial lines of a run folder, in file order."""
+    from tbscale.runfiles import read_trials
 
     path = Path(run_dir) / "trials.jsonl"
-    return list(read_jsonl(path)) if path.exists() else []
+    return list(read_trials(path)) if path.exists() else []

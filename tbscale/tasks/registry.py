@@ -34,6 +34,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Iterator
 
 from tbscale.errors import TbscaleError
+from tbscale.types.manifest import DatasetRecord
 
 DEFAULT_REGISTRY = "https://raw.githubusercontent.com/laude-institute/harbor/main/registry.json"
 LEGACY_ZIP_PASSWORD = b"TERMINAL-BENCH-ADAPTED-DATASET"  # terminal-bench's adapted datasets
@@ -84,10 +85,11 @@ class PulledDataset:
     reused: int = 0
     fetched: int = 0
 
-    def manifest(self) -> dict[str, Any]:
-        return {"name": self.dataset.name, "version": self.dataset.version, "registry": self.dataset.registry,
-                "format": self.dataset.format, "path": str(self.path), "commits": dict(self.commits),
-                "sources": dict(self.sources)}
+    def manifest(self) -> DatasetRecord:
+        """What the run's manifest records of the dataset (its `dataset`)."""
+        return DatasetRecord(name=self.dataset.name, version=self.dataset.version, registry=self.dataset.registry,
+                             format=self.dataset.format, path=str(self.path), commits=dict(self.commits),
+                             sources=dict(self.sources))
 
 
 # ---- reading a registry ------------------------------------------------------------------------

@@ -2,34 +2,39 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-USAGE_COUNTS = ("input_tokens", "output_tokens", "reasoning_tokens", "cached_tokens", "calls")
+from pydantic import BaseModel, ConfigDict
+
+USAGE_COUNTS = ("input", "output", "reasoning", "cached", "calls")
+UsageJSON = dict[str, int | float | None]  # a Usage as its records hold it (Usage.as_dict)
 
 
-@dataclass
-class Usage:
-    """Tokens and cost of one or more calls. `cost_usd` is NaN when the price of a call is unknown:
-    an unknown price is never counted as $0, and any sum that includes it stays unknown."""
+class Usage(BaseModel):
+    """Tokens and cost of one model call or a sum of calls: what the model wrapper meters, a
+    `model_call` event's `usage`, a trial line's `tokens` per role, an attempt's `usage` and a spend
+    line's `usage`. `cost_usd` is None when the price of a call is unknown: an unknown price is never
+    counted as $0, and any sum that includes it stays unknown."""
 
-    input_tokens: int = 0
-    output_tokens: int = 0
-    reasoning_tokens: int = 0
-    cached_tokens: int = 0
-    cost_usd: float = 0.0
+    model_config = ConfigDict(extra="forbid")
+
+    input: int = 0
+    output: int = 0
+    reasoning: int = 0
+    cached: int = 0
+    cost_usd: float | None = 0.0
     calls: int = 0
 
     def add(self, other: "Usage") -> None:
         for k in USAGE_COUNTS:
             setattr(self, k, getattr(self, k) + getattr(other, k))
-        self.cost_usd += other.cost_usd
+        self.cost_usd = None if self.cost_usd is None or other.cost_usd is None else self.cost_usd + other.cost_usd
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"input": self.input_tokens, "output": self.output_tokens,
-                "reasoning": self.reasoning_tokens, "cached": self.cached_tokens,
-                "cost_usd": None if math.isnan(self.cost_usd) else round(self.cost_usd, 6), "calls": self.calls}
+    def as_dict(self) -> UsageJSON:
+        """Every field, the cost rounded to a millionth of a dollar (what events and records hold)."""
+        return {"input": self.input, "output": self.output, "reasoning": self.reasoning, "cached": self.cached,
+                "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6), "calls": self.calls}
 
 
 @dataclass

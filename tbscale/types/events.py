@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from tbscale.types.completion import Usage
+
 
 class EventBase(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -22,22 +24,21 @@ class EventBase(BaseModel):
     turn: int | None = None
 
 
-class UsageRecord(BaseModel):
-    """Tokens of one call or a sum of calls; `cost_usd` None when a price was unknown."""
+class TamperingEntry(BaseModel):
+    """What an attempt did to its verifier or its verdict (docs/formats.md, "Tampering entries").
+    Besides these three, an entry carries what applies to its kind (`turn`, `command`, `step`,
+    `tool`, `before`, `after`, `by_command`, `paths`), kept as written."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="allow")
 
-    input: int = 0
-    output: int = 0
-    reasoning: int = 0
-    cached: int = 0
-    cost_usd: float | None = 0.0
-    calls: int = 0
+    kind: str
+    source: str  # environment | trajectory
+    detail: str = ""
 
 
 class Start(EventBase):
     type: Literal["start"] = "start"
-    schema_version: int
+    schema_version: int | None = None  # every writer gives it; a hand-made stream may leave it out
     trial_key: str
     task_id: str = ""
     setting: str = ""
@@ -70,7 +71,7 @@ class ModelCall(EventBase):
     role: str
     model: str
     n: int = 1
-    usage: UsageRecord = Field(default_factory=UsageRecord)
+    usage: Usage = Field(default_factory=Usage)
     latency_sec: float | None = 0.0
     retries: int = 0
     retry_causes: list[str] = Field(default_factory=list)
@@ -206,6 +207,16 @@ class SetupEvent(EventBase):
     step: str | None = None
 
 
+class AgentProcess(BaseModel):
+    """A process the agent phase left running, as the sweep saw it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pid: int
+    uid: str | int
+    cmd: str
+
+
 class SweepEvent(EventBase):
     """Between the agent phase and the verifier (docs/tasks.md, "Verification integrity"): how the
     agent's processes were stopped (`method` restart, or none when they are kept), which ones were
@@ -213,10 +224,10 @@ class SweepEvent(EventBase):
 
     type: Literal["sweep"] = "sweep"
     method: str
-    agent_processes: list[dict[str, Any]] = Field(default_factory=list)
+    agent_processes: list[AgentProcess] = Field(default_factory=list)
     agent_processes_count: int = 0
-    sidecar_processes_killed: dict[str, list[dict[str, Any]]] | None = None
-    tampering: list[dict[str, Any]] = Field(default_factory=list)
+    sidecar_processes_killed: dict[str, list[AgentProcess]] | None = None  # compose service -> processes
+    tampering: list[TamperingEntry] = Field(default_factory=list)
     timing: dict[str, float] = Field(default_factory=dict)
     step: str | None = None
 
@@ -241,8 +252,8 @@ class AttemptEnd(EventBase):
     turns: int = 0
     error: str | None = None
     timing: dict[str, float] = Field(default_factory=dict)
-    usage: dict[str, UsageRecord] = Field(default_factory=dict)
-    tampering: list[dict[str, Any]] = Field(default_factory=list)
+    usage: dict[str, Usage] = Field(default_factory=dict)
+    tampering: list[TamperingEntry] = Field(default_factory=list)
 
 
 class End(EventBase):

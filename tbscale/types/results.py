@@ -14,7 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tbscale.types.events import UsageRecord
+from tbscale.types.completion import Usage
+from tbscale.types.events import TamperingEntry
 from tbscale.verdict import PASS_THRESHOLD, place_problem, verdict_problem  # noqa: F401  (re-exported)
 
 ENDINGS = ("pass", "tampered", "wrong_submission", "out_of_context", "time_limit", "agent_error", "verifier_error")
@@ -37,7 +38,7 @@ class ErrorInfo(BaseModel):
 class AttemptBrief(BaseModel):
     """One attempt of a multi-attempt trial (best_of_n, pdr, cer), as the trial line lists it."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     index: int
     label: str
@@ -48,14 +49,14 @@ class AttemptBrief(BaseModel):
     stop_reason: str | None = None
     turns: int = 0
     context: list[int] = Field(default_factory=list)
-    usage: dict[str, UsageRecord] = Field(default_factory=dict)
+    usage: dict[str, Usage] = Field(default_factory=dict)
     tampering: int = 0  # how many tampering entries the attempt has
 
 
 class StepResult(BaseModel):
     """One step of a multi-step task: its verifier's reward and how it ended."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     name: str
     reward: float | None = None
@@ -113,7 +114,7 @@ class TrialResult(BaseModel):
     selection_turns: int = 0  # turns where a selector or verifier chose among several candidates
     selector_fallbacks: int = 0  # of those, turns where every selector call failed (a fallback pick)
     steps: list[StepResult] | None = None
-    tokens: dict[str, UsageRecord] = Field(default_factory=dict)
+    tokens: dict[str, Usage] = Field(default_factory=dict)
     cost_usd: float | None = 0.0
     timing: dict[str, float] = Field(default_factory=dict)
     n_attempts: int = 1
@@ -123,7 +124,7 @@ class TrialResult(BaseModel):
     trajectory_path: str | None = None
     artifacts_path: str | None = None
     not_enforced: list[NotEnforcedKey] = Field(default_factory=list)
-    tampering: list[dict[str, Any]] = Field(default_factory=list)
+    tampering: list[TamperingEntry] = Field(default_factory=list)
     error: ErrorInfo | None = None
     started_at: str | None = None
     finished_at: str | None = None
@@ -132,7 +133,8 @@ class TrialResult(BaseModel):
 
     @model_validator(mode="after")
     def _true_verdict(self) -> "TrialResult":
-        problem = verdict_problem(self.reward, self.rewards, self.passed, self.ending, self.steps, self.attempts) \
+        # Rewards are finite by their types (allow_inf_nan=False, here and in steps and attempts).
+        problem = verdict_problem(self.reward, self.passed, self.ending) \
             or place_problem(self.setting, self.trajectory_path, self.artifacts_path)
         if problem:
             raise ValueError(problem)

@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from tbscale.errors import TbscaleError
-from tbscale.jsonl import ReadProblems, jsonl_with_text
+from tbscale.jsonl import ReadProblems
+from tbscale.runfiles import manifest_of, read_events, trial_chunks
 from tbscale.strategies.stage_records import tournaments
-from tbscale.verdict import line_problem
+from tbscale.types.manifest import RunManifest
 from tbscale.viewer import trial_file_stem
 
 FORMAT_VERSION = 1
@@ -72,49 +73,44 @@ class BuildResult:
 
 
 # ---- reading ---------------------------------------------------------------------------------------
-def read_lines(path: Path, warn: Callable[[str], None]) -> Iterator[dict[str, Any]]:
-    """JSON objects of a JSONL file, line by line; a line that does not decode (a torn last line
-    left by a crash, a corrupt one) is skipped with a warning."""
-    for obj, _ in _objects(path, warn):
-        yield obj
-
-
-def _objects(path: Path, warn: Callable[[str], None]) -> Iterator[tuple[dict[str, Any], str]]:
-    for _, obj, line in _numbered(path, warn):
-        yield obj, line
-
-
-def _numbered(path: Path, warn: Callable[[str], None]) -> Iterator[tuple[int, dict[str, Any], str]]:
-    problems = ReadProblems(Path(path))
-    yield from jsonl_with_text(path, problems)
+# Trial lines, events and the manifest are read through their models (tbscale.runfiles), so the
+# viewer skips exactly the lines the report skips; what it shows of each is what the line holds
+# (the fields its writer gave).
+def _warn_problems(problems: ReadProblems, warn: Callable[[str], None]) -> None:
     for no, why in problems.corrupt:
-        warn(f"{path}:{no}: skipped a line ({why})")
+        warn(f"{problems.path}:{no}: skipped a line ({why})")
     if problems.torn_last_line:
-        warn(f"{path}:{problems.torn_line}: skipped a torn last line (not JSON: cut short by a crash)")
+        warn(f"{problems.path}:{problems.torn_line}: skipped a torn last line (not JSON: cut short by a crash)")
+
+
+def read_lines(path: Path, warn: Callable[[str], None]) -> Iterator[dict[str, Any]]:
+    """A trajectory's events as their lines hold them; a line that is not an event (a torn last
+    line left by a crash, a corrupt one) is skipped with a warning."""
+    problems = ReadProblems(Path(path))
+    for event in read_events(Path(path), problems):
+        yield event.model_dump(exclude_unset=True)
+    _warn_problems(problems, warn)
 
 
 def load_rows(run_dir: Path, warn: Callable[[str], None]) -> list[tuple[dict[str, Any], str]]:
     """trials.jsonl as (row, digest of its line): the latest line of each trial_key (a rerun's
-    line supersedes the old one), in the order the trials first appear. A line without the fields
-    every trial line has, or with a verdict that cannot be true (a NaN reward, a pass that is none),
-    is skipped with a warning, as the report skips it."""
+    line supersedes the old one), in the order the trials first appear. A line the trial model
+    rejects (a missing field, a verdict that cannot be true, ...) is skipped with a warning, as the
+    report skips it."""
     path = run_dir / "trials.jsonl"
+    problems = ReadProblems(path)
     latest: dict[str, tuple[dict[str, Any], str]] = {}
-    for no, row, line in _numbered(path, warn):
-        problem = line_problem(row)
-        if problem is not None:
-            warn(f"{path}:{no}: skipped a line ({problem})")
-            continue
-        latest[row["trial_key"]] = (row, hashlib.blake2b(line.encode("utf-8"), digest_size=8).hexdigest())
+    for chunk in trial_chunks(path, problems):
+        for line in chunk:
+            text = line.text.decode("utf-8", errors="replace").strip()
+            latest[line.trial.trial_key] = (line.trial.model_dump(exclude_unset=True),
+                                            hashlib.blake2b(text.encode("utf-8"), digest_size=8).hexdigest())
+    _warn_problems(problems, warn)
     return list(latest.values())
 
 
-def load_manifest(run_dir: Path) -> dict[str, Any]:
-    try:
-        obj = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
-        return obj if isinstance(obj, dict) else {}
-    except (OSError, ValueError):
-        return {}
+def load_manifest(run_dir: Path) -> RunManifest | None:
+    return manifest_of(run_dir)
 
 
 # ---- shortening --------------------------------------------------------------------------------------
@@ -301,7 +297,7 @@ class _Codes:
         return self._pos[key]
 
 
-def build_index(rows: list[dict[str, Any]], manifest: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+def build_index(rows: list[dict[str, Any]], manifest: RunManifest | None, run_dir: Path) -> dict[str, Any]:
     settings, tasks, endings, stops, errors = _Codes(), _Codes(), _Codes(), _Codes(), _Codes()
     setting_info: dict[str, dict[str, Any]] = {}
     cols: dict[str, list[Any]] = {k: [] for k in ("key", "s", "t", "i", "r", "p", "e", "sr", "tu", "tok", "c",
@@ -327,10 +323,11 @@ def build_index(rows: list[dict[str, Any]], manifest: dict[str, Any], run_dir: P
         cols["na"].append(row.get("n_attempts") or 1)
         cols["err"].append(errors(err.get("type") or "error") if isinstance(err, dict) else None)
         cols["tm"].append(len(row.get("tampering") or []))
-    simulated = bool(manifest.get("simulated_models")) or any(bool(r.get("simulated")) for r in rows)
-    return {"v": FORMAT_VERSION, "run": manifest.get("run_name") or run_dir.name, "trials": len(rows),
+    simulated = bool(manifest and manifest.simulated_models) or any(bool(r.get("simulated")) for r in rows)
+    imported = manifest.imported_from if manifest is not None else None
+    return {"v": FORMAT_VERSION, "run": (manifest.run_name if manifest else None) or run_dir.name, "trials": len(rows),
             "simulated": simulated, "simulated_banner": SIMULATED_BANNER if simulated else None,
-            "imported_from": manifest.get("imported_from"),
+            "imported_from": imported.model_dump(exclude_unset=True) if imported is not None else None,
             "settings": settings.values, "setting_info": setting_info, "tasks": tasks.values,
             "endings": endings.values, "stop_reasons": stops.values, "errors": errors.values, "cols": cols}
 

@@ -50,8 +50,7 @@ class _FunctionModel:
 
     async def complete(self, messages, *, n=1, seed=None, tools=None, sink=None) -> CallResult:
         reply, usage = await self.fn(messages, seed)
-        used = Usage(**{k: usage.get(v, 0) for k, v in (("input_tokens", "input"), ("output_tokens", "output"),
-                                                         ("calls", "calls"))})
+        used = Usage(**{k: usage.get(k, 0) for k in ("input", "output", "calls")})
         if sink is not None:
             sink.record_call("judge", self.name, used, 0.0, n=1, retries=0)
         return CallResult([Completion(text=reply)], used, 0.0)

@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tbscale.logs import read_jsonl
+from tbscale.runfiles import read_events
 from tbscale.models.replies import parse_json_reply
 from tbscale.posthoc.bsr.params import PASS, BsrParams
 from tbscale.shell import HistoryState, extract_commands, label_candidate, program_of
 from tbscale.types.actions import FINISH_MARKER
+from tbscale.types.events import ActionEvent, FormatError, Observation, Start
 
 SEARCH_PROGRAMS = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "ack", "find", "fd", "locate", "git-grep"})
 READ_FILE_PROGRAMS = frozenset({"cat", "head", "tail", "less", "more", "nl", "bat", "sed", "awk", "wc", "view"})
@@ -40,21 +41,20 @@ def load_steps(path: Path, attempt: int) -> tuple[list[Step], str]:
     """Steps of one attempt (action + observation per turn) and the task instruction (if logged)."""
     steps: dict[int, Step] = {}
     instruction = ""
-    for ev in read_jsonl(path):
-        t = ev.get("type")
-        if t == "start":
-            instruction = ev.get("instruction") or ""
+    for ev in read_events(path):
+        if isinstance(ev, Start):
+            instruction = ev.instruction or ""
             continue
-        if ev.get("attempt") != attempt or ev.get("turn") is None:
+        if ev.attempt != attempt or ev.turn is None:
             continue
-        turn = int(ev["turn"])
-        if t == "action":
-            steps[turn] = Step(turn, ev.get("command") or "")
-        elif t == "observation" and turn in steps:
+        turn = ev.turn
+        if isinstance(ev, ActionEvent):
+            steps[turn] = Step(turn, ev.command or "")
+        elif isinstance(ev, Observation) and turn in steps:
             s = steps[turn]
-            s.exit_code, s.output, s.timed_out = ev.get("exit_code"), ev.get("output") or "", bool(ev.get("timed_out"))
-        elif t == "format_error" and turn not in steps:
-            steps[turn] = Step(turn, None, output=str(ev.get("error") or ""))
+            s.exit_code, s.output, s.timed_out = ev.exit_code, ev.output or "", ev.timed_out
+        elif isinstance(ev, FormatError) and turn not in steps:
+            steps[turn] = Step(turn, None, output=str(ev.error or ""))
     return [steps[k] for k in sorted(steps)], instruction
 
 

@@ -38,6 +38,7 @@ from typing import Any
 
 from tbscale.models.replies import parse_json_reply
 from tbscale.rundata.trajectories import AttemptTrace, TurnTrace
+from tbscale.types.events import CandidateRecord
 
 PROMPTS = Path(__file__).parent / "prompts"
 RH_CATEGORIES = ("test_edits", "reward_file_writes", "solution_copying", "outside_answers", "other_exploit")
@@ -117,26 +118,30 @@ def _clip(text: str, limit: int) -> str:
     return f"{text[:half]}\n[... {len(text) - 2 * half} characters elided ...]\n{text[-half:]}"
 
 
-def _response_text(cand: dict[str, Any]) -> str:
-    parts = [str(cand.get("text") or "").strip()]
-    for call in cand.get("tool_calls") or []:
+def _response_text(cand: CandidateRecord | None) -> str:
+    if cand is None:
+        return ""
+    parts = [str(cand.text or "").strip()]
+    for call in cand.tool_calls:
         name = call.get("name") or "tool"
-        cmd = cand.get("command")
+        cmd = cand.command
         parts.append(f"[tool call: {name}]\n```bash\n{cmd}\n```" if cmd else f"[tool call: {name}] {call.get('arguments')}")
     return "\n".join(p for p in parts if p)
 
 
 def render_turn(t: TurnTrace, max_obs_chars: int) -> str:
-    cand = t.executed_candidate or {}
+    cand = t.executed_candidate
     lines = [f'<turn n="{t.turn}">', "<response>", _clip(_response_text(cand), max_obs_chars), "</response>"]
-    if t.format_error is not None or (cand and not cand.get("runnable", True)):
-        err = (t.format_error or {}).get("error") or cand.get("parse_error") or "the response could not be run"
+    cannot_run = cand is not None and "runnable" in cand.model_fields_set and not cand.runnable
+    if t.format_error is not None or cannot_run:
+        err = (t.format_error.error if t.format_error else None) or (cand.parse_error if cand else None) \
+            or "the response could not be run"
         lines.append(f"<harness>The harness could not run this response: {err}</harness>")
     if t.observation is not None:
-        code = t.observation.get("exit_code")
-        timed_out = ' timed_out="true"' if t.observation.get("timed_out") else ""
+        code = t.observation.exit_code
+        timed_out = ' timed_out="true"' if t.observation.timed_out else ""
         lines += [f'<observation exit_code="{code if code is not None else "unknown"}"{timed_out}>',
-                  _clip(str(t.observation.get("output") or ""), max_obs_chars), "</observation>"]
+                  _clip(str(t.observation.output or ""), max_obs_chars), "</observation>"]
     lines.append("</turn>")
     return "\n".join(lines)
 

@@ -22,7 +22,9 @@ from tbscale.posthoc.judge.rubrics import (PROMPTS, RUBRIC_SETS, _clip, parse_re
                                            rubric_messages)
 from tbscale.posthoc.pipeline import JudgementStore, judge, record_history, resolve_judge_model
 from tbscale.rundata import load_trials, read_trial
+from tbscale.runfiles import manifest_of
 from tbscale.seeds import derive_seed, hash_file, stable_hash
+from tbscale.types.events import Start
 
 # ---------------------------------------------------------------------------------------------
 # Task context: instruction, tests and reference solution
@@ -60,14 +62,11 @@ def task_dirs(run_dir: Path, tasks_path: str | None) -> list[Path]:
     cands: list[Path] = []
     if tasks_path:
         cands.append(Path(tasks_path))
-    manifest = run_dir / "manifest.json"
-    if manifest.is_file():
-        try:
-            data = json.loads(manifest.read_text())
-            path = data.get("experiment", {}).get("tasks", {}).get("path")
-            pulled = (data.get("dataset") or {}).get("path")  # a registry dataset, pulled into the cache
-        except (json.JSONDecodeError, AttributeError):
-            path = pulled = None
+    manifest = manifest_of(run_dir)
+    if manifest is not None:
+        tasks = manifest.experiment.get("tasks")
+        path = tasks.get("path") if isinstance(tasks, dict) else None
+        pulled = manifest.dataset.path if manifest.dataset else None  # a registry dataset, pulled into the cache
         if path:
             cands += [Path(path), run_dir.parent.parent / path, run_dir.parent.parent / "configs" / path]
         if pulled:
@@ -75,9 +74,9 @@ def task_dirs(run_dir: Path, tasks_path: str | None) -> list[Path]:
     return [c for c in cands if c.is_dir()]
 
 
-def task_context(run_dir: Path, task_id: str, start: dict[str, Any], tasks_path: str | None = None) -> TaskContext:
-    if start.get("instruction"):
-        return TaskContext(str(start["instruction"]))
+def task_context(run_dir: Path, task_id: str, start: Start | None, tasks_path: str | None = None) -> TaskContext:
+    if start is not None and start.instruction:
+        return TaskContext(start.instruction)
     from tbscale.tasks import load_task
 
     for root in task_dirs(run_dir, tasks_path):
@@ -203,7 +202,7 @@ async def run_judge(run_dir: Path, cfg: JudgeConfig, progress=None) -> JudgeStat
                     jobs.append((rub_out, set_name, s, msgs,
                                  lambda reply, rubrics=rubrics: parse_rubric_reply(reply, rubrics, rendered)))
         if cfg.reward_hacking and bool(row.passed):
-            verifier_out = str((attempt.verifier or {}).get("output") or "(not recorded)") if attempt else ""
+            verifier_out = ((attempt.verifier.output if attempt.verifier else "") or "(not recorded)") if attempt else ""
             msgs = reward_hacking_messages(ctx.instruction, rendered, ctx.tests, ctx.solution,
                                            _clip(verifier_out, cfg.max_observation_chars))
             for s in range(cfg.reward_hacking_samples):

@@ -1,0 +1,201 @@
+"""The files of a run folder read back through the models they are written with: trial lines
+(TrialResult), trajectory events (types/events.py), the manifest (RunManifest) and the spend
+ledger (SpendLine). Every reader in tbscale (report, viewer, history, sweeps, judge, rewards,
+resume, exports) reads through these, so they agree on what a file holds and on which lines are
+corrupt.
+
+There is one validation path per format: the model. A trial line is parsed and validated in one
+step by pydantic's JSON parser (`TrialResult.model_validate_json`), which also applies the rule of a
+believable verdict and of paths inside the run folder (tbscale/verdict.py); a line it rejects is
+corrupt, reported with its line number and the model's reason. A report reads 100k lines, so the
+trial reader works a chunk at a time with Python's cyclic garbage collector paused while a chunk is
+parsed (validated lines make no cycles, and thousands of fresh objects would otherwise set off
+collections that each walk every object alive).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+from pathlib import Path
+from typing import Iterator, NamedTuple
+
+from pydantic import ValidationError
+
+from tbscale import SCHEMA_VERSION
+from tbscale.errors import TbscaleError
+from tbscale.jsonl import ReadProblems, numbered_jsonl
+from tbscale.types.events import Event, event_adapter
+from tbscale.types.manifest import RunManifest
+from tbscale.types.results import TrialResult
+from tbscale.types.spend import SpendLine
+
+log = logging.getLogger("tbscale")
+READABLE_SCHEMA_VERSIONS = (1, 2)
+CHUNK_LINES = 4096  # trial lines validated at a time, and at most this many bytes of them: their models
+CHUNK_BYTES = 2 << 20  # are the reader's transient memory (a staged trial's line holds ~10x its size)
+
+
+def check_schema_version(version: object, where: str) -> None:
+    if version not in READABLE_SCHEMA_VERSIONS:
+        newer = isinstance(version, int) and version > SCHEMA_VERSION
+        raise TbscaleError(f"{where}: schema version {version!r} " + (
+            f"is newer than this tbscale reads ({SCHEMA_VERSION}); upgrade tbscale" if newer
+            else f"is not one this tbscale reads ({', '.join(map(str, READABLE_SCHEMA_VERSIONS))})"))
+
+
+def _reason(e: ValidationError) -> str:
+    """The model's first complaint, as one short phrase (`field.path: message`)."""
+    first = e.errors()[0]
+    where = ".".join(map(str, first["loc"]))
+    return f"{where + ': ' if where else ''}{first['msg'].removeprefix('Value error, ')}"
+
+
+# ---- trial lines ---------------------------------------------------------------------------------------
+class TrialLine(NamedTuple):
+    """A readable trial line: its number in the file, its text and its model."""
+
+    number: int
+    text: bytes
+    trial: TrialResult
+
+
+def validate_trial_line(n: int, line: bytes, problems: ReadProblems) -> TrialResult | None:
+    """Line `n` as a TrialResult, or None with the reason noted in `problems` (a torn last line,
+    not JSON, not an object, or the first field the model rejects)."""
+    try:
+        return TrialResult.model_validate_json(line)
+    except ValidationError as e:
+        kind = e.errors()[0]["type"]
+        if kind == "json_invalid" and not line.endswith(b"\n"):
+            problems.torn(n)  # only the last line can lack its newline: a write cut short by a crash
+        elif kind in ("json_invalid", "model_type"):
+            problems.corrupt.append((n, "not a JSON object" if kind == "model_type" else "not JSON"))
+        else:
+            problems.corrupt.append((n, _reason(e)))
+        return None
+
+
+def _validated(lines: list[tuple[int, bytes]], where: str, problems: ReadProblems) -> list[TrialLine]:
+    out = []
+    for n, text in lines:
+        trial = validate_trial_line(n, text, problems)
+        if trial is not None:
+            check_schema_version(trial.schema_version, where)
+            out.append(TrialLine(n, text, trial))
+    return out
+
+
+def trial_chunks(path: Path, problems: ReadProblems) -> Iterator[list[TrialLine]]:
+    """The readable trial lines of a trials.jsonl, a chunk at a time, in file order; the others are
+    noted in `problems`. A line of a schema version this tbscale cannot read stops the reading (a
+    TbscaleError naming the file)."""
+    where = str(path)
+    with open(path, "rb") as f:
+        lines: list[tuple[int, bytes]] = []
+        size = 0
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            lines.append((n, line))
+            size += len(line)
+            if len(lines) >= CHUNK_LINES or size >= CHUNK_BYTES:
+                yield _paused(_validated, lines, where, problems)
+                lines, size = [], 0
+        if lines:
+            yield _paused(_validated, lines, where, problems)
+
+
+def _paused(fn, *args):
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return fn(*args)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def read_trials(path: Path, problems: ReadProblems | None = None) -> Iterator[TrialResult]:
+    """Every readable trial line of a trials.jsonl, as its model, in file order (a trial that ran
+    again has several lines: the last one counts). Unreadable lines are noted in `problems`, or
+    warned about with their line numbers when none is given."""
+    own = problems is None
+    problems = problems or ReadProblems(Path(path))
+    for chunk in trial_chunks(Path(path), problems):
+        for line in chunk:
+            yield line.trial
+    if own:
+        problems.warn()
+
+
+def latest_trials(path: Path, problems: ReadProblems | None = None) -> dict[str, TrialResult]:
+    """The latest readable line of every trial key (a rerun's line supersedes the old one), in the
+    order the trials first appear."""
+    return {t.trial_key: t for t in read_trials(path, problems)}
+
+
+# ---- trajectory events -----------------------------------------------------------------------------------
+def read_events(path: Path, problems: ReadProblems | None = None) -> Iterator[Event]:
+    """A trajectory's events as their models (tbscale.types.events), the schema version of its
+    `start` event checked. A line that is not an event is noted in `problems` with its line number
+    and the model's reason (or warned about when no `problems` is given), and skipped."""
+    own = problems is None
+    problems = problems or ReadProblems(Path(path))
+    for n, obj in numbered_jsonl(path, problems):
+        if obj.get("type") == "start" and obj.get("schema_version") is not None:  # hand-made files may leave it out
+            check_schema_version(obj["schema_version"], f"{path} line {n}")
+        try:
+            yield event_adapter.validate_python(obj)
+        except ValidationError as e:
+            problems.corrupt.append((n, f"not a {obj.get('type')!r} event ({_reason(e)})"))
+    if own:
+        problems.warn()
+
+
+# ---- the manifest ------------------------------------------------------------------------------------------
+def read_manifest(path: Path) -> RunManifest | None:
+    """A run's manifest.json (`path`: the file or its run folder), or None when there is none; one
+    that is not JSON or not a manifest is a TbscaleError naming the file and the field."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "manifest.json"
+    if not path.is_file():
+        return None
+    try:
+        return RunManifest.model_validate_json(path.read_bytes())
+    except ValidationError as e:
+        raise TbscaleError(f"{path}: not a run manifest ({_reason(e)})") from None
+    except OSError as e:
+        raise TbscaleError(f"{path}: cannot be read ({e.strerror})") from None
+
+
+def manifest_of(run_dir: Path) -> RunManifest | None:
+    """What a reader of finished runs uses: the run's manifest, or None when it has none or it
+    cannot be read (said once as a warning: the trials are still read, without its plan)."""
+    try:
+        return read_manifest(Path(run_dir))
+    except TbscaleError as e:
+        log.warning(f"{e}; its trials are read without it")
+        return None
+
+
+def manifest_json(manifest: RunManifest) -> str:
+    """The manifest as its file holds it: the fields it was given, indented."""
+    return json.dumps(manifest.model_dump(mode="json", exclude_unset=True), indent=2)
+
+
+# ---- the spend ledger ---------------------------------------------------------------------------------------
+def read_spend(path: Path, problems: ReadProblems | None = None) -> Iterator[SpendLine]:
+    """The readable lines of a spend.jsonl as their model; the others noted in `problems` (or warned
+    about when none is given) with their line numbers."""
+    own = problems is None
+    problems = problems or ReadProblems(Path(path))
+    for n, obj in numbered_jsonl(path, problems):
+        try:
+            yield SpendLine.model_validate(obj)
+        except ValidationError as e:
+            problems.corrupt.append((n, _reason(e)))
+    if own:
+        problems.warn()
