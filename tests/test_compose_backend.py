@@ -41,7 +41,8 @@ def probe(box, host: str) -> str:
 
 
 def test_policies_switch_while_the_project_runs(tmp_path: Path) -> None:
-    from tbscale.environments.compose import ComposeBackend, compose_spec
+    from tbscale.environments.compose import compose_spec
+    from tbscale.environments.docker_backend import ComposeBackend
     from tbscale.environments.base import StartSpec
     from tbscale.errors import TaskRefused
     from tbscale.tasks.model import NetworkPolicy
@@ -100,7 +101,8 @@ def test_a_killed_process_leaves_a_project_the_next_sweep_takes_down(tmp_path: P
         from pathlib import Path
         sys.path.insert(0, {str(Path(__file__).parent.parent)!r})
         from tests.test_compose_backend import compose_task
-        from tbscale.environments.compose import ComposeBackend, compose_spec
+        from tbscale.environments.compose import compose_spec
+        from tbscale.environments.docker_backend import ComposeBackend
         from tbscale.environments.base import StartSpec
         from tbscale.tasks.model import NetworkPolicy
         task = compose_task(Path({str(tmp_path)!r}))

@@ -279,7 +279,7 @@ def test_one_line_errors_come_from_one_place() -> None:
     """Commands raise TbscaleError and leave the one-line exit to the app (cli/app.py)."""
     root = Path(__file__).resolve().parents[1] / "tbscale" / "cli"
     scattered = [p.name for p in root.glob("*.py") if "except TbscaleError" in p.read_text() and p.name != "app.py"]
-    assert scattered == ["run.py"], scattered  # run's closing report: a failed report is a warning there
+    assert scattered == ["report.py"], scattered  # run's closing report: a failed report is a warning there
 
 
 def test_output_dir_checks_leave_nothing_behind(tmp_path: Path) -> None:

@@ -140,7 +140,7 @@ def test_hidden_reasoning_tokens_are_split_evenly() -> None:
 def test_spend_ledger_counts_a_crashed_attempt(tmp_path: Path, loopback_model, monkeypatch) -> None:
     from tbscale.rundata.spend import spend_totals
     from tbscale.runner import Runner, load_experiment
-    from tbscale.runner import trial as trial_module
+    from tbscale.runner import verification as verification_module
     from tbscale.tasks import load_tasks
     from tbscale_testing.tasks import write_harbor_task
 
@@ -158,7 +158,7 @@ def test_spend_ledger_counts_a_crashed_attempt(tmp_path: Path, loopback_model, m
     def broken_verifier(ctx):
         raise RuntimeError("the verifier's host went away")
 
-    monkeypatch.setattr(trial_module, "verify_attempt", broken_verifier)
+    monkeypatch.setattr(verification_module, "verify_attempt", broken_verifier)
     run = tmp_path / "run"
     counters = asyncio.run(Runner(exp, tasks, run).run())
     assert counters.crashed == 1 and not (run / "trials.jsonl").exists()

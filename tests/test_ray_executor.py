@@ -441,6 +441,7 @@ def test_image_disk_budget_evicts_least_recently_used_images_no_pending_trial_ne
 
 def test_backend_evicts_before_a_build_and_keeps_pending_images(tmp_path, monkeypatch):
     from tbscale.environments import docker as dk
+    from tbscale.environments.docker_backend import DockerBackend
 
     task = load_task(write_harbor_task(tmp_path, "budgeted"))
     other = load_task(write_harbor_task(tmp_path, "pending", solve="#!/bin/bash\necho other\n",
@@ -449,12 +450,12 @@ def test_backend_evicts_before_a_build_and_keeps_pending_images(tmp_path, monkey
     monkeypatch.setattr(dk, "_image_present", lambda tag, host: False)
     monkeypatch.setattr(dk, "evict_images", lambda budget, keep, host=None: calls.append((budget, keep)))
     monkeypatch.setattr(dk, "ensure_image", lambda task, timeout=None, host=None: (dk.image_tag_for(task), True))
-    backend = dk.DockerBackend(image_disk_budget_gb=50)
+    backend = DockerBackend(image_disk_budget_gb=50)
     backend.plan([other])
     assert backend.prepare(task) == (dk.image_tag_for(task), True)
     assert calls == [(50, {dk.image_tag_for(other), dk.image_tag_for(task)})]
     calls.clear()
-    dk.DockerBackend().prepare(task)  # no budget: nothing evicted
+    DockerBackend().prepare(task)  # no budget: nothing evicted
     assert calls == []
 
 

@@ -69,7 +69,7 @@ def run_scripted(tmp_path, commands, limits=None, agent_timeout=60):
         from tbscale.agent.loop import run_agent
         return await run_agent(task, box, ScriptedPolicy(commands), exp.limits, rec, seed=0)
 
-    runner.trials._act = act
+    runner.trials.act = act
     (tmp_path / "run").mkdir()
     return asyncio.run(runner.run_trial(spec)).model_dump(), runner, spec
 
@@ -127,7 +127,7 @@ def test_container_removed_when_agent_raises(tmp_path):
         seen["id"] = box.id
         raise RuntimeError("agent exploded")
 
-    runner.trials._act = act
+    runner.trials.act = act
     (tmp_path / "run").mkdir()
     with pytest.raises(RuntimeError, match="agent exploded"):
         asyncio.run(runner.run_trial(spec))
@@ -219,14 +219,14 @@ def test_a_crashing_trial_does_not_stop_the_run_and_is_retried(tmp_path):
 
     tasks, _ = load_tasks(tmp_path / "tasks")
     runner = Runner(exp, tasks, tmp_path / "run")
-    real_act = runner.trials._act
+    real_act = runner.trials.act
 
     async def flaky(spec, rec, box, context, *rest):
         if spec.task.id == "crash-task":
             raise RuntimeError("unexpected bug")
         return await real_act(spec, rec, box, context, *rest)
 
-    runner.trials._act = flaky
+    runner.trials.act = flaky
     counters = asyncio.run(runner.run())
     assert counters.done == 2 and counters.crashed == 2
     assert "unexpected bug" in (tmp_path / "run" / "crashes.log").read_text()

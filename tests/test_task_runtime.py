@@ -96,7 +96,7 @@ def _task_with_strategy(strategy: str):
 
 
 def test_multi_step_rewards_mean_per_key_and_final():
-    from tbscale.runner.trial import combine_steps
+    from tbscale.runner.steps import combine_steps
 
     verdicts = [("a", VerifierResult(0.0, False, "", None, {}, {"reward": 0.0, "ready": 1.0})),
                 ("b", VerifierResult(1.0, True, "", None, {}, {"reward": 1.0}))]
@@ -123,13 +123,12 @@ class SlowStart(FakeBox):
 
 def _runtime():
     from tbscale.logs import AttemptRecorder
-    from tbscale.runner.attempt import TaskRuntime
+    from tbscale.runner.environment import AttemptEnvironments
     from tbscale.tasks import Task
 
     exp = Experiment.model_validate({"name": "x", "tasks": {"path": "."}, "settings": [{"name": "o", "agent": "oracle"}]})
     task = Task(id="t", format="harbor", instruction="x", image="debian:bookworm-slim")
-    return TaskRuntime(exp, backend=None, task=task, rec=AttemptRecorder(None, 0), labels={},  # type: ignore[arg-type]
-                       artifacts_dir=Path("/nonexistent"))
+    return AttemptEnvironments(exp, backend=None, task=task, rec=AttemptRecorder(None, 0), labels={})  # type: ignore[arg-type]
 
 
 def test_healthcheck_counts_failures_only_after_the_start_period():

@@ -60,6 +60,22 @@ class AttemptOutcome:
     error_type: str | None = None  # the exception class that stopped the attempt
 
 
+@dataclass
+class LoopContext:
+    """What the loop works with for one attempt, fixed while it runs."""
+
+    task: Task
+    env: Environment
+    policy: ActionPolicy
+    limits: Limits
+    rec: AttemptRecorder
+    seed: int
+    prompts: dict[str, str] | None
+    context_window: int | None  # history tokens the model takes (None: no check)
+    deadline: float  # time.monotonic() by which the attempt must end
+    turns: range  # the turns this run may take (a continued prefix starts after its own)
+
+
 async def run_agent(task: Task, box: Environment, policy: ActionPolicy, limits: Limits, rec: AttemptRecorder,
                     *, seed: int, context: str | None = None, prompts: dict[str, str] | None = None,
                     context_window: int | None = None, time_budget_sec: float | None = None,
@@ -69,7 +85,6 @@ async def run_agent(task: Task, box: Environment, policy: ActionPolicy, limits: 
     they come back as the outcome's stop_reason (and an `end`-worthy error message)."""
     budget = time_budget_sec or limits.agent_timeout_sec or task.agent_timeout_sec
     start = time.monotonic()
-    deadline = start + budget
     if history:  # continuing a prefix whose commands were replayed in this container
         messages = [dict(m) for m in history]
     else:
@@ -82,11 +97,12 @@ async def run_agent(task: Task, box: Environment, policy: ActionPolicy, limits: 
         ]
     first_turn = 1 + sum(m["role"] == "assistant" for m in messages)
     last_turn = limits.max_turns if max_new_turns is None else min(limits.max_turns, first_turn + max_new_turns - 1)
+    ctx = LoopContext(task=task, env=box, policy=policy, limits=limits, rec=rec, seed=seed, prompts=prompts,
+                      context_window=context_window, deadline=start + budget, turns=range(first_turn, last_turn + 1))
     outcome = AttemptOutcome("agent_error", first_turn - 1, 0, messages)
     try:
         async with asyncio.timeout(budget + 30):  # a backstop: the checks below should fire first
-            await _loop(task, box, policy, limits, rec, seed, messages, outcome, deadline, context_window, prompts,
-                        first_turn, last_turn)
+            await _loop(ctx, outcome)
     except AttemptStopped as e:
         outcome.stop_reason, outcome.error, outcome.error_type = e.stop_reason, str(e) or None, type(e).__name__
     except TimeoutError:
@@ -108,15 +124,18 @@ async def run_command(box: Environment, command: str, timeout: float, limits: Li
     return result
 
 
-async def _loop(task, box, policy, limits, rec, seed, messages, outcome, deadline, context_window, prompts,
-                first_turn, last_turn):
-    for turn in range(first_turn, last_turn + 1):
+async def _loop(ctx: LoopContext, outcome: AttemptOutcome) -> None:
+    """The turns: ask the policy, run its command, answer with the observation; each limit
+    raises its AttemptStopped. `outcome.messages` is the history, extended in place."""
+    messages, limits, rec = outcome.messages, ctx.limits, ctx.rec
+    for turn in ctx.turns:
         rec.turn = outcome.turns = turn
-        if time.monotonic() >= deadline:
+        if time.monotonic() >= ctx.deadline:
             raise AgentTimeout("the attempt ran past its time budget")
-        if context_window and _estimate_tokens(messages) > context_window:
-            raise ContextWindowExceeded(f"history of ~{_estimate_tokens(messages)} tokens exceeds {context_window}")
-        decision = await policy.decide(messages, TurnContext(turn=turn, seed=seed * 100_003 + turn, rec=rec, task=task))
+        if ctx.context_window and _estimate_tokens(messages) > ctx.context_window:
+            raise ContextWindowExceeded(f"history of ~{_estimate_tokens(messages)} tokens exceeds {ctx.context_window}")
+        decision = await ctx.policy.decide(messages, TurnContext(turn=turn, seed=ctx.seed * 100_003 + turn, rec=rec,
+                                                                 task=ctx.task))
         completion, action = decision.completion, decision.action
         messages.append(assistant_message(completion))
         if completion.finish_reason == "length":
@@ -126,19 +145,19 @@ async def _loop(task, box, policy, limits, rec, seed, messages, outcome, deadlin
             rec.event("format_error", error=action.error, count=outcome.format_errors)
             if outcome.format_errors > limits.max_format_errors:
                 raise FormatErrorLimit(f"{outcome.format_errors} responses could not be run")
-            messages.extend(reply_messages(completion, render("format_error", prompts, error=action.error,
+            messages.extend(reply_messages(completion, render("format_error", ctx.prompts, error=action.error,
                                                               finish_marker=FINISH_MARKER)))
             continue
-        timeout = max(1.0, min(limits.command_timeout_sec, deadline - time.monotonic()))
+        timeout = max(1.0, min(limits.command_timeout_sec, ctx.deadline - time.monotonic()))
         rec.event("action", command=action.command, selected_index=decision.selected_index,
                   n_candidates=decision.n_candidates)
-        result = await run_command(box, action.command, timeout, limits, rec)
+        result = await run_command(ctx.env, action.command, timeout, limits, rec)
         outcome.actions.append(action.command)
         if ends_attempt(result.output):
             outcome.stop_reason = "submitted"
             return
         messages.extend(reply_messages(completion, format_observation(
-            result.output, result.exit_code, result.timed_out, timeout, limits.observation_max_chars, prompts)))
-    if last_turn < limits.max_turns:
-        raise SegmentDone(f"paused after turn {last_turn}")
+            result.output, result.exit_code, result.timed_out, timeout, limits.observation_max_chars, ctx.prompts)))
+    if ctx.turns.stop - 1 < limits.max_turns:
+        raise SegmentDone(f"paused after turn {ctx.turns.stop - 1}")
     raise StepLimitReached(f"no submission within {limits.max_turns} turns")

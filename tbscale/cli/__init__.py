@@ -6,7 +6,8 @@ from __future__ import annotations
 import sys
 from importlib import metadata
 
-from tbscale.cli import datasets, export, posthoc, run, sweeps, tasks, view  # noqa: F401  (each adds its commands)
+# Each module adds its commands, in this order (`tbscale --help` lists them so).
+from tbscale.cli import run, report, clean, datasets, export, posthoc, sweeps, tasks, view  # noqa: F401, E402
 from tbscale.cli.app import app, console, fail, out
 
 for _ep in metadata.entry_points(group="tbscale.commands"):

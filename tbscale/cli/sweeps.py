@@ -25,7 +25,7 @@ def sweep(sweep_file: Path = typer.Argument(..., help="sweep YAML: configs and a
 
     from tbscale.cli.run import run_with_progress
     from tbscale.config import bounds
-    from tbscale.environments import get_backend
+    from tbscale.environments import open_backend
     from tbscale.names import writable_folder
     from tbscale.runner import Runner, experiment_dataset, experiment_tasks, resolve_experiment
     from tbscale.runner.checks import before_first_container, run_folder
@@ -49,7 +49,7 @@ def sweep(sweep_file: Path = typer.Argument(..., help="sweep YAML: configs and a
         exp = resolve_experiment(experiment_of(doc, cfg_path, point), where)
         dataset = experiment_dataset(exp)
         task_list = experiment_tasks(exp, dataset=dataset, before_build=lambda ts, exp=exp, where=where:
-                                     before_first_container(exp, ts, where, get_backend(exp.environment.backend)))
+                                     before_first_container(exp, ts, where, open_backend(exp.environment)))
         points.append((name, point, exp, dataset, task_list, run_folder(Path(sw.output_dir) / date, name, where)))
     sigterm_as_interrupt()
     for name, point, exp, dataset, task_list, run_dir in points:

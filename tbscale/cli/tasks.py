@@ -177,7 +177,7 @@ def tasks_check(path: Path = typer.Argument(Path("tasks")),
 
     from tbscale.cli.run import run_with_progress
     from tbscale.config import Experiment
-    from tbscale.environments import get_backend
+    from tbscale.environments import open_backend
     from tbscale.runner import Runner, load_rows
 
     from tbscale.config import bounds
@@ -190,13 +190,13 @@ def tasks_check(path: Path = typer.Argument(Path("tasks")),
     if storage_limit not in ("auto", "enforce", "ignore"):
         fail(f"--storage-limit: auto or enforce, got {storage_limit!r}")
     tasks, problems = _load(path, strict_keys, include=split_list(include), exclude=split_list(exclude))
-    get_backend("docker").check()
-    for p, msg in problems:
-        console.print(labelled("broken:", "red", msg), highlight=False, soft_wrap=True)
     exp = Experiment.model_validate({
         "name": "tasks-check", "tasks": {"path": str(path)}, "trials": 1, "concurrency": concurrency,
         "environment": {"network": networks[network], "storage_limit": storage_limit},
         "settings": [{"name": "oracle", "agent": "oracle"}, {"name": "nop", "agent": "nop"}]})
+    open_backend(exp.environment).check()
+    for p, msg in problems:
+        console.print(labelled("broken:", "red", msg), highlight=False, soft_wrap=True)
     scratch = None if keep else Path(tempfile.mkdtemp(prefix="tbscale-check-"))
     run_dir = keep or scratch / "tasks-check"
     try:
@@ -271,7 +271,7 @@ def tasks_show(task: str = typer.Argument(..., help="a task folder, FOLDER.KEY f
     import sys
 
     from tbscale.config import Experiment
-    from tbscale.environments import get_backend
+    from tbscale.environments import open_backend
     from tbscale.runner.describe import as_text, describe
     from tbscale.runner.enforcement import capabilities
 
@@ -282,7 +282,7 @@ def tasks_show(task: str = typer.Argument(..., help="a task folder, FOLDER.KEY f
                                      "environment": {"storage_limit": storage_limit},
                                      "settings": [{"name": "show", "agent": "oracle"}]})
     try:
-        caps = capabilities(get_backend("docker"))
+        caps = capabilities(open_backend(exp.environment))
     except Exception:  # no engine here: say what depends on one
         caps = None
     info = describe(found, exp, caps)

@@ -171,10 +171,14 @@ class Limits(Strict):
 
 
 class EnvironmentConfig(Strict):
-    """Where attempts run. `backend` names a registered environment (docker: the local engine, or
-    the one `docker_host` / DOCKER_HOST names; tasks with a compose file run under compose)."""
+    """Where attempts run. `backend` names a registered backend (environments/registry.py; docker:
+    the local engine, or another Docker host; tasks with a compose file run as compose projects)
+    and `options` are that backend's own, checked by its options model when the config is loaded.
+    `docker_host` and `image_disk_budget_gb` are the docker backend's options spelt flat, as configs
+    wrote them before `options` (they map to options.host and options.image_disk_budget_gb)."""
 
     backend: str = "docker"
+    options: dict[str, Any] = Field(default_factory=dict, description="the backend's own options (docs/configuration.md)")
     docker_host: str | None = Field(None, description="tcp://... or ssh://...; default: DOCKER_HOST or the local socket")
     network: Literal["task", "none", "bridge"] = "task"
     cpus: float | None = Field(None, gt=0, description="override the task's cpus")
@@ -183,7 +187,7 @@ class EnvironmentConfig(Strict):
     build_timeout_sec: float | None = Field(None, gt=0)
     image_disk_budget_gb: float | None = Field(
         None, gt=0, description="per Docker engine: evict tbscale-built images no pending trial needs, least "
-                                "recently used first, to stay within this (docs/scale.md)")
+                                "recently used first, to stay within this (docs/scale.md); options.image_disk_budget_gb")
     agent_processes: Literal["stop", "keep"] = Field(
         "stop", description="before verification in the agent's container: stop (every process the agent phase "
                             "started is stopped: the container restarts) or keep (they run on into verification, as "

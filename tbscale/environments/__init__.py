@@ -1,9 +1,13 @@
 """Environments: where attempts run, behind one protocol (tbscale.environments.base). Backends
-register by name: `docker` (the local engine, or any Docker host), and `compose` for tasks that
-bring a docker-compose file."""
+register by name or through the `tbscale.environments` entry point (environments/registry.py):
+tbscale's own are `docker` (the local engine, or any Docker host; tasks with a compose file run as
+compose projects) and `compose`."""
 
-from tbscale.environments.base import (Backend, BoundedOutput, ComposeSpec, Environment, ExecResult, PhaseView, StartSpec,
-                                       backend_names, get_backend, register_backend)
+from tbscale.environments.base import (Backend, BaseBackend, BoundedOutput, Capabilities, CleanResult, ComposeSpec,
+                                       Environment, ExecResult, NoOptions, PhaseView, StartSpec)
+from tbscale.environments.registry import (DEFAULT_BACKEND, BackendOptionsError, backend_names, backend_options,
+                                           get_backend, open_backend, register_backend)
 
-__all__ = ["Backend", "BoundedOutput", "ComposeSpec", "Environment", "StartSpec", "ExecResult", "PhaseView",
-           "backend_names", "get_backend", "register_backend"]
+__all__ = ["Backend", "BackendOptionsError", "BaseBackend", "BoundedOutput", "Capabilities", "CleanResult",
+           "ComposeSpec", "DEFAULT_BACKEND", "Environment", "ExecResult", "NoOptions", "PhaseView", "StartSpec",
+           "backend_names", "backend_options", "get_backend", "open_backend", "register_backend"]

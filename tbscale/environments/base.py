@@ -2,16 +2,19 @@
 
 In the style of mini-swe-agent, an environment is a few methods: run a command, copy files in and
 out, stop. The agent loop, the runner and the verifiers depend on this protocol only. A backend
-(registered by name, chosen by config) prepares a task's image and starts environments from it.
+(registered by name or entry point, chosen by config, environments/registry.py) prepares a task's
+image and starts environments from it; what it can do beyond that it says in its Capabilities.
 """
 
 from __future__ import annotations
 
-import importlib
+import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Iterable, Protocol
+
+from pydantic import BaseModel, ConfigDict
 
 
 @dataclass
@@ -107,8 +110,9 @@ class ComposeSpec:
 
 @dataclass
 class StartSpec:
-    """What to start: an image and its limits. `network` is `none`, `bridge` (public), or the
-    name of a network the backend made; `env` is set for every command."""
+    """What to start: an image and its limits. `network` is `public`, `none`, or a name the
+    backend gave a network of its own; `env` is set for every command. `task` is the task whose
+    environment this is (a backend reads what else it needs from it: a compose file, say)."""
 
     image: str
     cpus: float | None = 1.0  # None: no limit
@@ -122,13 +126,20 @@ class StartSpec:
     labels: dict[str, str] = field(default_factory=dict)
     extra_hosts: dict[str, str] = field(default_factory=dict)
     compose: ComposeSpec | None = None  # set: start the compose project, act in its main service
+    task: Any = None
     tty: bool = False  # the container's own tty / stdin (a legacy compose file's `tty`, `stdin_open`)
     stdin_open: bool = False
 
 
 class Environment(Protocol):
+    """A running environment: where one attempt's commands run. Every backend's environments have
+    all of these; what a backend cannot do (see Capabilities) raises SandboxError, and the runner
+    asks the backend's capabilities before it relies on one."""
+
     id: str
+    backend: str  # the name of the kind of environment it is (a trajectory's attempt_start says it)
     workdir: str | None
+    services: list[str]  # the sidecars beside the main service (empty for one container)
 
     def exec(self, command: str, timeout_sec: float, *, workdir: str | None = None,
              env: dict[str, str] | None = None, user: str = "", output_limit: int | None = None,
@@ -151,6 +162,28 @@ class Environment(Protocol):
 
     def get_dir(self, path: str, local: Path) -> bool:
         """Copy a file or folder out to `local`; False when `path` does not exist."""
+        ...
+
+    @property
+    def default_user(self) -> str:
+        """The user a command runs as when none is given ("" is root)."""
+        ...
+
+    def service(self, name: str | None) -> "Environment":
+        """A sidecar by its service name (None, "" or the main service's name: this one)."""
+        ...
+
+    def set_network(self, policy: Any) -> None:
+        """Put the running environment under a NetworkPolicy (capability `network_policies`)."""
+        ...
+
+    def restart(self) -> None:
+        """Kill every process, init included, and start again from the same filesystem
+        (capability `restart`: the process sweep before verification, runner/guard.py)."""
+        ...
+
+    def running(self) -> bool:
+        """Whether its init is still alive."""
         ...
 
     def stop(self) -> None:
@@ -179,45 +212,135 @@ class PhaseView:
                                output_limit=output_limit, tee=tee)
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend's environments can do beyond running commands and copying files. The runner
+    asks before anything starts, and a task that needs what the backend lacks is refused in one
+    line, never run without it (runner/environment.py); `why_not` holds the backend's own words
+    for a capability it lacks (they reach refusals and the `not_enforced` notes)."""
+
+    gpus: bool = False  # give an environment GPUs ([environment].gpus)
+    storage_quota: bool = False  # enforce [environment].storage_mb
+    services: bool = False  # run a task's compose file: the main service and its sidecars
+    network_policies: bool = False  # switch a running environment between public, no-network and allowlists
+    allowlist_hosts: bool = False  # an allowlist may name hosts outside the task (else only its own services)
+    restart: bool = False  # Environment.restart(): the process sweep before verification
+    # Snapshots (a backend that can save a running environment and start copies of it) are not
+    # used yet; a backend that adds them says so here, and the methods join the protocol then.
+    snapshots: bool = False
+    why_not: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def reason(self, name: str, default: str) -> str:
+        return self.why_not.get(name) or default
+
+
+@dataclass
+class CleanResult:
+    """What a clean-up removed, and what it kept because its owner is live (or unknown)."""
+
+    containers: int = 0  # environments (a compose project counts its containers)
+    networks: int = 0
+    images: int = 0
+    kept: dict[str, int] = field(default_factory=dict)  # owner description -> environments left alone
+
+
 class Backend(Protocol):
+    """Where environments come from: registered by name (environments/registry.py), chosen by
+    `environment.backend`, built from its own options model (`environment.options`). The runner
+    knows backends through these methods only; BaseBackend gives the optional ones a default."""
+
     name: str
+
+    def capabilities(self) -> Capabilities: ...
+
+    def check(self) -> None:
+        """Raise a one-line TbscaleError when the backend cannot be reached (before any work)."""
+        ...
+
+    def task_problem(self, task: Any) -> str | None:
+        """Why this backend cannot take the task as written (an image name it would refuse), checked
+        before the first environment starts; None when it can."""
+        ...
+
+    def image_ref(self, task: Any) -> str | None:
+        """The image `prepare` gives the task, named without building anything (None: unknown)."""
+        ...
 
     def prepare(self, task: Any, build_timeout_sec: float | None = None) -> tuple[str, bool]:
         """The image a task's attempts start from, built or pulled when missing: (image, built)."""
         ...
 
-    def start(self, spec: StartSpec) -> Environment:
+    def start(self, spec: StartSpec) -> Environment: ...
+
+    def plan(self, tasks: list) -> None:
+        """The tasks whose trials are still to run (a backend with a disk budget keeps their images)."""
+        ...
+
+    def keep_images(self, refs: set[str]) -> None:
+        """Images pending trials need (image_ref), never evicted: the Ray executor's workers."""
         ...
 
     def cleanup_orphans(self) -> int:
-        """Remove what killed tbscale processes left behind; the number removed."""
+        """Remove what killed tbscale processes on this host left behind; the number removed."""
         ...
 
-    # Optional: `plan(tasks)` tells a backend which tasks pending trials still need (a backend with
-    # a disk budget keeps their images); callers use it when present.
+    def clean(self, *, runs: Iterable[str] = (), labels: Iterable[str] = (), images: bool = False,
+              every: bool = False) -> CleanResult:
+        """`tbscale clean`: what owners that are gone left (and the named runs'); `every`: all of
+        tbscale's, live or not; `labels` narrows it."""
+        ...
+
+    def stop_all(self) -> int:
+        """Stop every environment this process started that is still up (an interrupted worker)."""
+        ...
 
 
-# Backends by name: "module:factory", imported when first asked for. Another backend is one more
-# line here (or `register_backend` from a plugin).
-_BACKENDS: dict[str, str | Callable[..., Backend]] = {
-    "docker": "tbscale.environments.docker:DockerBackend",
-    "compose": "tbscale.environments.compose:ComposeBackend",
-}
+class NoOptions(BaseModel):
+    """A backend that takes no options."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
-def register_backend(name: str, factory: Callable[..., Backend]) -> None:
-    _BACKENDS[name] = factory
+class BaseBackend:
+    """Defaults for the optional part of the Backend protocol: no capabilities, nothing to check,
+    nothing to clean. A backend overrides what it has; `Options` is its options model, validated
+    at load (`environment.options`), and `flat_keys` maps older top-level keys of `environment:`
+    onto its options."""
+
+    name = "base"
+    Options: type[BaseModel] = NoOptions
+    flat_keys: dict[str, str] = {}
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities()
+
+    def check(self) -> None:
+        return None
+
+    def task_problem(self, task: Any) -> str | None:
+        return None
+
+    def image_ref(self, task: Any) -> str | None:
+        return None
+
+    def plan(self, tasks: list) -> None:
+        self.keep_images({ref for ref in (self.image_ref(t) for t in tasks) if ref})
+
+    def keep_images(self, refs: set[str]) -> None:
+        return None
+
+    def cleanup_orphans(self) -> int:
+        return 0
+
+    def clean(self, *, runs: Iterable[str] = (), labels: Iterable[str] = (), images: bool = False,
+              every: bool = False) -> CleanResult:
+        return CleanResult()
+
+    def stop_all(self) -> int:
+        return 0
 
 
-def backend_names() -> list[str]:
-    return sorted(_BACKENDS)
-
-
-def get_backend(name: str, **options: Any) -> Backend:
-    if name not in _BACKENDS:
-        raise ValueError(f"unknown environment backend {name!r} (known: {', '.join(sorted(_BACKENDS))})")
-    factory = _BACKENDS[name]
-    if isinstance(factory, str):
-        module, attr = factory.split(":")
-        factory = getattr(importlib.import_module(module), attr)
-    return factory(**options)
+def cache_dir() -> Path:
+    """tbscale's own folder on this machine (build locks, image use times, unpacked task files):
+    $XDG_CACHE_HOME/tbscale."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tbscale"

@@ -10,9 +10,9 @@ host, pid and start time on every label). A live run's resources stay unless the
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Iterable
 
+from tbscale.environments.base import CleanResult
 from tbscale.environments.engine import _use_record, build_lock, client
 from tbscale.environments.owner import (LABEL_APP, LABEL_HOST, LABEL_PROJECT, LABEL_RUN, LABEL_SESSION, HOST,
                                         describe_owner, owner_state)
@@ -20,14 +20,6 @@ from tbscale.environments.owner import (LABEL_APP, LABEL_HOST, LABEL_PROJECT, LA
 # An image used (by a trial on this machine) more recently than this is kept whoever built it: a
 # live run may be about to start a container from it.
 IMAGE_GRACE_SEC = 600
-
-
-@dataclass
-class CleanResult:
-    containers: int = 0
-    networks: int = 0
-    images: int = 0
-    kept: dict[str, int] = field(default_factory=dict)  # owner description -> containers left alone
 
 
 def _api(host: str | None):

@@ -1,5 +1,6 @@
-"""The compose backend: tasks whose environment is a docker-compose file (a `main` service the
-agent acts in, plus sidecars), through the Docker Compose CLI (v2 line) called as a subprocess.
+"""Compose projects: tasks whose environment is a docker-compose file (a `main` service the agent
+acts in, plus sidecars), through the Docker Compose CLI (v2 line) called as a subprocess. The
+docker backend (environments/docker_backend.py) runs such tasks through `ComposeProjects`.
 
 Images are built once per task content, with stable tags (`prepare`): the main service like the
 docker backend builds it (`environment/Dockerfile`, or the prebuilt `docker_image`), every sidecar
@@ -155,6 +156,7 @@ class ComposeEnvironment:
     """A running compose project; the Environment is its main service's container."""
 
     live = LiveSet()
+    backend = "compose"
 
     def __init__(self, project: _Project, main: Container, sidecars: dict[str, Container], host: str | None,
                  main_service: str = "main"):
@@ -232,12 +234,11 @@ def _labels(extra: dict[str, str]) -> dict[str, str]:
     return {**owner_labels(), **extra}
 
 
-class ComposeBackend:
-    """Compose projects on one Docker engine (the local one, or `host`)."""
+class ComposeProjects:
+    """Compose projects on one Docker engine (the local one, or `host`): what the docker backend
+    (environments/docker_backend.py) does with a task whose environment is a compose file."""
 
-    name = "compose"
-
-    def __init__(self, host: str | None = None, **_):
+    def __init__(self, host: str | None = None):
         self.host = host
 
     def _env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -251,9 +252,6 @@ class ComposeBackend:
         client(self.host)
         compose_binary()
 
-    def capabilities(self) -> dict[str, bool]:
-        return engine_capabilities(self.host)
-
     # ---- images ----------------------------------------------------------------------------------
     def prepare(self, task, build_timeout_sec: float | None = None) -> tuple[str, bool]:
         """Build (or find) every image the task's project needs; returns the main image."""
@@ -261,9 +259,6 @@ class ComposeBackend:
 
         timeout = float(build_timeout_sec or task.build_timeout_sec)
         from tbscale.tasks.files import read_compose
-
-        if task.environment.compose_file is None:
-            return ensure_image(task, build_timeout_sec, self.host)
 
         services = read_compose(task.environment.compose_file)
         main_def = services.get(task.environment.main_service, {})
@@ -331,11 +326,11 @@ class ComposeBackend:
         return _Project(name, files, spec.project_dir, self._env(values), workdir)
 
     def start(self, spec: StartSpec) -> ComposeEnvironment:
-        if spec.compose is None:  # a task without a compose file: one container, as the docker backend does
-            return Container.start(spec, self.host)  # type: ignore[return-value]
-        if spec.gpus and not self.capabilities()["gpus"]:
+        """Start the project `spec.compose` (or the one `spec.task`'s compose file makes) and act
+        in its main service."""
+        if spec.gpus and not engine_capabilities(self.host)["gpus"]:
             raise TaskRefused(f"[environment].gpus = {spec.gpus}: this Docker engine has no GPUs")
-        cs = spec.compose
+        cs = spec.compose or compose_spec(spec.task, spec.image)
         name = f"tbscale-{uuid.uuid4().hex[:10]}"
         workdir = Path(tempfile.mkdtemp(prefix=f"{name}-"))
         base: dict[str, Any] = {
@@ -383,9 +378,6 @@ class ComposeBackend:
             raise
         ComposeEnvironment.live.add(name, box)
         return box
-
-    def cleanup_orphans(self) -> int:
-        return cleanup_orphans(self.host)
 
 
 def cleanup_session() -> int:

@@ -1,5 +1,6 @@
-"""The Docker backend, through the docker SDK: cached image builds, one fresh container per
-attempt, exec with a timeout, copy in and out, and removal on every path.
+"""Containers on a Docker engine, through the docker SDK: cached image builds, one fresh container
+per attempt, exec with a timeout, copy in and out, and removal on every path. The `docker` backend
+(environments/docker_backend.py) is made of these and of compose projects (compose.py).
 
 The engine is the local one, or any Docker host given by `docker_host` in the config or by
 DOCKER_HOST (tcp://, ssh://). The SDK is synchronous; the async runner calls these methods in
@@ -129,6 +130,7 @@ class Container:
     """One running container: the Docker backend's Environment."""
 
     live = LiveSet()
+    backend = "docker"
 
     def __init__(self, container, workdir: str | None, shell: str = "bash"):
         self.container = container
@@ -146,7 +148,9 @@ class Container:
                                          labels={**owner_labels(), **({LABEL_RUN: run} if run else {})})
         self.network.apply(policy)
 
-    def service(self, name: str) -> "Container":
+    def service(self, name: str | None) -> "Container":
+        if name in (None, "", "main"):
+            return self
         raise SandboxError(f"no service {name!r}: a single container has no sidecars")
 
     @property
@@ -190,7 +194,8 @@ class Container:
         try:
             container = client(host).containers.run(
                 spec.image, command=["sleep", "infinity"], detach=True, init=True, tty=spec.tty,
-                stdin_open=spec.stdin_open, network_mode=spec.network, pids_limit=spec.pids_limit,
+                stdin_open=spec.stdin_open, network_mode="bridge" if spec.network == "public" else spec.network,
+                pids_limit=spec.pids_limit,
                 labels={**owner_labels(), **spec.labels},
                 environment=spec.env or {}, working_dir=spec.workdir, extra_hosts=spec.extra_hosts or None,
                 **options,
@@ -323,44 +328,6 @@ class Container:
             self.network.close()
 
     remove = stop
-
-
-class DockerBackend:
-    """Containers on one Docker engine: the local one, or `host` (tcp://, ssh://). With an
-    `image_disk_budget_gb`, tbscale-built images that no pending trial needs are evicted, least
-    recently used first, before a new image is built or pulled (`evict_images`)."""
-
-    name = "docker"
-
-    def __init__(self, host: str | None = None, image_disk_budget_gb: float | None = None, **_):
-        self.host = host
-        self.image_disk_budget_gb = image_disk_budget_gb
-        self.keep_images: set[str] = set()  # tags the pending trials need (never evicted)
-
-    def check(self) -> None:
-        client(self.host)
-
-    def image_tag(self, task) -> str:
-        return image_tag_for(task)
-
-    def plan(self, tasks: list) -> None:
-        """The tasks whose trials are still to run: their images are kept whatever the budget."""
-        if self.image_disk_budget_gb is not None:
-            self.keep_images = {image_tag_for(t) for t in tasks}
-
-    def prepare(self, task, build_timeout_sec: float | None = None) -> tuple[str, bool]:
-        if self.image_disk_budget_gb is not None and not _image_present(image_tag_for(task), self.host):
-            evict_images(self.image_disk_budget_gb, self.keep_images | {image_tag_for(task)}, self.host)
-        return ensure_image(task, build_timeout_sec, self.host)
-
-    def start(self, spec: StartSpec) -> Container:
-        return Container.start(spec, self.host)
-
-    def cleanup_orphans(self) -> int:
-        return cleanup_orphans(self.host)
-
-    def capabilities(self) -> dict[str, bool]:
-        return engine_capabilities(self.host)
 
 
 _capabilities: dict[str | None, dict[str, bool]] = {}

@@ -12,6 +12,7 @@ import re
 import threading
 from pathlib import Path
 
+from tbscale.environments.base import cache_dir
 from tbscale.errors import TbscaleError
 
 # The docker SDK's socket timeout must outlive the longest command; commands carry their own
@@ -21,11 +22,6 @@ CLIENT_TIMEOUT_SEC = 3600
 _clients: dict[str | None, object] = {}
 _client_lock = threading.Lock()
 _build_locks: dict[str, threading.Lock] = {}
-
-
-def cache_dir() -> Path:
-    """tbscale's own folder on this machine (build locks, image use times): $XDG_CACHE_HOME/tbscale."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tbscale"
 
 
 @contextlib.contextmanager

@@ -28,9 +28,7 @@ import threading
 from typing import Any
 
 from tbscale.errors import SandboxError, TaskRefused
-from tbscale.tasks.model import NetworkPolicy
-
-LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1"}
+from tbscale.tasks.model import LOOPBACK_NAMES, NetworkPolicy
 
 
 def refusal(policy: NetworkPolicy, services: list[str], key: str = "allowed_hosts") -> str | None:

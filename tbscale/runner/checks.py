@@ -1,8 +1,8 @@
-"""What a run checks before its first container starts, so that bad input costs no work: the run
+"""What a run checks before its first environment starts, so that bad input costs no work: the run
 folder (a name that stays inside the results folder, a place that can be written), every file the
 config names (prompt templates rendered once with sample values), every task (an id that is a safe
-path, an image reference the engine accepts), every model string, and the size of the plan.
-Every problem is one line naming the file, key or task."""
+path, nothing its backend would refuse, such as an image reference), every model string, and the
+size of the plan. Every problem is one line naming the file, key or task."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tbscale.config import Experiment
 from tbscale.config import bounds
+from tbscale.environments import Backend
 from tbscale.errors import TbscaleError
 from tbscale.names import check_name, inside, writable_folder
 from tbscale.tasks import Task
@@ -30,31 +31,19 @@ def run_folder(output_dir: Path | str, run_name: str, where: str = "--run-name")
     return run_dir
 
 
-def task_problem(task: Task, image_tag: str | None) -> str | None:
-    """Why `task` cannot run here: an id that is no safe path, or an image reference the engine
-    would refuse."""
+def task_problem(task: Task, backend: Backend | None = None) -> str | None:
+    """Why `task` cannot run here: an id that is no safe path, or something the backend would
+    refuse (an image reference, say)."""
     parts = task.id.split("/")
     if (not task.id or any(p in ("", ".", "..") for p in parts) or "\\" in task.id
             or any(ord(c) < 32 for c in task.id) or any(len(p.encode()) > 200 for p in parts)):
         return f"task id {task.id!r} cannot name a folder (it must not be empty, hold '..', '\\\\' or control characters)"
-    if image_tag is not None:
-        from tbscale.environments.docker import reference_problem
-
-        problem = reference_problem(image_tag)
-        if problem:
-            return f"its image {problem}"
-    return None
+    return backend.task_problem(task) if backend is not None else None
 
 
-def check_tasks(tasks: list[Task], backend=None) -> None:
+def check_tasks(tasks: list[Task], backend: Backend | None = None) -> None:
     for task in tasks:
-        tag = None
-        if backend is not None and hasattr(backend, "image_tag") and (task.image or task.environment_dir):
-            try:
-                tag = backend.image_tag(task)
-            except (OSError, ValueError):
-                tag = None
-        problem = task_problem(task, tag)
+        problem = task_problem(task, backend)
         if problem:
             raise TbscaleError(f"{task.path}: {problem}")
 
@@ -123,7 +112,8 @@ def check_plan_size(exp: Experiment, tasks: list[Task], config: Path | str) -> N
                  f"{config}: {len(exp.settings)} settings x {len(tasks)} tasks x {exp.trials} trials")
 
 
-def before_first_container(exp: Experiment, tasks: list[Task], config: Path | str, backend=None) -> None:
+def before_first_container(exp: Experiment, tasks: list[Task], config: Path | str,
+                           backend: Backend | None = None) -> None:
     """Everything above, in order of cost (litellm's import last)."""
     check_plan_size(exp, tasks, config)
     check_prompts(exp, config)

@@ -1,5 +1,5 @@
 """One task as a run would give it (`tbscale tasks show`): the instruction exactly as the agent gets
-it, and the environment resolved the way the run time resolves it (attempt.py): the image, the
+it, and the environment resolved the way the run time resolves it (runner/environment.py): the image, the
 limits, the network of every phase, the users, the working folder, the verifier, the artifacts, the
 steps, and the keys not enforced on this engine. Plain data, so `--json` and the text say the same."""
 
@@ -8,10 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 from tbscale.config import Experiment
-from tbscale.runner.attempt import environment_of, uses_compose
+from tbscale.environments import Capabilities
 from tbscale.runner.enforcement import not_enforced
 from tbscale.tasks import Task
-from tbscale.tasks.model import DEFAULT_AGENT_TIMEOUT_SEC, EnvironmentSpec, NetworkPolicy, VerifierSpec
+from tbscale.tasks.model import (DEFAULT_AGENT_TIMEOUT_SEC, EnvironmentSpec, NetworkPolicy, VerifierSpec,
+                                 environment_of, uses_compose)
 
 
 def _policy(policy: NetworkPolicy) -> str:
@@ -42,14 +43,14 @@ def _image(task: Task, env: EnvironmentSpec) -> dict[str, Any]:
     return out
 
 
-def _resources(env: EnvironmentSpec, exp: Experiment, caps: dict[str, bool] | None) -> dict[str, Any]:
+def _resources(env: EnvironmentSpec, exp: Experiment, caps: Capabilities | None) -> dict[str, Any]:
     cfg = exp.environment
     cpus, memory = cfg.cpus or env.cpus, cfg.memory_mb or env.memory_mb
     if env.storage_mb is None:
         storage = None
     elif caps is None:
         storage = f"{env.storage_mb} MB if the engine can enforce a quota (no engine was asked)"
-    elif caps["storage_quota"]:
+    elif caps.storage_quota:
         storage = f"{env.storage_mb} MB (a quota on this engine)"
     elif cfg.storage_limit == "enforce":
         storage = f"{env.storage_mb} MB: refused here (this engine has no quota; storage_limit: enforce)"
@@ -80,7 +81,7 @@ def _verifier(task: Task, v: VerifierSpec) -> dict[str, Any]:
     return out
 
 
-def describe(task: Task, exp: Experiment, caps: dict[str, bool] | None = None) -> dict[str, Any]:
+def describe(task: Task, exp: Experiment, caps: Capabilities | None = None) -> dict[str, Any]:
     """Everything `tasks show` prints; `caps` is the engine's (None: no engine was asked)."""
     env = environment_of(task)
     agent_timeout = exp.limits.agent_timeout_sec or task.agent.timeout_sec or task.agent_timeout_sec
@@ -114,7 +115,7 @@ def describe(task: Task, exp: Experiment, caps: dict[str, bool] | None = None) -
                    "setup": str(s.setup_script) if s.setup_script else None,
                    "artifacts": [a.source for a in s.artifacts]} for s in task.steps],
         "multi_step_reward_strategy": task.reward_strategy if task.steps else None,
-        "not_enforced": [x.as_dict() for x in not_enforced(task, exp, caps or {"storage_quota": True, "gpus": True})],
+        "not_enforced": [x.as_dict() for x in not_enforced(task, exp, caps or Capabilities(storage_quota=True, gpus=True))],
     }
     if task.legacy is not None:
         info["legacy"] = {"parser": task.legacy.parser_name, "tests_user": task.legacy.test_user or "the agent's user",

@@ -13,16 +13,15 @@ from __future__ import annotations
 from typing import Any
 
 from tbscale.config import Experiment
+from tbscale.environments import Backend, Capabilities
 from tbscale.tasks import Task
 from tbscale.tasks.model import NotEnforced
 
-NO_CAPABILITIES = {"gpus": False, "storage_quota": False}
 
-
-def capabilities(backend: Any) -> dict[str, bool]:
-    """What the backend's engine can give beyond CPU and memory limits (GPUs, a storage quota)."""
-    caps = getattr(backend, "capabilities", None)
-    return caps() if callable(caps) else dict(NO_CAPABILITIES)
+def capabilities(backend: Backend | None) -> Capabilities:
+    """What the backend can give beyond running commands (GPUs, a storage quota, ...); none
+    without a backend."""
+    return backend.capabilities() if backend is not None else Capabilities()
 
 
 def environment_tables(task: Task) -> list[tuple[str, Any]]:
@@ -35,26 +34,21 @@ def environment_tables(task: Task) -> list[tuple[str, Any]]:
     return envs
 
 
-def storage_applies(exp: Experiment, caps: dict[str, bool]) -> bool:
-    """Whether a task's storage_mb becomes a container quota here."""
-    return bool(caps.get("storage_quota"))
-
-
-def not_enforced(task: Task, exp: Experiment, caps: dict[str, bool]) -> list[NotEnforced]:
+def not_enforced(task: Task, exp: Experiment, caps: Capabilities) -> list[NotEnforced]:
     """The task's keys this run does not carry out as written: those the loader set aside, and
-    those this engine cannot give where the reference harness does not give them either."""
+    those this backend cannot give where the reference harness does not give them either."""
     out = list(task.not_enforced)
-    if not caps.get("storage_quota") and exp.environment.storage_limit != "enforce":
+    if not caps.storage_quota and exp.environment.storage_limit != "enforce":
+        why = caps.reason("storage_quota", f"the {exp.environment.backend} backend cannot enforce a storage quota")
         for table, env in environment_tables(task):
             if env.storage_mb:
-                out.append(NotEnforced(f"{table}.storage_mb", "this Docker engine cannot enforce a storage quota "
-                                       "(overlay2 needs xfs with pquota; btrfs and zfs can): the task runs without "
-                                       "it, as under Harbor's Docker backend, which never applies it "
-                                       "(`--storage-limit enforce` refuses such tasks instead)"))
+                out.append(NotEnforced(f"{table}.storage_mb", f"{why}: the task runs without it, as under Harbor's "
+                                       "Docker backend, which never applies it (`--storage-limit enforce` refuses "
+                                       "such tasks instead)"))
     return out
 
 
-def summary(tasks: list[Task], exp: Experiment, caps: dict[str, bool]) -> list[dict[str, Any]]:
+def summary(tasks: list[Task], exp: Experiment, caps: Capabilities) -> list[dict[str, Any]]:
     """For the manifest: one entry per (key, why) with the ids of the tasks it concerns."""
     groups: dict[tuple[str, str], list[str]] = {}
     for task in tasks:

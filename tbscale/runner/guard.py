@@ -30,7 +30,6 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from tbscale.environments import Environment
-from tbscale.errors import SandboxError
 from tbscale.shell.parse import invocation, split_segments
 from tbscale.shell.tampering import attribute_command
 
@@ -248,7 +247,7 @@ class VerifierGuard:
         return parse_processes(res.output)
 
     def _sidecars(self) -> dict[str, Any]:
-        return {name: self.box.service(name) for name in getattr(self.box, "services", []) or []}
+        return {name: self.box.service(name) for name in self.box.services}
 
     # ---- before the agent phase ------------------------------------------------------------------
     def baseline(self) -> None:
@@ -267,8 +266,7 @@ class VerifierGuard:
         record: dict[str, Any] = {"method": "restart" if self.sweep else "none"}
         entries: list[dict[str, Any]] = []
         t = time.monotonic()
-        running = getattr(self.box, "running", None)
-        alive = running() if callable(running) else True
+        alive = self.box.running()
         procs = self._processes(self.box) if alive else []
         base = (self.before or {}).get("processes", [])
         left = new_processes(base, procs, keep_children=False)
@@ -278,10 +276,7 @@ class VerifierGuard:
             entries.append(entry("init_killed", "the container's init was gone after the agent phase (its processes "
                                  "were killed from inside); the container was started again"))
         if self.sweep or not alive:
-            restart = getattr(self.box, "restart", None)
-            if not callable(restart):
-                raise SandboxError("this environment cannot stop the agent's processes (no restart)")
-            restart()
+            self.box.restart()  # a backend without the `restart` capability raises SandboxError
             if restart_hook is not None:
                 restart_hook()
         if self.sweep:

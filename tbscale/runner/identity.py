@@ -22,8 +22,9 @@ from tbscale.tasks import Task
 
 # Model settings that change how calls are made, not what comes back.
 _CALL_ONLY = {"timeout_sec", "max_retries", "retry_backoff_sec", "circuit_breaker_tries", "api_key_env"}
-# Environment settings that change where attempts run, not what they do.
-_PLACE_ONLY = {"backend", "docker_host", "image_disk_budget_gb"}
+# Environment settings that change where attempts run, not what they do: the backend and its own
+# options (a backend that cannot run a task as written refuses it, never runs it otherwise).
+_PLACE_ONLY = {"backend", "options", "docker_host", "image_disk_budget_gb"}
 
 
 def _file_digest(path: str) -> str:

@@ -10,7 +10,8 @@ from typing import Any
 
 from tbscale.agent.agents import agent_names, uses_model
 from tbscale.config import Experiment, Setting, read_experiment
-from tbscale.environments import backend_names
+from tbscale.environments import BackendOptionsError, backend_names
+from tbscale.environments.registry import environment_options
 from tbscale.errors import TbscaleError
 from tbscale.strategies import validate_component
 
@@ -65,6 +66,10 @@ def resolve_experiment(exp: Experiment, path: Path | str) -> Experiment:
     if exp.environment.backend not in backend_names():
         raise TbscaleError(f"{path}: environment.backend: unknown backend {exp.environment.backend!r} "
                            f"(known: {', '.join(backend_names())})")
+    try:
+        environment_options(exp.environment)
+    except BackendOptionsError as e:
+        raise TbscaleError(f"{path}: environment.{e}") from None
     if exp.executor.name not in EXECUTORS:
         raise TbscaleError(f"{path}: executor.name: unknown executor {exp.executor.name!r} "
                            f"(known: {', '.join(EXECUTORS)})")

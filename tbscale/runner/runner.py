@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tbscale.config import Experiment
-from tbscale.environments import get_backend
+from tbscale.environments import open_backend
 from tbscale.errors import ModelUnavailable
 from tbscale.models import failures, providers
 from tbscale.runner import enforcement
@@ -71,8 +71,7 @@ class Runner:
         self.counters = Counters()
         self.on_update = on_update or (lambda c, row: None)
         self.simulated = any(m.is_simulated for m in exp.models.values())
-        self.backend = get_backend(exp.environment.backend, host=exp.environment.docker_host,
-                                   image_disk_budget_gb=exp.environment.image_disk_budget_gb)
+        self.backend = open_backend(exp.environment)
         self.trials = TrialRunner(exp, self.folder, self.backend, asyncio.Semaphore(exp.concurrency),
                                   on_call=self._on_call)
         # Where trials run: in this process, or (ray) on a cluster whose workers stream each
@@ -133,8 +132,7 @@ class Runner:
                                         retry_infra_errors=self.retry_infra_errors)
         todo = [s for s in specs if s.key not in done]
         self.counters.total, self.counters.skipped = len(specs), len(specs) - len(todo)
-        if hasattr(self.backend, "plan"):  # an image disk budget keeps what pending trials need
-            self.backend.plan(list({s.task.id: s.task for s in todo}.values()))
+        self.backend.plan(list({s.task.id: s.task for s in todo}.values()))  # a disk budget keeps their images
         self.on_update(self.counters, None)
         interrupted = False
         try:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from tbscale.agent.policy import ActionPolicy, Decision, TurnContext
 from tbscale.logs import AttemptRecorder
 from tbscale.tasks import Task
+from tbscale.types.results import AttemptBrief, StepResult
 
 
 class Params(BaseModel):
@@ -69,15 +70,15 @@ class AttemptResult:
     error_type: str | None = None
     rewards: dict[str, float] | None = None
     reward_key: str | None = None  # which key of `rewards` is `reward`
-    steps: list[dict[str, Any]] | None = None  # multi-step tasks: one StepResult dict per step
+    steps: list[StepResult] | None = None  # multi-step tasks: one per step
     artifacts_path: str | None = None  # the attempt's collected artifacts, relative to the run folder
     tampering: list[dict[str, Any]] = field(default_factory=list)  # docs/formats.md, `tampering`
 
-    def brief(self) -> dict[str, Any]:
-        return {"index": self.index, "label": self.label, "stage": self.stage, "reward": self.reward,
-                "passed": self.passed, "ending": self.ending, "stop_reason": self.stop_reason,
-                "turns": self.turns, "context": self.context_indices, "usage": self.usage,
-                "tampering": len(self.tampering)}
+    def brief(self) -> AttemptBrief:
+        """The attempt as a multi-attempt trial's line lists it."""
+        return AttemptBrief(index=self.index, label=self.label, stage=self.stage, reward=self.reward,
+                            passed=self.passed, ending=self.ending, stop_reason=self.stop_reason, turns=self.turns,
+                            context=self.context_indices, usage=self.usage, tampering=len(self.tampering))
 
 
 @dataclass

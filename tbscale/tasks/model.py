@@ -44,6 +44,10 @@ class NotEnforced:
         return {"key": self.key, "why": self.why}
 
 
+# Names an allowlist may hold that are the environment itself, not a host to let in.
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
 @dataclass(frozen=True)
 class NetworkPolicy:
     """`public`: the default bridge network (internet and the task's own services);
@@ -329,3 +333,25 @@ class Task:
             if lines:
                 steps.append("\n".join(lines))
         return steps
+
+
+def environment_of(task: Task) -> EnvironmentSpec:
+    """The task's EnvironmentSpec; tasks made without one (SWE-bench instances, hand-made Tasks)
+    get one from their flat attributes."""
+    env = task.environment
+    if env.image or env.context_dir or env.compose_file:
+        return env
+    return EnvironmentSpec(context_dir=task.environment_dir, image=task.image, cpus=task.cpus,
+                           memory_mb=task.memory_mb, workdir=task.workdir,
+                           network=NetworkPolicy("public" if task.allow_internet else "no-network"))
+
+
+def uses_compose(task: Task, env: EnvironmentSpec | None = None) -> bool:
+    """Whether `env` (default: the task's own) runs as a compose project: a main service and its
+    sidecars. A Terminal-Bench compose file whose only service is the client was read into the
+    task already (build, working_dir, env, limits, volumes, tty) and runs as one container, unless
+    that service has keys only a compose project carries out."""
+    env = task.environment if env is None else env
+    if env.compose_file is None:
+        return False
+    return task.format != "terminal-bench" or len(env.services) > 1 or env.compose_required

@@ -6,8 +6,9 @@
 
 How a trial runs (docs/scale.md):
 - It is one Ray task asking for its task's `cpus` and `memory_mb`, with `max_retries=0`: the driver
-  owns retries. The task runs the ordinary TrialRunner in the worker, whose containers start on
-  the Docker engine of that node (images built there, under a lock shared by the node's workers).
+  owns retries. The task runs the ordinary TrialRunner in the worker, whose environments start
+  where the run's backend puts them from that node (a local engine's images are built there, under
+  a lock shared by the node's workers).
 - The worker writes nothing into the run folder. Its trajectory lines and model-call records are
   batched and yielded to the driver (a streaming generator; under Ray Client, which cannot
   stream, they come back when the trial ends). The driver alone writes: lines go to
@@ -123,8 +124,7 @@ def trial_messages(payload: dict[str, Any], task_files: list, keys: Keys | None,
     on the driver; only a dead worker or node ends the stream early."""
     import ray
 
-    from tbscale.environments import get_backend
-    from tbscale.environments.docker import cleanup_session
+    from tbscale.environments import open_backend
     from tbscale.models import providers
     from tbscale.runner.trial import TrialRunner
 
@@ -138,6 +138,7 @@ def trial_messages(payload: dict[str, Any], task_files: list, keys: Keys | None,
     out: dict[str, Any] = {}
     running: dict[str, Any] = {}  # the trial's event loop and task, to cancel it from here
     trial_thread: threading.Thread | None = None
+    backend = None
     folder = StreamFolder(scratch, payload["run_name"], q.put)
     try:
         yield {"kind": "start", "attempt": attempt, "node": ray.get_runtime_context().get_node_id(),
@@ -145,10 +146,8 @@ def trial_messages(payload: dict[str, Any], task_files: list, keys: Keys | None,
         task = materialize_task(spec.task, task_files)
         spec = replace(spec, task=task)
         providers.prepare([m.model for m in exp.models.values()], [task])
-        env = exp.environment
-        backend = get_backend(env.backend, host=env.docker_host, image_disk_budget_gb=env.image_disk_budget_gb)
-        if hasattr(backend, "keep_images"):
-            backend.keep_images = set(payload.get("keep_images") or ())
+        backend = open_backend(exp.environment)
+        backend.keep_images(set(payload.get("keep_images") or ()))
 
         async def body():
             running["loop"], running["task"] = asyncio.get_running_loop(), asyncio.current_task()
@@ -208,7 +207,8 @@ def trial_messages(payload: dict[str, Any], task_files: list, keys: Keys | None,
             if loop is not None and task is not None:
                 loop.call_soon_threadsafe(task.cancel)
             trial_thread.join(timeout=CANCEL_GRACE_SEC)
-        cleanup_session()  # a cancelled trial leaves no container behind
+        if backend is not None:
+            backend.stop_all()  # a cancelled trial leaves no environment behind
         shutil.rmtree(scratch, ignore_errors=True)
         for k, v in saved.items():
             if v is None:
@@ -227,13 +227,14 @@ def trial_collect(payload, task_files, keys, attempt):
     return list(trial_messages(payload, task_files, keys, attempt))
 
 
-def cleanup_node(host: str | None) -> int:
-    """Orphan containers of dead tbscale processes on this node (one small task per node)."""
-    from tbscale.environments.docker import cleanup_orphans
+def cleanup_node(environment) -> int:
+    """What dead tbscale processes on this node left behind (one small task per node), removed by
+    the run's backend."""
+    from tbscale.environments import open_backend
 
     try:
-        return cleanup_orphans(host)
-    except Exception:  # noqa: BLE001 - a node without an engine has nothing to clean
+        return open_backend(environment).cleanup_orphans()
+    except Exception:  # noqa: BLE001 - a node the backend cannot reach has nothing to clean
         return 0
 
 
@@ -355,7 +356,7 @@ class RayExecutor:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         refs = [self._cleanup_task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
-                .remote(self.exp.environment.docker_host) for n in self._alive_nodes()]
+                .remote(self.exp.environment) for n in self._alive_nodes()]
         done = await asyncio.gather(*refs, return_exceptions=True)
         return sum(d for d in done if isinstance(d, int))
 
@@ -396,8 +397,7 @@ class RayExecutor:
         self._cancelled = []
 
     def _keep_images(self) -> list[str]:
-        if self.exp.environment.image_disk_budget_gb is None:
-            return []
+        """The images of tasks with trials still to run (a backend with a disk budget keeps them)."""
         return sorted(self._tags[t] for t, n in self._pending.items() if n > 0 and t in self._tags)
 
     def _strategy(self, avoid: set[str], task_id: str):
@@ -430,8 +430,9 @@ class RayExecutor:
         ray = self.ray
         if spec.task.id not in self._task_refs:
             self._task_refs[spec.task.id] = ray.put(await asyncio.to_thread(pack_task, spec.task))
-            if self.exp.environment.image_disk_budget_gb is not None and hasattr(trials.backend, "image_tag"):
-                self._tags[spec.task.id] = trials.backend.image_tag(spec.task)
+            ref = await asyncio.to_thread(trials.backend.image_ref, spec.task)
+            if ref:
+                self._tags[spec.task.id] = ref
         final = trials.folder.path / spec.trajectory_relpath
         final.parent.mkdir(parents=True, exist_ok=True)
         partial = final.with_name(final.name + ".partial")

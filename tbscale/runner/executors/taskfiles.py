@@ -92,7 +92,7 @@ def pack_task(task) -> list[tuple[str, str, bool, bytes]]:
 def materialize_task(task, packed: list[tuple[str, str, bool, bytes]], root: Path | None = None):
     """The task with paths this machine can read: the originals when they are here with the same
     content, else copies unpacked (once per content hash) under the cache folder."""
-    from tbscale.environments.docker import cache_dir
+    from tbscale.environments.base import cache_dir
 
     root = root or cache_dir() / "ray-tasks"
     moves: dict[Path, Path] = {}

@@ -1,0 +1,238 @@
+"""A backend tbscale does not know: `remote-sandbox` (tbscale_testing/remote_backend.py), added
+through the `tbscale.environments` entry point, running environments in a sandbox service over
+HTTP (the loopback stand-in tbscale_testing/sandbox_service.py). Its options are checked at load;
+its capabilities decide refusals before anything starts; the bundled tasks pass and fail under it
+as under docker; its clean-up goes through the backend protocol."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tbscale.errors import TbscaleError
+
+ROOT = Path(__file__).resolve().parents[1]
+TASKS = ROOT / "tasks"
+
+
+def _config(tmp_path: Path, environment: dict, settings: list | None = None, **extra) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    cfg = tmp_path / "exp.yaml"
+    cfg.write_text(yaml.safe_dump({"name": "remote", "tasks": {"path": str(TASKS)}, "environment": environment,
+                                   "settings": settings or [{"name": "oracle", "agent": "oracle"}], **extra}))
+    return cfg
+
+
+# ---- options and registration (no engine) --------------------------------------------------------
+
+def test_the_backend_is_found_through_its_entry_point() -> None:
+    from tbscale.environments import backend_names, get_backend
+
+    assert "remote-sandbox" in backend_names()
+    backend = get_backend("remote-sandbox", url="http://127.0.0.1:9")
+    assert backend.name == "remote-sandbox" and type(backend).__module__ == "tbscale_testing.remote_backend"
+
+
+@pytest.mark.parametrize("environment, error", [
+    ({"backend": "remote-sandbox"}, "environment.options.url: Field required"),
+    ({"backend": "remote-sandbox", "options": {"url": "ftp://x"}},
+     "environment.options.url: 'ftp://x' is not a URL starting with http:// or https://"),
+    ({"backend": "remote-sandbox", "options": {"url": "http://x", "bogus": 1}}, "environment.options.bogus: unknown option"),
+    ({"backend": "remote-sandbox", "options": {"url": "http://x"}, "docker_host": "tcp://h:2375"},
+     "environment.docker_host: the remote-sandbox backend takes no such option (its options: image_prefix, "
+     "request_margin_sec, url)"),
+    ({"backend": "docker", "options": {"host": "not a host"}}, "environment.options.host: 'not a host' is not a URL"),
+    ({"backend": "docker", "options": {"image_disk_budget_gb": -1}},
+     "environment.options.image_disk_budget_gb: Input should be greater than 0"),
+    ({"backend": "docker", "options": {"host": "tcp://a:1"}, "docker_host": "tcp://b:1"},
+     "environment.docker_host: disagrees with options.host (give one of them)"),
+    ({"backend": "nowhere"}, "environment.backend: unknown backend 'nowhere' (known: compose, docker, remote-sandbox"),
+])
+def test_backend_options_are_checked_at_load_in_one_line(tmp_path: Path, environment: dict, error: str) -> None:
+    from tbscale.runner import load_experiment
+
+    cfg = _config(tmp_path, environment)
+    with pytest.raises(TbscaleError) as e:
+        load_experiment(cfg)
+    assert str(e.value).startswith(f"{cfg}: {error}"), str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_flat_docker_keys_are_the_docker_backends_options(tmp_path: Path) -> None:
+    from tbscale.environments import open_backend
+    from tbscale.runner import load_experiment
+
+    flat = load_experiment(_config(tmp_path, {"docker_host": "tcp://h:2375", "image_disk_budget_gb": 5}))
+    nested = load_experiment(_config(tmp_path, {"options": {"host": "tcp://h:2375", "image_disk_budget_gb": 5}}))
+    for exp in (flat, nested):
+        backend = open_backend(exp.environment)
+        assert (backend.name, backend.host, backend.image_disk_budget_gb) == ("docker", "tcp://h:2375", 5)
+
+
+def test_the_backend_and_its_options_leave_setting_identities_alone(tmp_path: Path) -> None:
+    from tbscale.runner import load_experiment
+    from tbscale.runner.identity import setting_key
+
+    docker = load_experiment(_config(tmp_path / "docker", {}))
+    remote = load_experiment(_config(tmp_path, {"backend": "remote-sandbox", "options": {"url": "http://x:1"}}))
+    assert setting_key(docker, docker.settings[0]) == setting_key(remote, remote.settings[0])
+
+
+# ---- refusals from capabilities (no engine: capabilities are the backend's own knowledge) -------
+
+def _refusal(tmp_path: Path, task_toml: str, backend=None, **environment) -> str | None:
+    from tbscale.config import Experiment
+    from tbscale.logs import AttemptRecorder
+    from tbscale.runner.environment import AttemptEnvironments
+    from tbscale.tasks import load_task
+    from tbscale_testing.remote_backend import RemoteSandboxBackend
+    from tbscale_testing.tasks import write_harbor_task
+
+    task = load_task(write_harbor_task(tmp_path / "tasks", "t", task_toml=task_toml))
+    exp = Experiment.model_validate({"name": "x", "tasks": {"path": "."}, "settings": [{"name": "o", "agent": "oracle"}],
+                                     "environment": {"backend": "remote-sandbox", **environment}})
+    backend = backend or RemoteSandboxBackend(url="http://127.0.0.1:9")  # never called: capabilities are known
+    return AttemptEnvironments(exp, backend, task, AttemptRecorder(None, 0), labels={}).refusal()
+
+
+def test_what_the_backend_cannot_give_is_refused_naming_the_key(tmp_path: Path) -> None:
+    assert _refusal(tmp_path / "ok", "[agent]\ntimeout_sec = 30\n") is None
+    gpu = _refusal(tmp_path / "gpu", "[environment]\ngpus = 1\n")
+    assert gpu == "[environment].gpus = 1: the sandbox service gives no GPUs; a GPU task is refused, not run without one"
+    storage = _refusal(tmp_path / "st", "[environment]\nstorage_mb = 512\n", storage_limit="enforce")
+    assert storage.startswith("[environment].storage_mb = 512: the sandbox service has no storage quotas; the task is "
+                              "refused")
+    assert _refusal(tmp_path / "st2", "[environment]\nstorage_mb = 512\n") is None  # auto: run without it, said so
+    offline = _refusal(tmp_path / "net", "[agent]\ntimeout_sec = 30\n", network="none")
+    assert offline == ("[environment] network no-network: the sandbox service has no network policies (every sandbox "
+                       "is on its public network); the task is refused, not run with the network open")
+
+
+def test_the_process_sweep_needs_a_backend_that_restarts(tmp_path: Path) -> None:
+    from tbscale.environments import BaseBackend
+
+    class CommandsOnly(BaseBackend):
+        name = "commands-only"
+
+    stop = _refusal(tmp_path / "a", "[agent]\ntimeout_sec = 30\n", backend=CommandsOnly())
+    assert stop.startswith("environment.agent_processes = stop: the process sweep before verification restarts the "
+                           "environment, and the commands-only backend cannot restart one (set "
+                           "environment.agent_processes: keep")
+    assert _refusal(tmp_path / "b", "[agent]\ntimeout_sec = 30\n", backend=CommandsOnly(), agent_processes="keep") is None
+
+
+def test_a_compose_task_is_refused_without_services(tmp_path: Path) -> None:
+    from tbscale.config import Experiment
+    from tbscale.logs import AttemptRecorder
+    from tbscale.runner.environment import AttemptEnvironments
+    from tbscale.tasks import load_task
+    from tbscale_testing.remote_backend import RemoteSandboxBackend
+    from tbscale_testing.tasks import write_harbor_task
+
+    folder = write_harbor_task(tmp_path, "with-db")
+    (folder / "environment" / "docker-compose.yaml").write_text(
+        "services:\n  main:\n    build: .\n  db:\n    image: debian:bookworm-slim\n")
+    exp = Experiment.model_validate({"name": "x", "tasks": {"path": "."}, "settings": [{"name": "o", "agent": "oracle"}]})
+    envs = AttemptEnvironments(exp, RemoteSandboxBackend(url="http://127.0.0.1:9"), load_task(folder),
+                               AttemptRecorder(None, 0), labels={})
+    assert envs.refusal() == ("[environment]: the task's compose file runs as a project of services (main, db), and "
+                              "the sandbox service runs no services beside a sandbox; the task is refused")
+
+
+# ---- the bundled tasks through the service (Docker behind it) -------------------------------------
+
+@pytest.fixture(scope="module")
+def service():
+    from tbscale_testing.sandbox_service import SandboxService
+
+    with SandboxService() as svc:
+        yield svc
+
+
+def _run(cfg: Path, run_dir: Path, only: list[str] | None = None):
+    import asyncio
+
+    from tbscale.runner import Runner, experiment_tasks, load_experiment
+
+    exp = load_experiment(cfg)
+    tasks = experiment_tasks(exp, only)
+    runner = Runner(exp, tasks, run_dir)
+    asyncio.run(runner.run())
+    return runner, [json.loads(x) for x in (run_dir / "trials.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_every_bundled_oracle_passes_and_every_nop_fails_remotely(tmp_path: Path, service) -> None:
+    cfg = _config(tmp_path, {"backend": "remote-sandbox", "options": {"url": service.url}},
+                  settings=[{"name": "oracle", "agent": "oracle"}, {"name": "nop", "agent": "nop"}], concurrency=4)
+    runner, rows = _run(cfg, tmp_path / "run")
+    n_tasks = len([p for p in TASKS.iterdir() if (p / "task.toml").is_file()])
+    assert runner.exit_code == 0 and len(rows) == 2 * n_tasks
+    failing = [(r["setting"], r["task_id"], r["ending"], r["error"]) for r in rows
+               if (r["setting"] == "oracle") != (r["ending"] == "pass")]
+    assert failing == []
+    assert all(r["tampering"] == [] and not r["infra_error"] for r in rows)
+    starts = [json.loads(x) for r in rows for x in (tmp_path / "run" / r["trajectory_path"]).read_text().splitlines()
+              if '"attempt_start"' in x]
+    assert {e["environment"] for e in starts} == {"remote-sandbox"}
+    assert all(e["container"].startswith("sbx-") for e in starts)
+    # The process sweep went through the service (a restart), and nothing is left there.
+    sweeps = [json.loads(x) for r in rows for x in (tmp_path / "run" / r["trajectory_path"]).read_text().splitlines()
+              if '"sweep"' in x]
+    assert len(sweeps) == len(rows) and {s["method"] for s in sweeps} == {"restart"}
+    assert service.list(None) == []
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_the_simulated_model_gives_the_same_trials_as_under_docker(tmp_path: Path, service) -> None:
+    settings = [{"name": "baseline", "generator": "policy"}]
+    models = {"policy": {"model": "sim/policy", "sim": {"skill": 0.55}}}
+    only = ["extract-emails", "edit-ini-config", "csv-sales-summary"]
+    docker = _config(tmp_path / "docker", {}, settings=settings, models=models, trials=2)
+    remote = _config(tmp_path, {"backend": "remote-sandbox", "options": {"url": service.url}}, settings=settings,
+                     models=models, trials=2)
+    _, under_docker = _run(docker, tmp_path / "run-docker", only)
+    _, under_remote = _run(remote, tmp_path / "run-remote", only)
+    keys = ("trial_key", "reward", "passed", "ending", "stop_reason", "turns", "tokens", "tampering", "not_enforced")
+    by_key = {r["trial_key"]: {k: r[k] for k in keys} for r in under_docker}
+    assert len(by_key) == 6
+    assert {r["trial_key"]: {k: r[k] for k in keys} for r in under_remote} == by_key
+    assert {r["ending"] for r in under_remote} >= {"pass"}
+
+
+@pytest.mark.docker
+def test_a_killed_runs_sandboxes_are_cleaned_through_the_backend(tmp_path: Path, service) -> None:
+    script = tmp_path / "hold.py"
+    script.write_text(textwrap.dedent(f"""
+        import time
+        from tbscale.environments import StartSpec, get_backend
+        backend = get_backend("remote-sandbox", url={service.url!r})
+        box = backend.start(StartSpec(image="debian:bookworm-slim", labels={{"org.tbscale.run": "/held"}}))
+        print(box.id, flush=True)
+        time.sleep(600)
+    """))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    sid = proc.stdout.readline().strip()
+    assert sid.startswith("sbx-")
+    live = subprocess.run([sys.executable, "-m", "tbscale.cli", "clean", "--backend", "remote-sandbox", "--option",
+                           f"url={service.url}"], capture_output=True, text=True, timeout=120)
+    assert live.returncode == 0, live.stderr
+    assert "removed 0 containers" in live.stdout and f"pid {proc.pid}" in live.stdout  # a live owner's is kept
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert [s["id"] for s in service.list(None)] == [sid]
+    cfg = _config(tmp_path, {"backend": "remote-sandbox", "options": {"url": service.url}})
+    gone = subprocess.run([sys.executable, "-m", "tbscale.cli", "clean", "--config", str(cfg)],
+                          capture_output=True, text=True, timeout=120)
+    assert gone.returncode == 0 and "removed 1 containers" in gone.stdout, gone.stdout + gone.stderr
+    assert service.list(None) == []
