@@ -14,9 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._docker import requires_docker
-
-pytestmark = [requires_docker, pytest.mark.docker]
+pytestmark = [pytest.mark.docker]
 
 PROBE = ("python3 -c \"import sys, urllib.request\ntry:\n print(urllib.request.urlopen(sys.argv[1], timeout=2).read()"
          ".decode())\nexcept OSError:\n print('unreachable')\" ")

@@ -14,9 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests._docker import requires_docker
-
-pytestmark = [requires_docker, pytest.mark.docker, pytest.mark.slow]
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 CONFORMANCE = Path(__file__).parent / "conformance"
 # On an engine without a GPU runtime or a storage quota these two are refused; elsewhere they run.

@@ -15,9 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._docker import requires_docker
-
-pytestmark = requires_docker
+pytestmark = [pytest.mark.docker]
 
 from tbscale.types.actions import parse_action  # noqa: E402
 from tbscale.config import Experiment  # noqa: E402
