@@ -209,7 +209,7 @@ def test_an_interrupted_run_says_so_in_its_report(tmp_path: Path) -> None:
         assert wait_for(lambda: (run_dir / "trials.jsonl").exists() and docker_ids(
             "container", "org.tbscale.task=b-slow")), "the slow trial never started"
         proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=120)
+        proc.communicate(timeout=300)
     finally:
         stop(proc)
     assert proc.returncode == 130

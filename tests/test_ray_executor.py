@@ -297,13 +297,13 @@ def test_sigint_stops_a_ray_run_and_leaves_no_container(tmp_path, cluster):
             time.sleep(0.2)
         assert len(containers("org.tbscale.task=rayslow")) == 2, "the slow trials never started"
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=90)
+        _, err = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, err[-3000:]
     assert "resume" in err
-    end = time.monotonic() + 30
+    end = time.monotonic() + 300
     while containers("org.tbscale.task=rayslow") and time.monotonic() < end:
         time.sleep(0.5)
     assert containers("org.tbscale.task=rayslow") == []

@@ -109,7 +109,7 @@ def test_an_interrupted_check_or_run_leaves_nothing(tmp_path, command):
         assert _wait_for(lambda: bool(containers(f"org.tbscale.task={name}"))), "no container started"
         assert leftovers(tmpdir) != [] or command == "run"  # a check keeps its run folder there while it runs
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
+        _, err = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
             proc.kill()
