@@ -91,6 +91,7 @@ def test_a_single_container_switches_policies() -> None:
         box.stop()
 
 
+@pytest.mark.serial  # another run's orphan sweep must not take the project first
 def test_a_killed_process_leaves_a_project_the_next_sweep_takes_down(tmp_path: Path) -> None:
     script = tmp_path / "hold.py"
     script.write_text(textwrap.dedent(f"""
