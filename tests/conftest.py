@@ -1,18 +1,20 @@
-"""Shared fixtures.
+"""Shared fixtures and how the suite is laid out.
 
 - `loopback_model`: a running tbscale.testing.LoopbackModel (an OpenAI-compatible server on
   127.0.0.1); set `.responder`, `.latency` or call `.fail_next(...)` on it, and build a model config
   with `.model_config()`. Closed after the test.
 - `docker_available`: skips the test (with the reason) when no Docker engine answers; under CI
-  (env CI set) that is a failure instead. Tests marked `@pytest.mark.docker` get it automatically.
+  (env CI set) that is a failure instead. A test marked `@pytest.mark.docker` gets it, and a test
+  that asks for it is marked: `-m "not docker"` (make test-fast) is exactly the suite that runs
+  without an engine.
+- Under pytest-xdist (make test runs `--dist loadgroup`), the tests of a module that share a
+  module-scoped fixture (a Ray cluster, a built SWE-bench image) run on one worker, so the fixture
+  is made once; modules holding `slow` tests are handed out first, so no long test starts last.
 """
 
 from __future__ import annotations
 
-import functools
 import os
-import shutil
-import subprocess
 
 import pytest
 
@@ -22,6 +24,7 @@ os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 _no_proxy = {p for p in os.environ.get("NO_PROXY", os.environ.get("no_proxy", "")).split(",") if p}
 os.environ["NO_PROXY"] = os.environ["no_proxy"] = ",".join(sorted(_no_proxy | {"127.0.0.1", "localhost"}))
 
+from _docker import docker_problem  # noqa: E402
 from tbscale_testing import LoopbackModel  # noqa: E402
 
 
@@ -33,31 +36,38 @@ def loopback_model():
         raise srv.errors[0]
 
 
-@functools.lru_cache(maxsize=None)
-def docker_problem() -> str | None:
-    """Why Docker cannot be used here (None: `docker info` answered)."""
-    if shutil.which("docker") is None:
-        return "the docker CLI is not installed"
-    try:
-        res = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True,
-                             text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"`docker info` failed: {type(e).__name__}"
-    if res.returncode != 0:
-        return f"`docker info` failed: {(res.stderr or res.stdout).strip().splitlines()[-1:] or res.returncode}"
-    return None
-
-
 @pytest.fixture(scope="session")
 def docker_available() -> None:
     problem = docker_problem()
-    if problem and os.environ.get("CI"):  # as tests/_docker.py: CI brings an engine up, so none is a failure
+    if problem and os.environ.get("CI"):  # CI brings an engine up (make test), so none is a failure
         pytest.fail(f"needs a Docker engine: {problem}")
     if problem:
         pytest.skip(f"needs a Docker engine: {problem} (run scripts/ensure_docker.sh)")
 
 
+def pytest_configure(config):
+    # Known without pytest-xdist too (a plain `pytest` run ignores it).
+    config.addinivalue_line("markers", "xdist_group(name): run on one xdist worker with the rest of its group")
+
+
+def _shares_a_module_fixture(item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    for name in item.fixturenames:
+        defs = info.name2fixturedefs.get(name) if info is not None else None
+        if defs and defs[-1].scope in ("module", "package", "class"):
+            return True
+    return False
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects and before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
+        if "docker_available" in item.fixturenames and not item.get_closest_marker("docker"):
+            item.add_marker(pytest.mark.docker)
         if item.get_closest_marker("docker") and "docker_available" not in item.fixturenames:
             item.fixturenames.insert(0, "docker_available")
+        if _shares_a_module_fixture(item) and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    # Modules with slow tests first, each module kept whole (its module fixtures are made once).
+    slow_modules = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow_modules)

@@ -4,13 +4,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tbscale_testing.tasks import write_harbor_task
-from tests._docker import requires_docker
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@requires_docker
+@pytest.mark.docker
 def test_tasks_check_whole_bundled_suite(tmp_path):
     res = subprocess.run([sys.executable, "-m", "tbscale.cli", "tasks", "check", str(ROOT / "tasks"),
                           "--concurrency", "4", "--keep", str(tmp_path / "check")],
@@ -22,7 +23,7 @@ def test_tasks_check_whole_bundled_suite(tmp_path):
     assert len(rows) == 2 * n_tasks
 
 
-@requires_docker
+@pytest.mark.docker
 def test_tasks_check_flags_a_dishonest_task(tmp_path):
     write_harbor_task(tmp_path / "tasks", "always-passes", instruction="Anything.\n",
                       task_toml="[agent]\ntimeout_sec = 30\n", solve="true\n",

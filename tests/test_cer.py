@@ -23,8 +23,6 @@ from tbscale.strategies.cer import (CER, CERParams, Criterion, aggregate, alloca
                                     parse_scores, rank, regressed, select_beam, top_tied)
 from tbscale.tasks import Task
 
-from _docker import requires_docker
-
 INSTRUCTION = "Raise the quality of the widget."
 TASK = Task(id="t", format="harbor", instruction=INSTRUCTION)
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
@@ -285,7 +283,7 @@ def test_analysis_complete_all_feeds_rm_random_oracle_and_pair_accuracy(tmp_path
 
 
 # ---- end to end in Docker ---------------------------------------------------------------------------------
-@requires_docker
+@pytest.mark.docker
 def test_cer_end_to_end_with_simulated_models(tmp_path, monkeypatch):
     import io
     from pathlib import Path

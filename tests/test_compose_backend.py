@@ -14,9 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._docker import requires_docker
-
-pytestmark = [requires_docker, pytest.mark.docker]
+pytestmark = [pytest.mark.docker]
 
 PROBE = ("python3 -c \"import sys, urllib.request\ntry:\n print(urllib.request.urlopen(sys.argv[1], timeout=2).read()"
          ".decode())\nexcept OSError:\n print('unreachable')\" ")
@@ -54,7 +52,7 @@ def test_policies_switch_while_the_project_runs(tmp_path: Path) -> None:
                                   env={"FROM_TASK": "yes"}))
     project = box.project.name
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 300
         while probe(box, "alpha") != "alpha" and time.monotonic() < deadline:
             time.sleep(0.5)
         assert probe(box, "alpha") == "alpha" and probe(box, "beta") == "beta"
@@ -94,6 +92,7 @@ def test_a_single_container_switches_policies() -> None:
         box.stop()
 
 
+@pytest.mark.serial  # another run's orphan sweep must not take the project first
 def test_a_killed_process_leaves_a_project_the_next_sweep_takes_down(tmp_path: Path) -> None:
     script = tmp_path / "hold.py"
     script.write_text(textwrap.dedent(f"""
@@ -144,7 +143,7 @@ def test_a_terminal_bench_task_with_a_sidecar_runs_under_compose(tmp_path: Path)
     d = tmp_path / "tasks" / "legacy-sidecar"
     (d / "tests").mkdir(parents=True)
     (d / "task.yaml").write_text("instruction: Write ok into /app/ok.txt.\ndifficulty: easy\nparser_name: pytest\n"
-                                 "max_agent_timeout_sec: 60\nmax_test_timeout_sec: 60\n")
+                                 "max_agent_timeout_sec: 60\nmax_test_timeout_sec: 300\n")
     (d / "Dockerfile").write_text("FROM python:3.11-slim-bookworm\nWORKDIR /app\n")
     (d / "docker-compose.yaml").write_text(textwrap.dedent("""
         services:
@@ -167,7 +166,7 @@ def test_a_terminal_bench_task_with_a_sidecar_runs_under_compose(tmp_path: Path)
         #!/bin/bash
         echo "=== short test summary info ==="
         if [ "$(cat /app/ok.txt)" = ok ]; then echo "PASSED t.py::test_ok"; else echo "FAILED t.py::test_ok - no"; fi
-        for i in $(seq 1 20); do
+        for i in $(seq 1 200); do
           python3 -c "import urllib.request; print(urllib.request.urlopen('http://db:8000/ping', timeout=2).read().decode())" \\
             2>/dev/null | grep -q pong && { echo "PASSED t.py::test_db"; exit 0; }
           sleep 0.5

@@ -1,7 +1,7 @@
 """Failures of the harness are not failures of the agent: an endpoint that is down, a missing key,
 a broken image build or a verifier that cannot run are infrastructure errors, left out of pass@1,
 shown apart, retried on rerun, and they make `tbscale run` exit non-zero. A model that is plainly
-unavailable stops the run within seconds."""
+unavailable stops the run at once: no call to it is retried."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -42,6 +41,15 @@ def rows(tmp_path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
 
+def no_call_retried(tmp_path: Path) -> bool:
+    """Every model call the run recorded (spend.jsonl) failed at its first try: none was retried.
+    What "stops within seconds" means, counted in calls rather than timed."""
+    path = tmp_path / "results" / "infra" / "spend.jsonl"
+    calls = [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+    assert calls, "no model call was recorded"
+    return all(c["retries"] == 0 and c["error"] for c in calls)
+
+
 def test_server_errors_are_infrastructure_errors_with_exit_3(tmp_path: Path) -> None:
     with LoopbackModel(lambda body: server_error()) as srv:
         cfg = write_config(tmp_path, {"model": "openai/scripted", "api_base": srv.base_url, "max_retries": 1,
@@ -58,9 +66,8 @@ def test_server_errors_are_infrastructure_errors_with_exit_3(tmp_path: Path) -> 
 
 def test_endpoint_down_is_caught_before_the_run(tmp_path: Path) -> None:
     cfg = write_config(tmp_path, {"model": "openai/scripted", "api_base": "http://127.0.0.1:9/v1"})
-    t0 = time.monotonic()
     res = tbscale("run", str(cfg), "--no-report")
-    assert res.returncode == 2 and time.monotonic() - t0 < 30
+    assert res.returncode == 2, res.stderr
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "models.m: api_base http://127.0.0.1:9/v1 does not answer" in lines[0]
     assert rows(tmp_path) == []
@@ -68,10 +75,9 @@ def test_endpoint_down_is_caught_before_the_run(tmp_path: Path) -> None:
 
 def test_missing_key_variable_stops_before_any_trial(tmp_path: Path) -> None:
     cfg = write_config(tmp_path, {"model": "openai/gpt-4o-mini", "api_key_env": "TBSCALE_TEST_MISSING_KEY"})
-    t0 = time.monotonic()
     res = tbscale("run", str(cfg), "--no-report", env={"TBSCALE_TEST_MISSING_KEY": ""})
-    took = time.monotonic() - t0
-    assert res.returncode == 2 and took < 30, (res.returncode, took, res.stderr)
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    assert rows(tmp_path) == []
     assert "TBSCALE_TEST_MISSING_KEY (api_key_env) is set but empty" in res.stderr  # not "not set": it is
 
 
@@ -81,13 +87,12 @@ def test_rejected_key_trips_the_breaker_within_seconds(tmp_path: Path) -> None:
     with LoopbackModel(lambda body: auth_error()) as srv:
         cfg = write_config(tmp_path, {"model": "openai/scripted", "api_base": srv.base_url, "max_retries": 6,
                                       "circuit_breaker_tries": 3}, trials=6)
-        t0 = time.monotonic()
         res = tbscale("run", str(cfg), "--no-report")
-        took = time.monotonic() - t0
         calls = len(srv.requests)
     assert res.returncode == 4, res.stderr
     assert "model openai/scripted: the provider rejected the key" in res.stderr and "stopping the run" in res.stderr
-    assert took < 60 and calls <= 6  # no trial burns its retries on an auth error
+    assert calls <= 6  # no trial burns its retries on an auth error (6 trials, max_retries 6)
+    assert no_call_retried(tmp_path)
     # Trials that ended before the breaker tripped are infrastructure errors, never the agent's.
     assert all(r["infra_error"] and r["stop_reason"] == "model_error" for r in rows(tmp_path))
     assert len(rows(tmp_path)) < 6
@@ -97,11 +102,10 @@ def test_missing_credentials_through_litellm_trip_the_breaker(tmp_path: Path) ->
     """litellm reports a missing OpenAI key as an InternalServerError: it must not be retried."""
     cfg = write_config(tmp_path, {"model": "openai/gpt-4o-mini", "max_retries": 6, "circuit_breaker_tries": 2})
     env = {k: "" for k in ("OPENAI_API_KEY",)}
-    t0 = time.monotonic()
     res = tbscale("run", str(cfg), "--no-report", "--no-preflight", env=env)
-    took = time.monotonic() - t0
-    assert res.returncode == 4 and took < 60, (res.returncode, took, res.stderr)
+    assert res.returncode == 4, (res.returncode, res.stderr)
     assert "missing credentials" in res.stderr
+    assert no_call_retried(tmp_path)
 
 
 def test_image_build_failure_is_an_infrastructure_error(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ reached as a `tcp://` Docker host."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import signal
@@ -26,11 +27,7 @@ import yaml
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
-try:
-    import ray  # noqa: F401
-    HAVE_RAY = True
-except ImportError:  # pragma: no cover - CI installs the extra (make test)
-    HAVE_RAY = False
+HAVE_RAY = importlib.util.find_spec("ray") is not None  # not imported here: collection stays quick
 requires_ray = pytest.mark.skipif(not HAVE_RAY, reason="needs Ray: pip install -e '.[ray]' (make test installs it)")
 
 from tbscale.config import Experiment  # noqa: E402
@@ -300,13 +297,13 @@ def test_sigint_stops_a_ray_run_and_leaves_no_container(tmp_path, cluster):
             time.sleep(0.2)
         assert len(containers("org.tbscale.task=rayslow")) == 2, "the slow trials never started"
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=90)
+        _, err = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, err[-3000:]
     assert "resume" in err
-    end = time.monotonic() + 30
+    end = time.monotonic() + 300
     while containers("org.tbscale.task=rayslow") and time.monotonic() < end:
         time.sleep(0.5)
     assert containers("org.tbscale.task=rayslow") == []

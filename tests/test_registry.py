@@ -203,11 +203,8 @@ def test_a_config_naming_a_dataset_loads_its_tasks_and_a_bad_fetch_exits_2(tmp_p
 
 @pytest.mark.docker
 def test_a_run_of_a_registry_dataset_records_name_version_and_every_commit(tmp_path, harbor_repo, monkeypatch):
-    from tests._docker import docker_ok
     from tbscale.cli import app
 
-    if not docker_ok():
-        pytest.skip("no Docker engine")
     repo, one, two = harbor_repo
     registry = harbor_registry(tmp_path, repo, one, two)
     monkeypatch.setenv("TBSCALE_DATASETS", str(tmp_path / "cache"))

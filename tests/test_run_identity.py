@@ -79,6 +79,7 @@ def test_editing_a_prompt_file_changes_the_key(tmp_path: Path, tasks_dir: Path) 
     assert first["base"] != second["base"]
 
 
+@pytest.mark.docker
 def test_adding_a_setting_resumes_and_torn_line_is_repaired(tmp_path: Path, tasks_dir: Path,
                                                              docker_available) -> None:
     exp = load_experiment(config(tmp_path))

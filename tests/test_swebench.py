@@ -288,6 +288,7 @@ def test_oracle_step_applies_the_gold_patch(demo, tmp_path) -> None:
     assert diff == demo.patches["gold"]
 
 
+@pytest.mark.docker
 def test_swebench_build_path_uses_swebench_image_builder(demo, tmp_path, monkeypatch) -> None:
     """`build: swebench` hands swebench.image_builder an ImageSpec per instance whose name is the
     name tbscale runs the instance under, with the task repo's Dockerfile and context. Dry run:

@@ -9,7 +9,6 @@ import pytest
 
 from tbscale.errors import TbscaleError
 from tbscale.sweeps import expand, grid_points, load_sweep, set_path
-from tests._docker import requires_docker
 from tests.test_sandbox_lifecycle import make_task
 
 
@@ -38,7 +37,7 @@ def test_bad_sweep_file_is_one_line(tmp_path):
         load_sweep(tmp_path / "sweep.yaml")
 
 
-@requires_docker
+@pytest.mark.docker
 def test_sweep_runs_resumes_and_keeps_history(tmp_path):
     make_task(tmp_path / "tasks", "tiny")
     (tmp_path / "exp.yaml").write_text(textwrap.dedent(f"""
