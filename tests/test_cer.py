@@ -264,7 +264,8 @@ def test_analysis_complete_all_feeds_rm_random_oracle_and_pair_accuracy(tmp_path
     assert rec["selected"] == 1 and out.final.stage == "final"
     assert sorted(int(k) for k in rec["completions"]) == [0, 1, 2, 3]
     assert sorted(atts.calls[v]["stage"] for v in rec["completions"].values()) == ["analysis"] * 3 + ["final"]
-    row = {"task_id": "t", "passed": out.final.passed, "attempts": [a.brief() for a in out.attempts],
+    row = {"task_id": "t", "passed": out.final.passed,
+           "attempts": [a.brief().model_dump(mode="json") for a in out.attempts],
            "strategy_record": rec, "tokens": {"generator": {"input": 1, "output": 1}, "judge": {"input": 40, "output": 2}}}
     m = cer_report.round_metrics(row)[0]
     # outcomes: q>=3 passes -> candidates 1 and 2 pass, 0 and 3 fail

@@ -30,11 +30,20 @@ from tbscale.environments.base import Backend, NoOptions
 GROUP = "tbscale.environments"
 DEFAULT_BACKEND = "docker"
 
-# tbscale's own, as "module:factory" (imported when first asked for).
-_BUILTIN: dict[str, str] = {
-    "docker": "tbscale.environments.docker_backend:DockerBackend",
-    "compose": "tbscale.environments.docker_backend:ComposeBackend",
-}
+def _docker() -> Callable[..., Backend]:
+    from tbscale.environments.docker_backend import DockerBackend
+
+    return DockerBackend
+
+
+def _compose() -> Callable[..., Backend]:
+    from tbscale.environments.docker_backend import ComposeBackend
+
+    return ComposeBackend
+
+
+# tbscale's own, imported when first asked for (plain imports, which the layer contract sees).
+_BUILTIN: dict[str, Callable[[], Callable[..., Backend]]] = {"docker": _docker, "compose": _compose}
 _registered: dict[str, Callable[..., Backend] | str] = {}
 _entry_points: dict[str, Any] | None = None
 _lock = threading.Lock()
@@ -74,10 +83,10 @@ def backend_factory(name: str) -> Callable[..., Backend]:
     elif name in _plugins():
         found = _plugins()[name].load()
     elif name in _BUILTIN:
-        found = _BUILTIN[name]
+        found = _BUILTIN[name]()
     else:
         raise ValueError(f"unknown environment backend {name!r} (known: {', '.join(backend_names())})")
-    if isinstance(found, str):
+    if isinstance(found, str):  # a "module:factory" import path given to register_backend
         module, attr = found.split(":")
         found = getattr(importlib.import_module(module), attr)
         _registered[name] = found
