@@ -9,7 +9,6 @@ import json
 import re
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -131,6 +130,41 @@ def test_network_override_public_breaks_the_no_network_task(tmp_path: Path) -> N
                                                                        "network-public": "ok"}
 
 
+class ContainerCreations:
+    """The engine's container-create events for one label, streamed while the block runs. (The
+    engine keeps only its last 1,024 events for `--since` queries, which a busy engine overwrites
+    within seconds, so the stream is opened before and read after.) Opening waits until the stream
+    has shown a container of its own, so nothing created inside the block is missed."""
+
+    def __init__(self, label: str):
+        self.label, self.events = label, []
+
+    def __enter__(self) -> "ContainerCreations":
+        self.proc = subprocess.Popen(["docker", "events", "--filter", "type=container", "--filter", "event=create",
+                                      "--filter", f"label={self.label}", "--format", "{{json .}}"],
+                                     stdout=subprocess.PIPE, text=True)
+        sentinel = subprocess.run(["docker", "create", "--label", self.label, "--label", "org.tbscale.sentinel=1",
+                                   "debian:bookworm-slim", "true"], capture_output=True, text=True, check=True)
+        subprocess.run(["docker", "rm", "-f", sentinel.stdout.strip()], capture_output=True, check=True)
+        for line in self.proc.stdout:  # blocks until the sentinel's create arrives
+            if json.loads(line)["Actor"]["Attributes"].get("org.tbscale.sentinel"):
+                break
+        return self
+
+    def __exit__(self, *exc) -> None:
+        # A last container of our own marks the end of the stream's part we need.
+        end = subprocess.run(["docker", "create", "--label", self.label, "--label", "org.tbscale.sentinel=2",
+                              "debian:bookworm-slim", "true"], capture_output=True, text=True, check=True)
+        subprocess.run(["docker", "rm", "-f", end.stdout.strip()], capture_output=True, check=True)
+        for line in self.proc.stdout:
+            event = json.loads(line)
+            if event["Actor"]["Attributes"].get("org.tbscale.sentinel") == "2":
+                break
+            self.events.append(event)
+        self.proc.kill()
+        self.proc.wait()
+
+
 def test_compose_projects_leave_nothing_behind(tmp_path: Path) -> None:
     """A compose trial, and one that fails its healthcheck, take their whole project down."""
     from tbscale_testing.tasks import write_harbor_task
@@ -141,8 +175,9 @@ def test_compose_projects_leave_nothing_behind(tmp_path: Path) -> None:
                                        "retries = 2\n")
     (sick / "environment" / "docker-compose.yaml").write_text(
         "services:\n  side:\n    image: debian:bookworm-slim\n    command: [\"sleep\", \"infinity\"]\n")
-    since = str(int(time.time()) - 1)
-    code, data = check(tmp_path / "tasks", tmp_path / "run")
+    run_label = f"org.tbscale.run={(tmp_path / 'run').resolve()}"
+    with ContainerCreations(run_label) as created:
+        code, data = check(tmp_path / "tasks", tmp_path / "run")
     assert data["reasons"]["sick-compose"][("category")] == "environment error"
     assert "healthcheck_failed" in data["reasons"]["sick-compose"]["detail"]
     rows = [json.loads(x) for x in (tmp_path / "run" / "trials.jsonl").read_text().splitlines()]
@@ -153,11 +188,7 @@ def test_compose_projects_leave_nothing_behind(tmp_path: Path) -> None:
         assert left == []
     # The projects this run made, named by the engine's own record of its containers (other tests
     # on the engine make projects and networks at the same time): none left a network behind.
-    events = subprocess.run(["docker", "events", "--since", since, "--until", str(int(time.time()) + 1),
-                             "--filter", "type=container", "--filter", "event=create", "--filter",
-                             f"label=org.tbscale.run={(tmp_path / 'run').resolve()}", "--format", "{{json .}}"],
-                            capture_output=True, text=True, check=True).stdout.splitlines()
-    projects = {json.loads(e)["Actor"]["Attributes"].get("com.docker.compose.project") for e in events} - {None}
+    projects = {e["Actor"]["Attributes"].get("com.docker.compose.project") for e in created.events} - {None}
     assert len(projects) == len(rows) == 2, (projects, rows)  # oracle and nop, a project each
     networks = subprocess.run(["docker", "network", "ls", "--format", "{{.Name}}"], capture_output=True,
                               text=True, check=True).stdout.split()

@@ -143,5 +143,5 @@ def test_nightly_history_scores_what_the_report_scores(tmp_path: Path) -> None:
     sweep = Sweep(name="nightly", configs=[str(tmp_path / "exp.yaml")])
     (line,) = history_lines(tmp_path / "results" / "infra", sweep, {}, "2026-11-30")
     # the image that did not build is the harness's failure: not a 0 in pass@1 nor in the gate's rates
-    assert line["pass_at_1"] == 1.0 and line["trials"] == 1 and line["infra_errors"] == 1
-    assert line["task_pass_rates"] == {"builds": 1.0}
+    assert line.pass_at_1 == 1.0 and line.trials == 1 and line.infra_errors == 1
+    assert line.task_pass_rates == {"builds": 1.0}

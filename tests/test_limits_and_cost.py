@@ -163,9 +163,9 @@ def test_spend_ledger_counts_a_crashed_attempt(tmp_path: Path, loopback_model, m
     counters = asyncio.run(Runner(exp, tasks, run).run())
     assert counters.crashed == 1 and not (run / "trials.jsonl").exists()
     crashed = spend_totals(run)
-    assert crashed["calls"] == 2 and crashed["cost_usd"] > 0  # paid for, though the trial is not counted
+    assert crashed.calls == 2 and crashed.cost_usd > 0  # paid for, though the trial is not counted
     monkeypatch.undo()
     asyncio.run(Runner(exp, tasks, run).run())
     after = spend_totals(run)
     (row,) = [json.loads(x) for x in (run / "trials.jsonl").read_text().splitlines()]
-    assert after["calls"] == crashed["calls"] + row["tokens"]["generator"]["calls"]
+    assert after.calls == crashed.calls + row["tokens"]["generator"]["calls"]

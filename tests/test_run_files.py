@@ -47,6 +47,21 @@ def test_a_manifest_keeps_what_this_version_does_not_know(tmp_path: Path) -> Non
         manifest.invocations[-1].update(trials_run="many")
 
 
+def test_the_ray_executors_retries_are_kept_as_it_records_them(tmp_path: Path) -> None:
+    # The shape RayExecutor.summary() gives the invocation: a list of the trials run again.
+    retries = [{"trial_key": "1b41", "attempt": 0, "error": "NodeDiedError", "at": 1796150419.37,
+                "retry_started_at": 1796150425.938}, {"trial_key": "1348", "attempt": 0, "error": "WorkerCrashedError",
+                                                      "at": 1796150419.456}]
+    inv = Invocation(started_at="t0", argv=["tbscale", "run"])
+    inv.update(finished_at="t1", executor={"name": "ray", "address": "a:1", "nodes_used": 3, "infra_retries": retries})
+    manifest = RunManifest(schema_version=2, run_name="r", invocations=[inv])
+    (tmp_path / "manifest.json").write_text(manifest_json(manifest))
+    again = read_manifest(tmp_path).invocations[0].executor
+    assert [(r.trial_key, r.error, r.retry_started_at) for r in again.infra_retries] == [
+        ("1b41", "NodeDiedError", 1796150425.938), ("1348", "WorkerCrashedError", None)]
+    assert json.loads((tmp_path / "manifest.json").read_text())["invocations"][0]["executor"]["infra_retries"] == retries
+
+
 def test_a_manifest_before_planned_trials_still_gives_the_plan(tmp_path: Path) -> None:
     from tbscale.rundata.trials import run_plan
 

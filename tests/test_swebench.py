@@ -85,7 +85,7 @@ def e2e(demo, built, tmp_path_factory):
     t = time.monotonic()
     asyncio.run(Runner(exp, [built], run_dir).run())
     TIMINGS["runner: oracle + nop trials, concurrently"] = time.monotonic() - t
-    rows = {r["setting"]: r for r in load_rows(run_dir)}
+    rows = {r.setting: r.model_dump(mode="json") for r in load_rows(run_dir)}  # as the trial lines hold them
     for name, row in rows.items():
         for k, v in row["timing"].items():
             TIMINGS[f"  {name}: {k}"] = v

@@ -33,13 +33,23 @@ class CurrentConfig(_Kept):
     planned_trials: dict[str, int] | None = None  # setting -> trials its plan holds (tasks x trials)
 
 
+class InfraRetry(_Kept):
+    """A trial a distributed executor ran again because its node or worker died (docs/scale.md)."""
+
+    trial_key: str
+    attempt: int  # the lost execution's number (0: the first)
+    error: str  # the executor's exception type, e.g. NodeDiedError
+    at: float  # when it was seen (Unix time)
+    retry_started_at: float | None = None
+
+
 class ExecutorSummary(_Kept):
     """What a distributed executor records about an invocation (the local executor records none)."""
 
     name: str
     address: str | None = None
     nodes_used: int | None = None
-    infra_retries: int | None = None
+    infra_retries: list[InfraRetry] | None = None
 
 
 class Invocation(_Kept):
