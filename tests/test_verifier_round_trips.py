@@ -3,7 +3,7 @@ the reward files are read in the exec that digests the tests after their run and
 artifacts folder in a container where nothing else runs is not copied out (nothing is copied out
 of a passing trivial trial), while a reward file that is a link is still no reward, one too big
 for that exec is still read, and an artifacts folder the agent filled, or that a process left
-running could still fill, is still collected."""
+running could still fill, is still copied out."""
 
 from __future__ import annotations
 
@@ -95,19 +95,46 @@ def test_reward_files_read_in_an_exec_are_read_as_a_copy_reads_them(tmp_path):
 
 
 @pytest.mark.docker
-def test_an_artifacts_folder_with_files_or_a_writer_left_running_is_collected(tmp_path):
+def test_an_artifacts_folder_with_files_is_collected(tmp_path):
     test_sh = f"#!/bin/bash\necho 1 > {REWARD}\n"
     rows, run_dir, _ = run(tmp_path, "filled", test_sh=test_sh,
                            solve="#!/bin/bash\necho made > /logs/artifacts/made.txt\n")
     art = run_dir / rows[0]["artifacts_path"]
     assert (art / "logs" / "artifacts" / "made.txt").read_text() == "made\n"
-    # agent_processes: keep leaves the agent's writer running into verification: the folder is
-    # copied out, and what it wrote by then is there
-    rows, run_dir, _ = run(tmp_path, "writer", test_sh=test_sh, environment={"agent_processes": "keep"},
-                           solve="#!/bin/bash\nnohup bash -c 'sleep 1; echo late > /logs/artifacts/late.txt; sleep 600'"
-                                 " >/dev/null 2>&1 &\nsleep 0.1\n")
-    assert rows[0]["artifacts_path"] is not None, rows[0]
-    assert (run_dir / rows[0]["artifacts_path"] / "logs" / "artifacts" / "late.txt").read_text() == "late\n"
+
+
+@pytest.mark.docker
+def test_the_folder_is_known_empty_only_when_nothing_runs_that_could_fill_it(tmp_path):
+    from tbscale.environments import StartSpec
+    from tbscale.environments import docker as dk
+    from tbscale.runner.guard import VerifierGuard
+
+    write_harbor_task(tmp_path / "tasks", "probe")
+    task = load_task(tmp_path / "tasks" / "probe")
+    image, _ = dk.ensure_image(task)
+    box = dk.Container.start(StartSpec(image, network="none", labels={"org.tbscale.test": "round-trips"}))
+    try:
+        box.exec("mkdir -p /logs/agent /logs/verifier /logs/artifacts && chmod 777 /logs/*", 30, user="0")
+        found = {}
+        for case, sweep, agent in [("swept", True, "nohup sleep 600 >/dev/null 2>&1 &"),
+                                   ("kept, nothing left", False, "true"),
+                                   ("kept, a writer left", False, "nohup sleep 600 >/dev/null 2>&1 &"),
+                                   ("filled", True, "echo x > /logs/artifacts/x")]:
+            guard = VerifierGuard(box, task.verifier, sweep=sweep)
+            guard.baseline()
+            box.exec(agent, 30)
+            guard.seal([(1, agent)])
+            found[case] = guard.artifacts_folder
+            box.exec("rm -rf /logs/artifacts/*", 30, user="0")
+        assert found == {"swept": "empty", "kept, nothing left": "empty", "kept, a writer left": None,
+                         "filled": None}, found
+        box.exec("rm -rf /logs/artifacts", 30, user="0")
+        guard = VerifierGuard(box, task.verifier)
+        guard.baseline()
+        guard.seal([])
+        assert guard.artifacts_folder == "absent"
+    finally:
+        box.stop()
 
 
 class Scripted:

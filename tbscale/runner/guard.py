@@ -326,7 +326,8 @@ class VerifierGuard:
         t = time.monotonic()
         if after is None:
             after = self._snapshot(since=(self.before or {}).get("now"), processes=True, probe=True)
-        self.artifacts_folder = after["artifacts_folder"] if self._idle(after["processes"]) else None
+        folder = after["artifacts_folder"]
+        self.artifacts_folder = folder if folder in ("empty", "absent") and self._idle(after["processes"]) else None
         entries += tampering_entries(self.before or {}, after, self.verifier.tests_mount, actions)
         entries += self._describe(entries)
         self.timing["guard_check"] = time.monotonic() - t
