@@ -55,19 +55,20 @@ _SHELL_WORDS = frozenset("""! [ [[ ]] { } alias bg break builtin case cd command
 _CLEAR_VERIFIER_LOGS = (f"[ -d {VERIFIER_LOGS} ] && [ ! -L {VERIFIER_LOGS} ] && "
                         f"find {VERIFIER_LOGS} -mindepth 1 -delete 2>/dev/null\n")
 
+# Few programs per line: a program run costs far more in a busy container than a builtin.
 _SNAPSHOT = r'''
 for name in "$@"; do
   p=$(command -v -- "$name" 2>/dev/null) || { printf 'T\t%s\t-\n' "$name"; continue; }
   case "$p" in
     /*) r=$(readlink -f -- "$p" 2>/dev/null || echo "$p")
         if [ -f "$r" ]; then
-          s=$(sha256sum -- "$r" 2>/dev/null | cut -d' ' -f1); st=$(stat -c '%u:%g:%a:%s' -- "$r" 2>/dev/null)
+          s=$(sha256sum -- "$r" 2>/dev/null); s=${s%% *}; st=$(stat -c '%u:%g:%a:%s' -- "$r" 2>/dev/null)
           printf 'T\t%s\t%s\t%s\t%s\t%s\n' "$name" "$p" "$r" "$s" "$st"
         else printf 'T\t%s\t%s\t%s\tnot-a-file\t-\n' "$name" "$p" "$r"; fi ;;
     *) printf 'T\t%s\tbuiltin\n' "$name" ;;
   esac
 done
-date +%s.%N | sed 's/^/N\t/'
+printf 'N\t%s\n' "$(date +%s.%N)"
 if [ -n "${TBSCALE_SINCE:-}" ]; then
   { find / -xdev -maxdepth 1 -newerct "@$TBSCALE_SINCE" 2>/dev/null
     find /logs "$TBSCALE_TESTS" /solution -xdev -newerct "@$TBSCALE_SINCE" 2>/dev/null
@@ -84,8 +85,8 @@ for m in /logs /logs/verifier "$TBSCALE_TESTS"; do
   if [ -L "$m" ]; then printf 'M\t%s\tlink\t%s\n' "$m" "$(readlink -- "$m")"
   elif [ -d "$m" ]; then
     d=$(cd "$m" && find . -xdev -type f ! -path '*/__pycache__/*' ! -path '*/.pytest_cache/*' -exec sha256sum {} + \
-        2>/dev/null | LC_ALL=C sort | sha256sum | cut -c1-16)
-    printf 'M\t%s\tdir\t%s\t%s\n' "$m" "$(stat -c '%u:%g:%a' -- "$m")" "$d"
+        2>/dev/null | LC_ALL=C sort | sha256sum)
+    printf 'M\t%s\tdir\t%s\t%.16s\n' "$m" "$(stat -c '%u:%g:%a' -- "$m")" "$d"
   elif [ -e "$m" ]; then printf 'M\t%s\tfile\t%s\n' "$m" "$(stat -c '%u:%g:%a' -- "$m")"
   else printf 'M\t%s\tabsent\n' "$m"; fi
 done
@@ -93,14 +94,15 @@ done
 # One line per process: pid, start time (clock ticks after boot), uid, parent pid, command line
 # (its newlines and tabs made spaces: a command line cannot forge a line of this output, which
 # may share an exec with the snapshot's).
+# Shell builtins read /proc, so that a process costs one program run (tr), not four.
 _PROCESSES = r'''
 for d in /proc/[0-9]*; do
   p=${d#/proc/}; [ "$p" = "$$" ] && continue; [ "$p" = "$PPID" ] && continue
-  s=$(cat "$d/stat" 2>/dev/null) || continue
+  read -r s 2>/dev/null < "$d/stat" || continue
   rest=${s##*) }; set -- $rest
-  u=$(awk '/^Uid:/ {print $2}' "$d/status" 2>/dev/null)
-  c=$(tr '\0\n\t\r' '    ' < "$d/cmdline" 2>/dev/null | cut -c1-200)
-  printf '%s\t%s\t%s\t%s\t%s\n' "$p" "${20}" "$u" "$2" "$c"
+  u=; while read -r k v _; do [ "$k" = Uid: ] && { u=$v; break; }; done 2>/dev/null < "$d/status"
+  c=$(tr '\0\n\t\r' '    ' 2>/dev/null < "$d/cmdline")
+  printf '%s\t%s\t%s\t%s\t%.200s\n' "$p" "${20}" "$u" "$2" "$c"
 done
 '''
 # After the sweep: is the artifacts convention folder a plain folder with nothing in it (`empty`),
