@@ -4,6 +4,8 @@
    same command, and a `docker exec` subprocess, interleaved in one container.
 2. One oracle trial of a trivial task with the image cached, split into its phases.
 3. Eight such trials at concurrency 4: wall time.
+4. Engine calls per trial, by kind (every HTTP request the docker SDK sends, counted), for the
+   single trials and for the eight at concurrency 4.
 
 Writes benchmarks/out/sandbox.json. Run: .venv/bin/python benchmarks/bench_sandbox.py
 """
@@ -11,8 +13,11 @@ Writes benchmarks/out/sandbox.json. Run: .venv/bin/python benchmarks/bench_sandb
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
+import re
 import statistics
+import threading
 import subprocess
 import tempfile
 import time
@@ -26,6 +31,66 @@ from tbscale.tasks import load_task
 from tbscale_testing.tasks import write_harbor_task
 
 OUT = Path(__file__).parent / "out"
+
+# An engine API request (method, path without the version prefix) -> its kind.
+_KINDS = [
+    ("POST", r"/containers/create", "create"), ("POST", r"/containers/[^/]+/start", "start"),
+    ("POST", r"/containers/[^/]+/exec", "exec_create"), ("POST", r"/exec/[^/]+/start", "exec_start"),
+    ("GET", r"/exec/[^/]+/json", "exec_inspect"), ("PUT", r"/containers/[^/]+/archive", "put_archive"),
+    ("GET", r"/containers/[^/]+/archive", "get_archive"), ("HEAD", r"/containers/[^/]+/archive", "stat_archive"),
+    ("GET", r"/containers/[^/]+/json", "inspect"), ("POST", r"/containers/[^/]+/restart", "restart"),
+    ("POST", r"/containers/[^/]+/kill", "kill"), ("POST", r"/containers/[^/]+/stop", "stop"),
+    ("POST", r"/containers/[^/]+/wait", "wait"), ("DELETE", r"/containers/[^/]+", "remove"),
+    ("POST", r"/commit", "commit"), ("GET", r"/images/.+/json", "image_inspect"),
+    ("GET", r"/containers/json", "list_containers"), ("GET", r"/images/json", "list_images"),
+    ("POST", r"/networks/create", "network_create"), ("POST", r"/networks/[^/]+/connect", "network_connect"),
+    ("POST", r"/networks/[^/]+/disconnect", "network_disconnect"), ("GET", r"/networks/[^/]+", "network_inspect"),
+    ("DELETE", r"/networks/[^/]+", "network_remove"), ("GET", r"/_ping", "ping"), ("GET", r"/version", "version"),
+    ("GET", r"/info", "info"),
+]
+
+
+class EngineCalls:
+    """Counts every request the docker SDK sends to the engine (its APIClient is a requests
+    Session: each call goes through `request`), by kind."""
+
+    def __init__(self):
+        self.counts: collections.Counter[str] = collections.Counter()
+        self._lock = threading.Lock()
+        self._orig = None
+
+    @staticmethod
+    def kind(method: str, url: str) -> str:
+        path = re.sub(r"^[a-z+]+://[^/]*", "", url.split("?", 1)[0])
+        path = re.sub(r"^/v[0-9.]+(?=/)", "", path)
+        for m, pattern, name in _KINDS:
+            if m == method.upper() and re.fullmatch(pattern, path):
+                return name
+        return f"{method.upper()} {path}"
+
+    def __enter__(self) -> "EngineCalls":
+        from docker.api.client import APIClient
+
+        self._orig = APIClient.request
+        orig, counter = self._orig, self
+
+        def request(session, method, url, *args, **kwargs):
+            with counter._lock:
+                counter.counts[counter.kind(method, url)] += 1
+            return orig(session, method, url, *args, **kwargs)
+
+        APIClient.request = request
+        return self
+
+    def __exit__(self, *exc) -> None:
+        from docker.api.client import APIClient
+
+        APIClient.request = self._orig
+
+    def per_trial(self, trials: int) -> dict[str, float]:
+        out = {k: round(v / trials, 2) for k, v in sorted(self.counts.items(), key=lambda kv: (-kv[1], kv[0]))}
+        out["total"] = round(sum(self.counts.values()) / trials, 2)
+        return out
 
 
 def trivial_task(root: Path) -> Path:
@@ -75,16 +140,17 @@ def oracle_experiment(root: Path, trials: int, concurrency: int) -> Experiment:
                                       "settings": [{"name": "oracle", "agent": "oracle"}]})
 
 
-def bench_trials(root: Path, task, trials: int, concurrency: int, tag: str) -> tuple[float, list[dict]]:
+def bench_trials(root: Path, task, trials: int, concurrency: int, tag: str) -> tuple[float, list[dict], dict]:
     exp = oracle_experiment(root, trials, concurrency)
     run_dir = root / f"run-{tag}"
     runner = Runner(exp, [task], run_dir)
-    t = time.perf_counter()
-    asyncio.run(runner.run())
-    wall = time.perf_counter() - t
+    with EngineCalls() as calls:
+        t = time.perf_counter()
+        asyncio.run(runner.run())
+        wall = time.perf_counter() - t
     rows = [json.loads(x) for x in (run_dir / "trials.jsonl").read_text().splitlines()]
     assert all(r["passed"] for r in rows), "oracle failed"
-    return wall, rows
+    return wall, rows, calls.per_trial(trials)
 
 
 def main() -> None:
@@ -95,20 +161,23 @@ def main() -> None:
     exec_res = bench_exec(task)
 
     singles = []
-    for i in range(8):
-        exp = oracle_experiment(root, 1, 1)
-        spec = plan_trials(exp, [task])[0]
-        runner = Runner(exp, [task], root / f"single-{i}")
-        (root / f"single-{i}").mkdir()
-        t = time.perf_counter()
-        row = asyncio.run(runner.run_trial(spec))
-        singles.append({"wall": time.perf_counter() - t, **row.timing})
+    with EngineCalls() as single_calls:
+        for i in range(8):
+            exp = oracle_experiment(root, 1, 1)
+            spec = plan_trials(exp, [task])[0]
+            runner = Runner(exp, [task], root / f"single-{i}")
+            (root / f"single-{i}").mkdir()
+            t = time.perf_counter()
+            row = asyncio.run(runner.run_trial(spec))
+            singles.append({"wall": time.perf_counter() - t, **row.timing})
     phases = {k: statistics.median(s.get(k, 0.0) for s in singles)
-              for k in ("image", "create", "agent", "verify", "remove", "wall")}
+              for k in ("image", "create", "prepare", "guard_digest", "guard_processes", "agent", "guard_sweep",
+                        "guard_check", "artifacts", "verify", "remove", "wall")}
 
-    wall8, rows = bench_trials(root, task, 8, 4, "c4")
+    wall8, rows, calls8 = bench_trials(root, task, 8, 4, "c4")
     result = {"exec": exec_res, "oracle_trial_median_sec": phases, "eight_trials_concurrency4_wall_sec": wall8,
-              "eight_trials_sum_of_trial_walls_sec": sum(r["timing"]["trial_wall"] for r in rows)}
+              "eight_trials_sum_of_trial_walls_sec": sum(r["timing"]["trial_wall"] for r in rows),
+              "engine_calls_per_trial": {"single": single_calls.per_trial(len(singles)), "concurrency4": calls8}}
     (OUT / "sandbox.json").write_text(json.dumps(result, indent=2))
     print("exec round trip (median ms):")
     for k, v in exec_res.items():
@@ -118,6 +187,10 @@ def main() -> None:
         print(f"  {k:28s} {v:8.3f}")
     print(f"8 oracle trials at concurrency 4: {wall8:.2f} s wall "
           f"(sum of trial walls {result['eight_trials_sum_of_trial_walls_sec']:.2f} s)")
+    print("engine calls per trial (single trials | 8 at concurrency 4):")
+    single = result["engine_calls_per_trial"]["single"]
+    for k in sorted(set(single) | set(calls8), key=lambda k: (k == "total", -calls8.get(k, 0), k)):
+        print(f"  {k:28s} {single.get(k, 0):8.2f} {calls8.get(k, 0):8.2f}")
 
 
 if __name__ == "__main__":

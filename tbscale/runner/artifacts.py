@@ -24,10 +24,12 @@ CONVENTION_ARTIFACTS = "/logs/artifacts"
 
 
 def collect_artifacts(box: Environment, artifacts: list[Artifact], dest: Path, *, workdir: Callable[[], str],
-                      run_root: Path) -> list[dict[str, Any]]:
+                      run_root: Path, convention: str | None = None) -> list[dict[str, Any]]:
     """Copy the convention folder and every declared artifact out of `box` into `dest`; returns
     the manifest. `workdir()` resolves relative sources; an empty `dest` is removed up to
-    `run_root`."""
+    `run_root`. `convention`: the main environment's convention folder, when already known to be
+    an empty folder ("empty") or absent ("absent") and unchangeable since (runner/guard.py): it is
+    then not copied out, and everything recorded is as if it had been."""
     entries = list(artifacts)
     if not any(a.source.rstrip("/") == CONVENTION_ARTIFACTS for a in entries):
         entries.insert(0, Artifact(source=CONVENTION_ARTIFACTS))
@@ -44,7 +46,12 @@ def collect_artifacts(box: Environment, artifacts: list[Artifact], dest: Path, *
             try:
                 where = box.service(art.service) if art.service not in (None, "main") else box
                 stage = Path(tmp) / str(i)
-                ok = where.get_dir(source.rstrip("/") or "/", stage)
+                if convention in ("empty", "absent") and where is box and source.rstrip("/") == CONVENTION_ARTIFACTS:
+                    ok = convention == "empty"
+                    if ok:  # what copying out an empty folder gives
+                        (stage / PurePosixPath(CONVENTION_ARTIFACTS).name).mkdir(parents=True)
+                else:
+                    ok = where.get_dir(source.rstrip("/") or "/", stage)
             except SandboxError as e:
                 manifest.append({**record, "status": "failed", "error": str(e)[:200]})
                 continue

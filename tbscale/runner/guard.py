@@ -10,6 +10,7 @@ Before the agent phase `VerifierGuard.baseline` records:
 * the container's clock, so that afterwards the files whose status changed since then (a status
   change time cannot be set back from inside a container) can be listed where they matter;
 * the processes running (pid and start time), in the main container and in every sidecar.
+The main container's digests and processes come from one exec.
 
 `VerifierGuard.seal`, after the agent phase and before anything of the verifier runs:
 1. lists the processes the agent phase started (user, command line), then stops them all: the
@@ -17,7 +18,10 @@ Before the agent phase `VerifierGuard.baseline` records:
    however detached; the image's entrypoint runs again and the task's healthcheck is passed
    again), and in each sidecar every process that is new and not the child of one of the
    sidecar's own processes is killed;
-2. checks again and returns what changed as tampering entries (`tampering_entries`).
+2. checks again and returns what changed as tampering entries (`tampering_entries`); the same
+   exec lists the processes left and looks at /logs/artifacts, so that an empty convention
+   folder in a container where nothing else runs is not copied out (`artifacts_folder`).
+Why a restart, not a kill from an exec: docs/tasks.md, "Verification integrity".
 """
 
 from __future__ import annotations
@@ -51,19 +55,20 @@ _SHELL_WORDS = frozenset("""! [ [[ ]] { } alias bg break builtin case cd command
 _CLEAR_VERIFIER_LOGS = (f"[ -d {VERIFIER_LOGS} ] && [ ! -L {VERIFIER_LOGS} ] && "
                         f"find {VERIFIER_LOGS} -mindepth 1 -delete 2>/dev/null\n")
 
+# Few programs per line: a program run costs far more in a busy container than a builtin.
 _SNAPSHOT = r'''
 for name in "$@"; do
   p=$(command -v -- "$name" 2>/dev/null) || { printf 'T\t%s\t-\n' "$name"; continue; }
   case "$p" in
     /*) r=$(readlink -f -- "$p" 2>/dev/null || echo "$p")
         if [ -f "$r" ]; then
-          s=$(sha256sum -- "$r" 2>/dev/null | cut -d' ' -f1); st=$(stat -c '%u:%g:%a:%s' -- "$r" 2>/dev/null)
+          s=$(sha256sum -- "$r" 2>/dev/null); s=${s%% *}; st=$(stat -c '%u:%g:%a:%s' -- "$r" 2>/dev/null)
           printf 'T\t%s\t%s\t%s\t%s\t%s\n' "$name" "$p" "$r" "$s" "$st"
         else printf 'T\t%s\t%s\t%s\tnot-a-file\t-\n' "$name" "$p" "$r"; fi ;;
     *) printf 'T\t%s\tbuiltin\n' "$name" ;;
   esac
 done
-date +%s.%N | sed 's/^/N\t/'
+printf 'N\t%s\n' "$(date +%s.%N)"
 if [ -n "${TBSCALE_SINCE:-}" ]; then
   { find / -xdev -maxdepth 1 -newerct "@$TBSCALE_SINCE" 2>/dev/null
     find /logs "$TBSCALE_TESTS" /solution -xdev -newerct "@$TBSCALE_SINCE" 2>/dev/null
@@ -80,23 +85,37 @@ for m in /logs /logs/verifier "$TBSCALE_TESTS"; do
   if [ -L "$m" ]; then printf 'M\t%s\tlink\t%s\n' "$m" "$(readlink -- "$m")"
   elif [ -d "$m" ]; then
     d=$(cd "$m" && find . -xdev -type f ! -path '*/__pycache__/*' ! -path '*/.pytest_cache/*' -exec sha256sum {} + \
-        2>/dev/null | LC_ALL=C sort | sha256sum | cut -c1-16)
-    printf 'M\t%s\tdir\t%s\t%s\n' "$m" "$(stat -c '%u:%g:%a' -- "$m")" "$d"
+        2>/dev/null | LC_ALL=C sort | sha256sum)
+    printf 'M\t%s\tdir\t%s\t%.16s\n' "$m" "$(stat -c '%u:%g:%a' -- "$m")" "$d"
   elif [ -e "$m" ]; then printf 'M\t%s\tfile\t%s\n' "$m" "$(stat -c '%u:%g:%a' -- "$m")"
   else printf 'M\t%s\tabsent\n' "$m"; fi
 done
 '''
-# One line per process: pid, start time (clock ticks after boot), uid, parent pid, command line.
+# One line per process: pid, start time (clock ticks after boot), uid, parent pid, command line
+# (its newlines and tabs made spaces: a command line cannot forge a line of this output, which
+# may share an exec with the snapshot's).
+# Shell builtins read /proc, so that a process costs one program run (tr), not four.
 _PROCESSES = r'''
 for d in /proc/[0-9]*; do
   p=${d#/proc/}; [ "$p" = "$$" ] && continue; [ "$p" = "$PPID" ] && continue
-  s=$(cat "$d/stat" 2>/dev/null) || continue
+  read -r s 2>/dev/null < "$d/stat" || continue
   rest=${s##*) }; set -- $rest
-  u=$(awk '/^Uid:/ {print $2}' "$d/status" 2>/dev/null)
-  c=$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null | cut -c1-200)
-  printf '%s\t%s\t%s\t%s\t%s\n' "$p" "${20}" "$u" "$2" "$c"
+  u=; while read -r k v _; do [ "$k" = Uid: ] && { u=$v; break; }; done 2>/dev/null < "$d/status"
+  c=$(tr '\0\n\t\r' '    ' 2>/dev/null < "$d/cmdline")
+  printf '%s\t%s\t%s\t%s\t%.200s\n' "$p" "${20}" "$u" "$2" "$c"
 done
 '''
+# After the sweep: is the artifacts convention folder a plain folder with nothing in it (`empty`),
+# absent (`absent`), or anything else (`other`)? With the process list of the same exec, it tells
+# whether copying it out can be left out (runner/artifacts.py).
+_ARTIFACTS_PROBE = r'''
+a=other; f=/logs/artifacts
+if [ ! -e "$f" ] && [ ! -L "$f" ]; then a=absent
+elif [ -d "$f" ] && [ ! -L "$f" ] && [ -z "$(find "$f" -mindepth 1 -maxdepth 1 2>&1 | head -n 1)" ]; then a=empty; fi
+printf 'A\t%s\n' "$a"
+'''
+KEEP_ALIVE = "sleep infinity"
+_INITS = (KEEP_ALIVE, "/sbin/docker-init -- " + KEEP_ALIVE)
 _KILL = r'''
 for pair in "$@"; do
   p=${pair%:*}; want=${pair#*:}
@@ -217,13 +236,17 @@ class VerifierGuard:
         self.names = tool_names(verifier, tests_dirs)
         self.before: dict[str, Any] | None = None
         self.timing: dict[str, float] = {}
+        # After `seal`: the artifacts convention folder's state ("empty", "absent") when nothing
+        # left running can change it before the verifier's run, else None (it is copied out).
+        self.artifacts_folder: str | None = None
 
     # ---- probes ----------------------------------------------------------------------------------
-    def _snapshot(self, since: str | None = None) -> dict[str, Any]:
+    def _snapshot(self, since: str | None = None, *, processes: bool = False, probe: bool = False) -> dict[str, Any]:
         """Digests and mount points; with `since` (the container's clock at the baseline), also
         the paths whose status changed after it, where they matter to the verifier. A status
         change time cannot be set back from inside a container (it needs the clock), so what the
-        agent phase changed there cannot hide."""
+        agent phase changed there cannot hide. With `processes`, the same exec also lists the
+        processes running (`processes`), as `_processes` does: one round trip instead of two."""
         env = dict(self.verifier.env.resolve()) if hasattr(self.verifier.env, "resolve") else {}
         env["TBSCALE_TESTS"] = self.verifier.tests_mount
         if since:
@@ -236,10 +259,18 @@ class VerifierGuard:
             # What an earlier verification (a previous step's) left in /logs/verifier is not the
             # agent's: clear it before this agent phase, so that anything found there later is.
             cmd = _CLEAR_VERIFIER_LOGS + cmd
-        res = self.box.exec(cmd, 120, user="0", env=env, output_limit=400_000)
+        if processes:
+            cmd += _PROCESSES
+        if probe:
+            cmd += _ARTIFACTS_PROBE
+        res = self.box.exec(cmd, 120, user="0", env=env, output_limit=900_000 if processes else 400_000)
         snap = parse_snapshot(res.output)
         if not since:
             snap["changes"] = None
+        if processes:
+            snap["processes"] = parse_processes(res.output)
+        if probe:
+            snap["artifacts_folder"] = next((x[2:] for x in res.output.splitlines() if x.startswith("A\t")), None)
         return snap
 
     def _processes(self, target) -> list[dict[str, Any]]:
@@ -252,10 +283,9 @@ class VerifierGuard:
     # ---- before the agent phase ------------------------------------------------------------------
     def baseline(self) -> None:
         t = time.monotonic()
-        self.before = self._snapshot()
+        self.before = self._snapshot(processes=True)  # the main container's processes too
         self.timing["guard_digest"] = time.monotonic() - t
         t = time.monotonic()
-        self.before["processes"] = self._processes(self.box)
         self.before["sidecar_processes"] = {n: self._processes(c) for n, c in self._sidecars().items()}
         self.timing["guard_processes"] = time.monotonic() - t
 
@@ -267,7 +297,10 @@ class VerifierGuard:
         entries: list[dict[str, Any]] = []
         t = time.monotonic()
         alive = self.box.running()
-        procs = self._processes(self.box) if alive else []
+        after: dict[str, Any] | None = None
+        if alive and not self.sweep:  # nothing happens in between: one exec lists and checks
+            after = self._snapshot(since=(self.before or {}).get("now"), processes=True, probe=True)
+        procs = (after["processes"] if after is not None else self._processes(self.box)) if alive else []
         base = (self.before or {}).get("processes", [])
         left = new_processes(base, procs, keep_children=False)
         record["agent_processes"] = [{k: p[k] for k in ("pid", "uid", "cmd")} for p in left[:50]]
@@ -293,11 +326,23 @@ class VerifierGuard:
                 record["sidecar_processes_killed"] = killed
         self.timing["guard_sweep"] = time.monotonic() - t
         t = time.monotonic()
-        after = self._snapshot(since=(self.before or {}).get("now"))
+        if after is None:
+            after = self._snapshot(since=(self.before or {}).get("now"), processes=True, probe=True)
+        folder = after["artifacts_folder"]
+        self.artifacts_folder = folder if folder in ("empty", "absent") and self._idle(after["processes"]) else None
         entries += tampering_entries(self.before or {}, after, self.verifier.tests_mount, actions)
         entries += self._describe(entries)
         self.timing["guard_check"] = time.monotonic() - t
         return entries, record
+
+    def _idle(self, processes: list[dict[str, Any]]) -> bool:
+        """Nothing runs that could write a file before the verifier's run: no sidecars, and no
+        process but the init and its keep-alive (`sleep infinity`), each with the command line
+        the environment started it with."""
+        if self.box.services or not processes:
+            return False
+        return all(p["cmd"] in (_INITS if p["pid"] == 1 else (KEEP_ALIVE,)) and (p["pid"] == 1 or p["ppid"] == 1)
+                   for p in processes)
 
     def _describe(self, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """What replaced a tool: its first line when it is a script, and the Debian package that

@@ -48,6 +48,7 @@ class AttemptVerification:
         self.sweep = sweep
         self.guard: VerifierGuard | None = None
         self.tampering: list[dict[str, Any]] = []
+        self.artifacts_folder: str | None = None  # the last seal's finding (VerifierGuard.artifacts_folder)
 
     # ---- around the agent phase (runner/guard.py) -------------------------------------------------
     def begin(self, box: Environment, verifier: VerifierSpec, timing: dict[str, float]) -> None:
@@ -75,6 +76,7 @@ class AttemptVerification:
 
         guard.timing.clear()
         entries, record = guard.seal(list(enumerate(actions, 1)), restart_hook=after_restart)
+        self.artifacts_folder = guard.artifacts_folder
         for k, v in guard.timing.items():
             timing[k] = timing.get(k, 0.0) + v
         if step:
@@ -117,10 +119,11 @@ class AttemptVerification:
             spec = self.envs.specs.get(id(box)) or StartSpec(image=task.image or "")
             ctx = VerifierContext(task=task, env=box, spec=spec, start=self.envs.backend.start, timeout_sec=timeout_sec)
             return verify(ctx)
+        known, self.artifacts_folder = self.artifacts_folder, None  # true only of the seal just before
         hooks = self.run_collect_hooks(box, verifier)
         t = time.monotonic()
         manifest = collect_artifacts(box, artifacts, artifacts_dir, workdir=lambda: self.envs.workdir(box, self.envs.env),
-                                     run_root=self.artifacts_root)
+                                     run_root=self.artifacts_root, convention=None if hooks else known)
         timing["artifacts"] = timing.get("artifacts", 0.0) + time.monotonic() - t
         env = verifier.env.resolve()
         if verifier.mode == "separate" and verifier.environment is not None:

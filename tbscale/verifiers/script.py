@@ -18,6 +18,7 @@ no test results).
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import shlex
@@ -29,6 +30,7 @@ from tbscale.verifiers.result import PASS_THRESHOLD, VerifierResult
 
 LOGS = "/logs/verifier"
 NOT_RUN_CODES = (126, 127)
+_REMOVAL_MARK = "--tbscale: removing the old tests--"
 
 
 class RewardFileError(ValueError):
@@ -64,14 +66,16 @@ def parse_reward_file(raw: bytes, name: str) -> dict[str, float]:
     return {"reward": value}
 
 
-def read_rewards(box, reward: RewardSpec, details: dict[str, Any] | None = None
+def read_rewards(box, reward: RewardSpec, details: dict[str, Any] | None = None,
+                 read: dict[str, bytes | None] | None = None
                  ) -> tuple[dict[str, float] | None, str | None, str | None]:
     """(rewards, file read, problem) from /logs/verifier: the first of `reward.files` present
     wins (Harbor 0.26's verifier: reward.json, else reward.txt). When both are there and their
-    reward differs, `details["reward_disagreement"]` records both."""
+    reward differs, `details["reward_disagreement"]` records both. `read` holds the files already
+    read (None: absent or not a regular file); the others are copied out of `box`."""
     found: dict[str, bytes] = {}
     for name in reward.files:
-        raw = box.read_file(f"{LOGS}/{name}")
+        raw = read[name] if read is not None and name in read else box.read_file(f"{LOGS}/{name}")
         if raw is not None:
             found[name] = raw
     if not found:
@@ -96,13 +100,61 @@ def read_rewards(box, reward: RewardSpec, details: dict[str, Any] | None = None
     return rewards, name, None
 
 
-def tests_digest(box, mount: str) -> str | None:
-    """A digest of the files under the tests folder (caches left out), or None when absent."""
+def _digest_line(mount: str) -> str:
+    """A shell line printing `D<TAB>digest` of the files under `mount` (caches left out); empty
+    when the folder is absent."""
     q = shlex.quote(mount)
-    res = box.exec(f"[ -d {q} ] || exit 3; cd {q} && find . -xdev -type f ! -path '*/__pycache__/*' "
-                   "! -path '*/.pytest_cache/*' -exec sha256sum {} + 2>/dev/null | LC_ALL=C sort | sha256sum | cut -c1-16",
-                   60, user="0")
-    return res.output.strip() or None if res.exit_code == 0 else None
+    return (f"printf 'D\\t%s\\n' \"$([ -d {q} ] || exit 3; cd {q} && find . -xdev -type f ! -path '*/__pycache__/*' "
+            "! -path '*/.pytest_cache/*' -exec sha256sum {} + 2>/dev/null | LC_ALL=C sort | sha256sum | cut -c1-16)\"\n")
+
+
+def _parse_digest(output: str) -> str | None:
+    for line in output.splitlines():
+        if line.startswith("D\t"):
+            return line[2:].strip() or None
+    return None
+
+
+def tests_digest(box, mount: str, first: str = "") -> str | None:
+    """A digest of the files under the tests folder (caches left out), or None when absent.
+    `first`: a root command run before it in the same exec, its output dropped (one round trip)."""
+    before = f"{{ {first}\n}} >/dev/null 2>&1\n" if first else ""
+    return _parse_digest(box.exec(before + _digest_line(mount), 60, user="0").output)
+
+
+# Read in the exec that digests the tests after their run, so that reading the verdict needs no
+# copy out of the container: each regular file as one base64 line (`none`: absent, a link or not
+# a regular file, as a copy would find it); one that cannot be given so (too big, no base64) is
+# marked `copy` and copied out as before.
+_READ_FILES = r"""
+for f in "$@"; do
+  if [ -L "$f" ] || [ ! -f "$f" ]; then printf 'F\t%s\tnone\n' "$f"
+  elif [ "$(stat -c %s -- "$f" 2>/dev/null || echo x)" -le 65536 ] 2>/dev/null && command -v base64 >/dev/null \
+       && b=$(base64 < "$f" | tr -d '\n'); then printf 'F\t%s\tb64\t%s\n' "$f" "$b"
+  else printf 'F\t%s\tcopy\n' "$f"; fi
+done
+"""
+
+
+def tests_digest_and_files(box, mount: str, paths: list[str]) -> tuple[str | None, dict[str, bytes | None]]:
+    """`tests_digest`, then the files at `paths`, in one root exec: (digest, {path: bytes, or
+    None when absent or not a regular file}); a path left out of the dict is to be copied out."""
+    if not paths:
+        return tests_digest(box, mount), {}
+    script = _digest_line(mount) + "set -- " + " ".join(shlex.quote(x) for x in paths) + _READ_FILES
+    res = box.exec(script, 60, user="0", output_limit=None)
+    files: dict[str, bytes | None] = {}
+    for line in res.output.splitlines():
+        parts = line.split("\t")
+        if parts[0] == "F" and len(parts) >= 3 and parts[1] in paths and res.exit_code == 0:
+            if parts[2] == "none":
+                files[parts[1]] = None
+            elif parts[2] == "b64" and len(parts) == 4:
+                try:
+                    files[parts[1]] = base64.b64decode(parts[3], validate=True)
+                except ValueError:  # binascii.Error
+                    pass
+    return _parse_digest(res.output), files
 
 
 def fresh_logs_script(owner: str) -> str:
@@ -143,33 +195,36 @@ def run_tests(box, verifier: VerifierSpec, reward: RewardSpec, timeout_sec: floa
     # default user (the image's USER), as the tests run as that user when the task names none.
     runs_as = verifier.user if verifier.user not in (None, "") else getattr(box, "default_user", "")
     owner = "0:0" if str(runs_as) in ("", "0", "root", "0:0") else shlex.quote(str(runs_as))
-    res = box.exec(fresh_logs_script(owner), 60, user="0")
-    found = res.output.splitlines()
-    logs = {"obstructed": [x[len("OBSTRUCTED "):] for x in found if x.startswith("OBSTRUCTED ")],
-            "found": [x[len("FOUND "):] for x in found if x.startswith("FOUND ")]}
+    # One root exec makes the fresh /logs/verifier and (when the tests are copied in) removes the
+    # old tests folder; what the removal printed follows the marker line.
+    prepare = fresh_logs_script(owner)
+    if upload:
+        prepare += f"rc=$?; [ $rc = 0 ] || exit $rc\necho {_REMOVAL_MARK}\nrm -rf {shlex.quote(mount)}\n"
+    res = box.exec(prepare, 60, user="0")
+    found, removal = res.output.split(_REMOVAL_MARK + "\n", 1) if upload and _REMOVAL_MARK + "\n" in res.output \
+        else (res.output, None)
+    logs = {"obstructed": [x[len("OBSTRUCTED "):] for x in found.splitlines() if x.startswith("OBSTRUCTED ")],
+            "found": [x[len("FOUND "):] for x in found.splitlines() if x.startswith("FOUND ")]}
     if res.exit_code != 0:
-        return VerifierResult(None, False, res.output, "tests_not_run",
+        return VerifierResult(None, False, res.output if removal is None else removal, "tests_not_run",
                               {"stage": "prepare", "exit_code": res.exit_code, "verifier_logs": logs})
     if upload:
-        res = box.exec(f"rm -rf {shlex.quote(mount)}", 60, user="0")
-        if res.exit_code != 0:
-            return VerifierResult(None, False, res.output, "tests_not_run",
-                                  {"stage": "prepare", "exit_code": res.exit_code, "verifier_logs": logs})
         for folder in verifier.tests_dirs:
             box.put_dir(folder, mount)
         if verifier.tests_files:
             box.put_archive(dict(verifier.tests_files), mount)
-    tests_before = tests_digest(box, mount)
     script = verifier.command.split()[-1] if verifier.command else ""
-    if script.startswith("/"):
-        box.exec(f"chmod +x {shlex.quote(script)} 2>/dev/null || true", 30, user="0")
+    # The script made executable in the exec that digests the tests (a mode is not in the digest).
+    tests_before = tests_digest(box, mount, first=f"chmod +x {shlex.quote(script)} 2>/dev/null || true"
+                                if script.startswith("/") else "")
     user = "" if verifier.user is None else str(verifier.user)
     res = box.exec(verifier.command, timeout_sec, env=dict(env or {}) or None, user=user, workdir=verifier.cwd,
                    output_limit=output_limit)
     details: dict[str, Any] = {"exit_code": res.exit_code, "duration_sec": round(res.duration_sec, 3)}
     if logs["obstructed"] or logs["found"]:
         details["verifier_logs"] = logs
-    tests_after = tests_digest(box, mount)
+    reads = [f"{LOGS}/{name}" for name in reward.files] if reward.source != "parser" and not res.timed_out else []
+    tests_after, read = tests_digest_and_files(box, mount, reads)
     if tests_before != tests_after:
         details["tests_changed"] = {"before": tests_before, "after": tests_after}
     if res.timed_out:
@@ -183,7 +238,8 @@ def run_tests(box, verifier: VerifierSpec, reward: RewardSpec, timeout_sec: floa
             return VerifierResult(None, False, res.output, error, details)
         value = 1.0 if parsed.passed else 0.0
         return VerifierResult(value, parsed.passed, res.output, None, details, {"reward": value})
-    rewards, name, problem = read_rewards(box, reward, details)
+    rewards, name, problem = read_rewards(box, reward, details, read={n: read[f"{LOGS}/{n}"] for n in reward.files
+                                                                      if f"{LOGS}/{n}" in read})
     if rewards is None:
         if problem:
             details["bad_reward"] = problem

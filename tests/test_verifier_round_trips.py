@@ -1,0 +1,165 @@
+"""What the verification of one attempt asks of the engine, and that asking less changed no verdict:
+the reward files are read in the exec that digests the tests after their run and an empty
+artifacts folder in a container where nothing else runs is not copied out (nothing is copied out
+of a passing trivial trial), while a reward file that is a link is still no reward, one too big
+for that exec is still read, and an artifacts folder the agent filled, or that a process left
+running could still fill, is still copied out."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from tbscale.config import Experiment
+from tbscale.environments.base import ExecResult
+from tbscale.runner import Runner
+from tbscale.tasks import load_task
+from tbscale.verifiers import script
+from tbscale_testing.tasks import write_harbor_task
+
+REWARD = "/logs/verifier/reward.txt"
+
+
+class EngineCalls:
+    """Counts the docker SDK's requests by (method, last path part), e.g. ("GET", "archive")."""
+
+    def __init__(self):
+        self.counts: collections.Counter = collections.Counter()
+        self._lock = threading.Lock()
+
+    def __enter__(self):
+        from docker.api.client import APIClient
+
+        self._orig = orig = APIClient.request
+
+        def request(session, method, url, *a, **k):
+            with self._lock:
+                self.counts[(method.upper(), url.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1])] += 1
+            return orig(session, method, url, *a, **k)
+
+        APIClient.request = request
+        return self
+
+    def __exit__(self, *exc):
+        from docker.api.client import APIClient
+
+        APIClient.request = self._orig
+
+
+def run(tmp_path: Path, name: str, *, test_sh: str, solve: str, environment: dict | None = None,
+        trials: int = 1) -> tuple[list[dict], Path, EngineCalls]:
+    write_harbor_task(tmp_path / "tasks", name, test_sh=test_sh, solve=solve)
+    task = load_task(tmp_path / "tasks" / name)
+    exp = Experiment.model_validate({"name": "rt", "tasks": {"path": str(tmp_path / "tasks")}, "trials": trials,
+                                     "concurrency": 2, "settings": [{"name": "oracle", "agent": "oracle"}],
+                                     **({"environment": environment} if environment else {})})
+    run_dir = tmp_path / f"run-{name}"
+    with EngineCalls() as calls:
+        asyncio.run(Runner(exp, [task], run_dir).run())
+    rows = [json.loads(x) for x in (run_dir / "trials.jsonl").read_text().splitlines()]
+    return rows, run_dir, calls
+
+
+@pytest.mark.docker
+def test_a_passing_trial_copies_nothing_out_and_still_restarts_before_the_verifier(tmp_path):
+    rows, run_dir, calls = run(tmp_path, "plain", test_sh=f"#!/bin/bash\ngrep -qx done /app/out.txt && echo 1 > {REWARD}"
+                               f" || echo 0 > {REWARD}\n", solve="#!/bin/bash\necho done > /app/out.txt\n", trials=2)
+    assert [(r["passed"], r["reward"], r["ending"]) for r in rows] == [(True, 1.0, "pass")] * 2
+    assert calls.counts[("GET", "archive")] == 0, calls.counts
+    assert calls.counts[("POST", "restart")] == 2, calls.counts  # the process sweep is a restart, as before
+    # as when the empty folder was copied out: the trial's artifacts folder stays, empty
+    for r in rows:
+        assert r["artifacts_path"] is None
+    assert sorted(p.name for p in (run_dir / "artifacts").iterdir()) == sorted(r["trial_key"] for r in rows)
+    assert not any(p.is_file() for p in (run_dir / "artifacts").rglob("*"))
+
+
+@pytest.mark.docker
+def test_reward_files_read_in_an_exec_are_read_as_a_copy_reads_them(tmp_path):
+    link = run(tmp_path, "link", test_sh="#!/bin/bash\necho 1 > /tmp/r; ln -s /tmp/r /logs/verifier/reward.txt\n",
+               solve="#!/bin/bash\ntrue\n")[0][0]
+    assert (link["reward"], link["stop_reason"]) == (None, "reward_missing"), link
+    big = run(tmp_path, "big", test_sh="#!/bin/bash\n{ printf '{\"reward\": 1'; head -c 100000 /dev/zero | tr '\\0' ' ';"
+                                       " echo '}'; } > /logs/verifier/reward.json\n",
+              solve="#!/bin/bash\ntrue\n")[0][0]
+    assert (big["reward"], big["passed"]) == (1.0, True), big
+    both = run(tmp_path, "both", test_sh="#!/bin/bash\necho '{\"reward\": 0.25, \"style\": 1}' > /logs/verifier/reward.json;"
+                                         " echo 1 > /logs/verifier/reward.txt\n",
+               solve="#!/bin/bash\ntrue\n")[0][0]
+    assert both["reward"] == 0.25 and both["rewards"] == {"reward": 0.25, "style": 1.0}, both
+
+
+@pytest.mark.docker
+def test_an_artifacts_folder_with_files_is_collected(tmp_path):
+    test_sh = f"#!/bin/bash\necho 1 > {REWARD}\n"
+    rows, run_dir, _ = run(tmp_path, "filled", test_sh=test_sh,
+                           solve="#!/bin/bash\necho made > /logs/artifacts/made.txt\n")
+    art = run_dir / rows[0]["artifacts_path"]
+    assert (art / "logs" / "artifacts" / "made.txt").read_text() == "made\n"
+
+
+@pytest.mark.docker
+def test_the_folder_is_known_empty_only_when_nothing_runs_that_could_fill_it(tmp_path):
+    from tbscale.environments import StartSpec
+    from tbscale.environments import docker as dk
+    from tbscale.runner.guard import VerifierGuard
+
+    write_harbor_task(tmp_path / "tasks", "probe")
+    task = load_task(tmp_path / "tasks" / "probe")
+    image, _ = dk.ensure_image(task)
+    box = dk.Container.start(StartSpec(image, network="none", labels={"org.tbscale.test": "round-trips"}))
+    try:
+        box.exec("mkdir -p /logs/agent /logs/verifier /logs/artifacts && chmod 777 /logs/*", 30, user="0")
+        found = {}
+        for case, sweep, agent in [("swept", True, "nohup sleep 600 >/dev/null 2>&1 &"),
+                                   ("kept, nothing left", False, "true"),
+                                   ("kept, a writer left", False, "nohup sleep 600 >/dev/null 2>&1 &"),
+                                   ("filled", True, "echo x > /logs/artifacts/x")]:
+            guard = VerifierGuard(box, task.verifier, sweep=sweep)
+            guard.baseline()
+            box.exec(agent, 30)
+            guard.seal([(1, agent)])
+            found[case] = guard.artifacts_folder
+            box.exec("rm -rf /logs/artifacts/*", 30, user="0")
+        assert found == {"swept": "empty", "kept, nothing left": "empty", "kept, a writer left": None,
+                         "filled": None}, found
+        box.exec("rm -rf /logs/artifacts", 30, user="0")
+        guard = VerifierGuard(box, task.verifier)
+        guard.baseline()
+        guard.seal([])
+        assert guard.artifacts_folder == "absent"
+    finally:
+        box.stop()
+
+
+class Scripted:
+    """An environment whose exec answers one scripted output and exit code."""
+
+    def __init__(self, output: str, exit_code: int = 0):
+        self.output, self.exit_code = output, exit_code
+        self.commands: list[str] = []
+
+    def exec(self, command, timeout_sec, **kw):
+        self.commands.append(command)
+        return ExecResult(self.exit_code, self.output, False, 0.01)
+
+
+def test_the_digest_and_files_exec_is_parsed_line_by_line():
+    out = "D\tabc123\nF\t/logs/verifier/reward.json\tnone\nF\t/logs/verifier/reward.txt\tb64\tMQo=\n"
+    digest, files = script.tests_digest_and_files(Scripted(out), "/tests", ["/logs/verifier/reward.json",
+                                                                   "/logs/verifier/reward.txt"])
+    assert digest == "abc123" and files == {"/logs/verifier/reward.json": None, "/logs/verifier/reward.txt": b"1\n"}
+    # too big or no base64: left out (copied out instead); a failed exec gives no file at all
+    _, files = script.tests_digest_and_files(Scripted("D\t\nF\t/a\tcopy\nF\t/b\tb64\t!!\n"), "/tests", ["/a", "/b"])
+    assert files == {}
+    digest, files = script.tests_digest_and_files(Scripted(out, exit_code=137), "/tests", ["/logs/verifier/reward.txt"])
+    assert files == {} and digest == "abc123"
+    # the digest alone, with a command before it in the same exec
+    box = Scripted("D\t\n")
+    assert script.tests_digest(box, "/tests", first="chmod +x /tests/test.sh") is None
+    assert box.commands[0].startswith("{ chmod +x /tests/test.sh")
