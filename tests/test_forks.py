@@ -303,3 +303,26 @@ def test_kill_9_during_a_cer_run_on_forks_then_a_rerun_leaves_nothing(tmp_path):
     assert res.returncode in (0, 1), res.stderr[-2000:]
     assert (tmp_path / "results" / "forkrun" / "trials.jsonl").read_text().strip()
     assert _containers(label) == [] and _images("org.tbscale.snapshot", label) == []
+
+
+def test_the_report_gives_forks_per_trial_and_their_latency_percentiles(tmp_path):
+    from tbscale.analysis import tables
+    from tbscale.analysis.fork_report import fork_table
+
+    run = tmp_path / "r1"
+    run.mkdir()
+    rows = []
+    for setting, forks in (("cer-fork", [[0.4, 0.6], [0.5, 1.5]]), ("cer-replay", [[], []])):
+        for i, secs in enumerate(forks):
+            rows.append({"schema_version": 2, "run": "r1", "setting": setting, "setting_key": setting, "task_id": "a",
+                         "trial_key": f"{setting}-{i}", "trial": i, "reward": 1.0, "passed": True, "ending": "pass",
+                         "trajectory": "cer", "snapshots": len(secs), "snapshot_sec": [0.2] * len(secs),
+                         "forks": len(secs), "fork_sec": secs, "candidate_execs": 2 * len(secs),
+                         "candidate_exec_sec": 0.1 * len(secs),
+                         "trajectory_path": f"trajectories/a/{setting}__t{i}.jsonl"})
+    (run / "trials.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    t = fork_table(tables.load_trials([run])).set_index("setting")
+    assert t.loc["cer-fork", "forks_per_trial"] == 2 and t.loc["cer-fork", "snapshots_per_trial"] == 2
+    assert t.loc["cer-fork", "fork_p50"] == pytest.approx(0.55) and 1.0 < t.loc["cer-fork", "fork_p95"] <= 1.5
+    assert t.loc["cer-fork", "candidate_execs_per_trial"] == 4
+    assert t.loc["cer-replay", "forks_per_trial"] == 0 and t.loc["cer-replay", "fork_p50"] != t.loc["cer-replay", "fork_p50"]
