@@ -326,3 +326,79 @@ def test_the_report_gives_forks_per_trial_and_their_latency_percentiles(tmp_path
     assert t.loc["cer-fork", "fork_p50"] == pytest.approx(0.55) and 1.0 < t.loc["cer-fork", "fork_p95"] <= 1.5
     assert t.loc["cer-fork", "candidate_execs_per_trial"] == 4
     assert t.loc["cer-replay", "forks_per_trial"] == 0 and t.loc["cer-replay", "fork_p50"] != t.loc["cer-replay", "fork_p50"]
+
+
+@pytest.mark.docker
+def test_a_compose_project_forks_every_service_and_its_sidecars_serve_again(tmp_path):
+    from tbscale.environments.compose import compose_spec
+    from tbscale.environments.docker_backend import DockerBackend
+    from tbscale.tasks import load_task
+    from tbscale.tasks.model import NetworkPolicy
+    from tbscale_testing.tasks import write_harbor_task
+
+    d = write_harbor_task(tmp_path / "tasks", "fork-compose", dockerfile="FROM python:3.11-slim-bookworm\nWORKDIR /app\n")
+    (d / "environment" / "docker-compose.yaml").write_text(textwrap.dedent("""\
+        services:
+          alpha:
+            image: python:3.11-slim-bookworm
+            command: ["sh", "-c", "mkdir -p /srv && echo alpha > /srv/index.html && exec python3 -m http.server 8000 --directory /srv"]
+    """))
+    task = load_task(d)
+    backend = DockerBackend()
+    image, _ = backend.prepare(task)
+    parent = backend.start(StartSpec(image=image, network="public", compose=compose_spec(task, image),
+                                     labels={"org.tbscale.test": f"forks-{os.getpid()}"}))
+    get = ("python3 -c \"import sys, urllib.request\ntry:\n print(urllib.request.urlopen(sys.argv[1], timeout=2).read()"
+           ".decode().strip())\nexcept OSError:\n print('unreachable')\" ")
+    fork = None
+    try:
+        assert _wait_for(lambda: parent.exec(get + "http://alpha:8000/", 20).output.strip() == "alpha", timeout=300)
+        parent.exec("echo main-state > /app/f", 30)
+        parent.service("alpha").exec("echo sidecar-state > /srv/extra", 30)
+        parent.set_network(NetworkPolicy("allowlist", ("alpha",)))
+        snap = parent.snapshot()
+        assert set(snap.images) == {"main", "alpha"} and snap.backend == "compose"
+        fork = backend.fork(snap)
+        assert fork.project.name != parent.project.name and fork.services == ["alpha"]
+        assert fork.exec("cat /app/f", 30).output.strip() == "main-state"
+        # the sidecar's command ran again (it serves) on the sidecar's own committed files
+        assert _wait_for(lambda: fork.exec(get + "http://alpha:8000/extra", 20).output.strip() == "sidecar-state",
+                         timeout=300)
+        assert fork.network is not None and fork.network.current == "allowlist:alpha"
+        backend.release(snap)
+        project = fork.project.name
+        fork.stop()
+        assert _containers(f"com.docker.compose.project={project}") == []
+        assert _wait_for(lambda: not _images(f"org.tbscale.snapshot={snap.id}"), timeout=60)
+    finally:
+        if fork is not None:
+            fork.stop()
+        parent.stop()
+
+
+def test_a_fork_starts_only_on_the_node_that_holds_its_snapshot(monkeypatch):
+    """Under Ray a trial runs whole in one worker, so its forks start where their snapshots are;
+    a snapshot handed to another node is refused before anything starts there."""
+    from tbscale.environments import snapshots
+    from tbscale.errors import SandboxError
+
+    started = []
+    snap = Snapshot(id="s1", backend="docker", parent="p", images={"main": "tbscale-snapshot:s1-main"},
+                    node="node-a", spec=StartSpec(image="base"))
+    monkeypatch.setattr(snapshots, "current_node", lambda: "node-b")
+    with pytest.raises(SandboxError, match="lives on node node-a; a fork starts only there"):
+        snapshots.fork(snap, started.append)
+    assert started == []
+    monkeypatch.setattr(snapshots, "current_node", lambda: "node-a")
+
+    class Box:
+        id, network = "f1", None
+
+        def stop(self):
+            started.append("stopped")
+
+    spec_seen = []
+    box = snapshots.fork(snap, lambda spec: spec_seen.append(spec) or Box(), {"x": "1"})
+    assert spec_seen[0].image == "tbscale-snapshot:s1-main" and spec_seen[0].labels["org.tbscale.fork-of"] == "s1"
+    assert box.start_spec.image == "base"
+    snapshots.STORE.forks.pop("s1", None)
