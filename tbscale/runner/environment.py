@@ -147,7 +147,7 @@ class AttemptEnvironments:
         sec = time.monotonic() - t
         timing["fork"] = sec
         self.rec.event("fork", op="fork", snapshot=snapshot.id, container=box.id, sec=round(sec, 4),
-                       purpose="prefix")
+                       purpose="prefix", node=snapshot.node)
         return box
 
     def prepare_fork(self, box: Environment, env: EnvironmentSpec, baseline: NetworkPolicy) -> None:
@@ -162,7 +162,7 @@ class AttemptEnvironments:
         t = time.monotonic()
         snap = snapshot_of(box)
         self.rec.event("fork", op="snapshot", snapshot=snap.id, container=box.id, images=snap.images,
-                       sec=round(time.monotonic() - t, 4), purpose=purpose)
+                       sec=round(time.monotonic() - t, 4), purpose=purpose, node=snap.node)
         return snap
 
     def release(self, snapshot: Snapshot) -> None:
