@@ -63,7 +63,7 @@ def run_scripted(tmp_path, commands, limits=None, agent_timeout=60):
     runner = Runner(exp, [task], tmp_path / "run")
     spec = plan_trials(exp, [task])[0]
 
-    async def act(spec_, rec, box, context, *_):
+    async def act(spec_, rec, box, context, *_, **__):
         from tbscale.agent.loop import run_agent
         return await run_agent(task, box, ScriptedPolicy(commands), exp.limits, rec, seed=0)
 
@@ -122,7 +122,7 @@ def test_container_removed_when_agent_raises(tmp_path):
     spec = plan_trials(exp, [task])[0]
     seen = {}
 
-    async def act(spec_, rec, box, context, *_):
+    async def act(spec_, rec, box, context, *_, **__):
         seen["id"] = box.id
         raise RuntimeError("agent exploded")
 
