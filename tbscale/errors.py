@@ -10,6 +10,11 @@ class TbscaleError(Exception):
     """A problem with the user's input: shown as one line, exit code 2."""
 
 
+class ForksUnsupported(TbscaleError):
+    """The environment backend cannot snapshot a running environment or start forks from one
+    (its Capabilities.snapshots is False): a setting that needs forks cannot run on it."""
+
+
 class AttemptStopped(Exception):
     """Base for everything that stops an attempt before the agent submits."""
 

@@ -103,14 +103,26 @@ class AttemptRecorder:
         self.usage: dict[str, Usage] = defaultdict(Usage)
         self.on_call = on_call  # sees every model call as it is made (spend ledger, live progress)
         self.selections = self.fallbacks = 0
+        self.snapshot_sec: list[float] = []  # `fork` events, op "snapshot" (the trial line sums them)
+        self.fork_sec: list[float] = []  # `fork` events, op "fork"
+        self.candidate_execs = 0  # candidate commands run in forks (a lookahead policy)
+        self.candidate_exec_sec = 0.0
 
     def event(self, type: str, **fields: Any) -> None:
         if type == "selection":
             self.selections += 1
             self.fallbacks += bool(fields.get("selector_failed"))
+        elif type == "fork" and fields.get("op") in ("snapshot", "fork"):
+            (self.snapshot_sec if fields["op"] == "snapshot" else self.fork_sec).append(float(fields.get("sec") or 0.0))
         if self.log is not None:
             fields.setdefault("turn", self.turn)
             self.log.write(type, attempt=self.attempt, **fields)
+
+    def note_candidate_exec(self, sec: float) -> None:
+        """A candidate command run in a fork and the seconds it took (the trial line's
+        `candidate_execs` and `candidate_exec_sec`)."""
+        self.candidate_execs += 1
+        self.candidate_exec_sec += sec
 
     def record_call(self, role: str, model: str, usage: Usage, latency_sec: float, *, n: int,
                     retries: int, error: str | None = None, retry_causes: list[str] | None = None) -> None:

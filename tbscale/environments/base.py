@@ -16,6 +16,8 @@ from typing import Any, Iterable, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from tbscale.errors import ForksUnsupported
+
 
 @dataclass
 class ExecResult:
@@ -131,6 +133,28 @@ class StartSpec:
     stdin_open: bool = False
 
 
+@dataclass
+class Snapshot:
+    """A running environment's filesystem, saved so that forks can start from it
+    (docs/forks-and-lookahead.md). `images` maps each service to the image its filesystem was
+    committed to ("main" for a single container); `parent` is the id of the environment it was
+    taken from; `node` is where it lives (a fork starts only there: a Ray worker's node, else this
+    host); `spec` is what started the parent, so a fork gets the same limits, network, user,
+    workdir and mounts. Processes are not part of it. `Backend.release` removes its images."""
+
+    id: str
+    backend: str
+    parent: str
+    images: dict[str, str]
+    node: str | None = None
+    taken_sec: float = 0.0
+    spec: StartSpec | None = None
+    network: str = "public"  # the parent's network policy when taken (a fork is put under it too)
+    size_bytes: int = 0  # disk its own layers take (what it adds to the image budget)
+    released: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)  # what else the backend keeps
+
+
 class Environment(Protocol):
     """A running environment: where one attempt's commands run. Every backend's environments have
     all of these; what a backend cannot do (see Capabilities) raises SandboxError, and the runner
@@ -186,6 +210,12 @@ class Environment(Protocol):
         """Whether its init is still alive."""
         ...
 
+    def snapshot(self) -> Snapshot:
+        """Save the filesystem (every service's, for a compose project) so that forks can start
+        from it (capability `snapshots`; `Backend.fork`). Raises ForksUnsupported when the backend
+        cannot, SandboxError when it fails."""
+        ...
+
     def stop(self) -> None:
         """Stop and remove; safe to call twice."""
         ...
@@ -225,8 +255,8 @@ class Capabilities:
     network_policies: bool = False  # switch a running environment between public, no-network and allowlists
     allowlist_hosts: bool = False  # an allowlist may name hosts outside the task (else only its own services)
     restart: bool = False  # Environment.restart(): the process sweep before verification
-    # Snapshots (a backend that can save a running environment and start copies of it) are not
-    # used yet; a backend that adds them says so here, and the methods join the protocol then.
+    # Environment.snapshot(), Backend.fork() and Backend.release(): save a running environment's
+    # filesystem and start copies of it (CER prefixes, lookahead candidates).
     snapshots: bool = False
     why_not: dict[str, str] = field(default_factory=dict, compare=False)
 
@@ -291,7 +321,20 @@ class Backend(Protocol):
         ...
 
     def stop_all(self) -> int:
-        """Stop every environment this process started that is still up (an interrupted worker)."""
+        """Stop every environment this process started that is still up (an interrupted worker),
+        and release every snapshot it took."""
+        ...
+
+    def fork(self, snapshot: Snapshot, *, labels: dict[str, str] | None = None) -> Environment:
+        """A new, running environment started from `snapshot` with its parent's limits, network,
+        user, workdir and mounts, restarting what the task itself defines (the image's entrypoint,
+        its services); processes are not carried over. `stop()` releases it. `labels` are added
+        to the fork's own (a trial's, an attempt's). ForksUnsupported when the backend cannot."""
+        ...
+
+    def release(self, snapshot: Snapshot) -> None:
+        """Remove the snapshot's images (idempotent; images a live fork still runs on go when the
+        last such fork stops)."""
         ...
 
 
@@ -338,6 +381,21 @@ class BaseBackend:
 
     def stop_all(self) -> int:
         return 0
+
+    def fork(self, snapshot: Snapshot, *, labels: dict[str, str] | None = None) -> Environment:
+        raise ForksUnsupported(f"the {self.name} backend cannot start an environment from a snapshot")
+
+    def release(self, snapshot: Snapshot) -> None:
+        raise ForksUnsupported(f"the {self.name} backend has no snapshots to release")
+
+
+def snapshot_of(box: Any) -> Snapshot:
+    """`box.snapshot()`, or ForksUnsupported when its backend has none (an environment of a
+    backend written before snapshots joined the protocol has no such method)."""
+    take = getattr(box, "snapshot", None)
+    if take is None:
+        raise ForksUnsupported(f"a {getattr(box, 'backend', 'this')} environment cannot be snapshotted")
+    return take()
 
 
 def cache_dir() -> Path:

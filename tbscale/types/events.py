@@ -62,6 +62,7 @@ class AttemptStart(EventBase):
     context_attempts: list[int] = Field(default_factory=list)
     prefix_of: int | None = None
     prefix_turns: int = 0
+    prefix_restore: str | None = None  # how the prefix's state was restored: "fork" or "replay"
     step: str | None = None
     imported: bool | None = None
 
@@ -229,6 +230,19 @@ class Replay(EventBase):
     timed_out: bool = False
 
 
+class ForkEvent(EventBase):
+    """A snapshot taken (`op` "snapshot"), a fork started from one ("fork") or a snapshot released
+    ("release"); `sec` is how long it took (docs/forks-and-lookahead.md)."""
+
+    type: Literal["fork"] = "fork"
+    op: str
+    snapshot: str
+    container: str | None = None
+    images: dict[str, str] | None = None
+    sec: float | None = None
+    purpose: str | None = None
+
+
 class SetupEvent(EventBase):
     """What the run time did in an attempt's environment besides the agent: a healthcheck that
     passed, a step's setup.sh, the start of a step (multi-step tasks)."""
@@ -299,11 +313,11 @@ class End(EventBase):
 
 
 Event = Annotated[Union[Start, AttemptStart, ModelCall, Candidates, Selection, FormatError, VerifierCall, Summary,
-                        ActionEvent, LookaheadEvent, Observation, Replay, SetupEvent, SweepEvent,
+                        ActionEvent, LookaheadEvent, Observation, Replay, ForkEvent, SetupEvent, SweepEvent,
                         VerifierEvent, AttemptEnd, End],
                   Field(discriminator="type")]
 EVENT_TYPES: dict[str, type[EventBase]] = {
     m.model_fields["type"].default: m
     for m in (Start, AttemptStart, ModelCall, Candidates, Selection, FormatError, VerifierCall, Summary, ActionEvent,
-              LookaheadEvent, Observation, Replay, SetupEvent, SweepEvent, VerifierEvent, AttemptEnd, End)}
+              LookaheadEvent, Observation, Replay, ForkEvent, SetupEvent, SweepEvent, VerifierEvent, AttemptEnd, End)}
 event_adapter: TypeAdapter[Event] = TypeAdapter(Event)

@@ -113,6 +113,15 @@ class TrialResult(BaseModel):
     turns: int = 0
     selection_turns: int = 0  # turns where a selector or verifier chose among several candidates
     selector_fallbacks: int = 0  # of those, turns where every selector call failed (a fallback pick)
+    # Forks (docs/forks-and-lookahead.md), over every attempt of the trial: snapshots taken and
+    # forks started with the seconds each took, and the lookahead's candidate commands run in
+    # forks with the exec seconds they added.
+    snapshots: int = 0
+    snapshot_sec: list[float] = Field(default_factory=list)
+    forks: int = 0
+    fork_sec: list[float] = Field(default_factory=list)
+    candidate_execs: int = 0
+    candidate_exec_sec: float = 0.0
     steps: list[StepResult] | None = None
     tokens: dict[str, Usage] = Field(default_factory=dict)
     cost_usd: float | None = 0.0
