@@ -15,23 +15,11 @@ import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tbscale.environments import BaseBackend, BoundedOutput, Capabilities, ExecResult, StartSpec
-
-
-@dataclass
-class FolderSnapshot:
-    id: str
-    backend: str
-    parent: str
-    images: dict[str, str]
-    path: Path
-    node: str | None = None
-    taken_sec: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
+from tbscale.environments.base import Snapshot
 
 
 class FolderEnvironment:
@@ -67,7 +55,7 @@ class FolderEnvironment:
         return ExecResult(code, out.text(), timed_out, time.monotonic() - t, output_bytes=out.total,
                           elided_bytes=out.elided)
 
-    def snapshot(self) -> FolderSnapshot:
+    def snapshot(self) -> Snapshot:
         return self.owner.take(self)
 
     def read_file(self, path: str) -> bytes | None:
@@ -106,7 +94,7 @@ class FolderBackend(BaseBackend):
         self._ids = itertools.count()
         self._lock = threading.Lock()
         self.live: dict[str, FolderEnvironment] = {}
-        self.snapshots: dict[str, FolderSnapshot] = {}
+        self.snapshots: dict[str, Snapshot] = {}
         self.forks_started = 0
         self.snapshots_taken = 0
 
@@ -129,35 +117,36 @@ class FolderBackend(BaseBackend):
             self.live[env_id] = box
         return box
 
-    def take(self, box: FolderEnvironment) -> FolderSnapshot:
+    def take(self, box: FolderEnvironment) -> Snapshot:
         snap_id = self._new_id("snap")
         path = self.base / snap_id
         t = time.monotonic()
         shutil.copytree(box.root, path, symlinks=True)
-        snap = FolderSnapshot(snap_id, self.name, box.id, {"main": str(path)}, path, taken_sec=time.monotonic() - t)
+        snap = Snapshot(snap_id, self.name, box.id, {"main": str(path)}, taken_sec=time.monotonic() - t,
+                        extra={"path": path})
         with self._lock:
             self.snapshots[snap_id] = snap
             self.snapshots_taken += 1
         return snap
 
-    def fork(self, snapshot: FolderSnapshot, *, labels: dict[str, str] | None = None) -> FolderEnvironment:
+    def fork(self, snapshot: Snapshot, *, labels: dict[str, str] | None = None) -> FolderEnvironment:
         if snapshot.id not in self.snapshots:
             raise RuntimeError(f"snapshot {snapshot.id} was released")
         if self.fork_delay_sec:
             time.sleep(self.fork_delay_sec)
         env_id = self._new_id("fork")
         root = self.base / env_id
-        shutil.copytree(snapshot.path, root, symlinks=True)
+        shutil.copytree(snapshot.extra["path"], root, symlinks=True)
         box = FolderEnvironment(self, root, env_id, labels)
         with self._lock:
             self.live[env_id] = box
             self.forks_started += 1
         return box
 
-    def release(self, snapshot: FolderSnapshot) -> None:
+    def release(self, snapshot: Snapshot) -> None:
         with self._lock:
             self.snapshots.pop(snapshot.id, None)
-        shutil.rmtree(snapshot.path, ignore_errors=True)
+        shutil.rmtree(snapshot.extra["path"], ignore_errors=True)
 
     def stopped(self, box: FolderEnvironment) -> None:
         with self._lock:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tbscale.environments import Environment
+from tbscale.environments.base import snapshot_of
 from tbscale.errors import SandboxError
 from tbscale.logs import AttemptRecorder
 from tbscale.runner.environment import AttemptEnvironments
@@ -77,7 +78,7 @@ class AttemptForks:
             if self.open_forks or self.snapshot is not None:
                 await self._discard()
             t = time.monotonic()
-            snapshot = await asyncio.to_thread(self.box.snapshot)
+            snapshot = await asyncio.to_thread(snapshot_of, self.box)
             took = time.monotonic() - t
             self.snapshot = snapshot
             self.stats.snapshots += 1
