@@ -120,6 +120,7 @@ def belongs(row: TrialResult, current: CurrentConfig | None) -> bool:
 _SCALARS = ("run", "setting", "setting_key", "trial_key", "task_id", "task_format", "task_hash", "trial", "seed",
             "agent", "policy", "n", "trajectory", "generator_model", "selector_model", "simulated", "oracle_selection",
             "passed", "ending", "stop_reason", "infra_error", "turns", "selection_turns", "selector_fallbacks",
+            "candidate_execs", "candidate_exec_sec",
             "n_attempts", "final_attempt", "trajectory_path", "imported_from", "source", "rewards", "reward_key")
 _DERIVED = ("run_dir", "simulated_roles", "reward", "cost_usd", "trial_wall", "error_type", "strategy_kind",
             "policy_params", "attempts", "strategy_record", "steps", "not_enforced", "tampered", "tampering_kinds")
