@@ -17,6 +17,8 @@ from tbscale.environments.engine import _use_record, build_lock, client
 from tbscale.environments.owner import (LABEL_APP, LABEL_HOST, LABEL_PROJECT, LABEL_RUN, LABEL_SESSION, HOST,
                                         describe_owner, owner_state)
 
+# A snapshot's images (environments/snapshots.py): removed with their owner, whether or not `images`.
+LABEL_SNAPSHOT = "org.tbscale.snapshot"
 # An image used (by a trial on this machine) more recently than this is kept whoever built it: a
 # live run may be about to start a container from it.
 IMAGE_GRACE_SEC = 600
@@ -94,9 +96,29 @@ def clean(host: str | None = None, *, runs: Iterable[str] = (), labels: Iterable
     api = _api(host)
     result.networks += _remove_networks([n for n in api.networks(filters={"label": scope})
                                          if _removable(n.get("Labels") or {}, runs)], host)
+    result.images += remove_snapshots(host, runs=runs, labels=labels)
     if images:
         result.images += _remove_images(host, scope)
     return result
+
+
+def remove_snapshots(host: str | None = None, *, runs: Iterable[str] = (), labels: Iterable[str] = (),
+                     every: bool = False) -> int:
+    """Snapshot images whose owner is gone (or of the named runs; `every`: all of them), after the
+    containers above; one a live container still runs on stays."""
+    api, runs = _api(host), set(runs)
+    removed = 0
+    for img in api.images(filters={"label": [LABEL_SNAPSHOT, *labels]}):
+        tags = img.get("Labels") or {}
+        if not every and not _removable(tags, runs):
+            continue
+        for ref in [t for t in (img.get("RepoTags") or []) if t != "<none>:<none>"] or [img["Id"]]:
+            try:
+                api.remove_image(ref, force=True)
+                removed += 1
+            except Exception:  # noqa: BLE001 - a running container uses it, or it is gone
+                pass
+    return removed
 
 
 def _remove_images(host: str | None, scope: list[str]) -> int:
@@ -143,4 +165,5 @@ def cleanup_labelled(session: str | None = None, host: str | None = None, labels
     for project in projects:
         nets += api.networks(filters={"label": [f"{LABEL_PROJECT}={project}"]})
     _remove_networks(nets, host)
+    remove_snapshots(host, labels=[*labels, *([f"{LABEL_SESSION}={session}"] if session else [])], every=True)
     return removed

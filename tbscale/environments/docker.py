@@ -318,6 +318,12 @@ class Container:
             tar.extractall(local, filter="data")
         return True
 
+    def snapshot(self):
+        """Commit the filesystem so that forks can start from it (environments/snapshots.py)."""
+        from tbscale.environments.snapshots import snapshot_container
+
+        return snapshot_container(self)
+
     def stop(self) -> None:
         self.live.discard(self.id)
         try:
@@ -376,11 +382,15 @@ class ImageUse:
 def tbscale_images(host: str | None = None, label: str = LABEL_APP) -> list[ImageUse]:
     """Images tbscale built (labelled `org.tbscale`, or `label`) with their size and last use."""
     out = []
+    sizes = {img["Id"]: int(img.get("Size") or 0) for img in client(host).api.images()}
     for img in client(host).api.images(filters={"label": label}):
         tags = [t for t in (img.get("RepoTags") or []) if t != "<none>:<none>"]
         used = [_use_record(t).stat().st_mtime for t in tags if _use_record(t).exists()]
         last = max(used, default=float(img.get("Created") or 0))
-        out.append(ImageUse(img["Id"], tags, int(img.get("Size") or 0), last))
+        size = int(img.get("Size") or 0)
+        if "org.tbscale.snapshot" in (img.get("Labels") or {}):  # a snapshot adds only its own layer
+            size -= sizes.get(img.get("ParentId") or "", 0)
+        out.append(ImageUse(img["Id"], tags, max(size, 0), last))
     return out
 
 

@@ -15,12 +15,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tbscale.config.experiment import DOCKER_SCHEMES, url_problem
 from tbscale.environments import docker as containers
-from tbscale.environments.base import BaseBackend, Capabilities, CleanResult, StartSpec
+from tbscale.environments import snapshots
+from tbscale.environments.base import BaseBackend, Capabilities, CleanResult, Snapshot, StartSpec
 from tbscale.environments.cleanup import clean as clean_engine
 from tbscale.environments.cleanup import cleanup_labelled, cleanup_orphans
 from tbscale.environments.compose import ComposeProjects, compose_binary
 from tbscale.environments.compose import cleanup_session as stop_projects
 from tbscale.environments.engine import client
+from tbscale.errors import SandboxError
 from tbscale.tasks.model import uses_compose
 
 
@@ -71,7 +73,7 @@ class DockerBackend(BaseBackend):
             why["storage_quota"] = ("this Docker engine cannot enforce a storage quota (overlay2 needs xfs with "
                                     "pquota; btrfs and zfs can)")
         return Capabilities(gpus=found["gpus"], storage_quota=found["storage_quota"], services=True,
-                            network_policies=True, restart=True, why_not=why)
+                            network_policies=True, restart=True, snapshots=True, why_not=why)
 
     # ---- images ----------------------------------------------------------------------------------
     def task_problem(self, task) -> str | None:
@@ -100,14 +102,38 @@ class DockerBackend(BaseBackend):
             return self.projects.prepare(task, build_timeout_sec)
         tag = containers.image_tag_for(task)
         if self.image_disk_budget_gb is not None and not containers._image_present(tag, self.host):
-            containers.evict_images(self.image_disk_budget_gb, self.kept_images | {tag}, self.host)
+            containers.evict_images(self.image_disk_budget_gb, self.kept_images | {tag} | snapshots.STORE.tags(),
+                                    self.host)
         return containers.ensure_image(task, build_timeout_sec, self.host)
 
     # ---- environments ----------------------------------------------------------------------------
     def start(self, spec: StartSpec):
         if spec.compose is not None or (spec.task is not None and uses_compose(spec.task)):
-            return self.projects.start(spec)
-        return containers.Container.start(spec, self.host)
+            box = self.projects.start(spec)
+        else:
+            box = containers.Container.start(spec, self.host)
+        box.start_spec = spec  # what a snapshot's forks start with
+        box.on_snapshot = self._within_budget
+        return box
+
+    # ---- snapshots and forks (environments/snapshots.py) -------------------------------------------
+    def fork(self, snapshot: Snapshot, *, labels: dict[str, str] | None = None):
+        return snapshots.fork(snapshot, self.start, labels)
+
+    def release(self, snapshot: Snapshot) -> None:
+        snapshots.release(snapshot)
+
+    def _within_budget(self, snap: Snapshot) -> None:
+        """With an image budget: evict images no pending trial or live snapshot needs; a snapshot
+        that still does not fit is refused (SandboxError), never kept past the budget."""
+        if self.image_disk_budget_gb is None:
+            return
+        keep = self.kept_images | snapshots.STORE.tags()
+        containers.evict_images(self.image_disk_budget_gb, keep, self.host)
+        total = sum(i.size for i in containers.tbscale_images(self.host))
+        if total > self.image_disk_budget_gb * 1e9:
+            raise SandboxError(f"snapshot {snap.id} ({snap.size_bytes / 1e6:.0f} MB) does not fit the image budget "
+                               f"({self.image_disk_budget_gb} GB; images in use or kept take {total / 1e9:.2f} GB)")
 
     def cleanup_orphans(self) -> int:
         return cleanup_orphans(self.host)
@@ -119,6 +145,7 @@ class DockerBackend(BaseBackend):
         return clean_engine(self.host, runs=runs, labels=labels, images=images)
 
     def stop_all(self) -> int:
+        snapshots.STORE.release_all()  # stops the forks first, then removes the images
         return containers.cleanup_session() + stop_projects()
 
 
