@@ -14,6 +14,7 @@ import pytest
 from tests._recorders import CapturingRecorder
 from tbscale.agent.loop import run_agent
 from tbscale.config import Experiment
+from tbscale.logs import event_line
 from tbscale.models.llm import LLM
 from tbscale.runner.environment import AttemptEnvironments
 from tbscale.runner.forks import AttemptForks
@@ -59,9 +60,20 @@ class Setup:
         return TurnContext(turn=turn, seed=SEED, rec=self.rec, task=TASK, branches=self.forks,
                            command_timeout_sec=30, output_limit=100_000)
 
+    def run(self, coro):
+        """Run `coro` as the attempt does: what the forks let go of is removed before it ends."""
+        async def go():
+            try:
+                return await coro
+            finally:
+                await self.forks.drain()
+        return asyncio.run(go())
+
     def close(self) -> None:
         self.envs.close()
         self.forks.close()
+        for type_, fields in self.rec.events:  # every event written is one of docs/formats.md's
+            event_line(type_, {"attempt": 0, **fields})
 
 
 def make_policy(srv: LoopbackModel, **params):
@@ -109,7 +121,7 @@ def test_each_distinct_candidate_runs_in_its_own_fork_and_the_pick_goes_on(loopb
     seen: list[str] = []
     loopback_model.responder = scripted(cands, pick=lambda p: shown_index(p, cands[1]), seen=seen)
     try:
-        decision = asyncio.run(make_policy(loopback_model, n=4, prefork=prefork).decide(
+        decision = s.run(make_policy(loopback_model, n=4, prefork=prefork).decide(
             [dict(m) for m in MESSAGES], s.ctx()))
         # Three distinct commands (the two `red` ones share a fork): three forks, one snapshot; forks
         # started while the generator sampled are n of them, and the one not needed is released.
@@ -150,7 +162,7 @@ def test_a_submission_is_judged_by_its_outcome_and_ends_the_attempt_in_its_fork(
     seen: list[str] = []
     loopback_model.responder = scripted(cands, pick=lambda p: shown_index(p, cands[1]), seen=seen)
     try:
-        out = asyncio.run(run_agent(TASK, s.box, make_policy(loopback_model, n=2), EXP.limits, s.rec, seed=1,
+        out = s.run(run_agent(TASK, s.box, make_policy(loopback_model, n=2), EXP.limits, s.rec, seed=1,
                                     branches=s.forks))
         assert out.stop_reason == "submitted" and out.turns == 1 and out.actions == [cands[1]]
         assert f"<output>\n{FINISH_MARKER}\n</output>" in seen[0]  # shown like any other outcome
@@ -180,7 +192,7 @@ def test_the_environment_carries_over_from_turn_to_turn(loopback_model, tmp_path
 
     loopback_model.responder = responder
     try:
-        out = asyncio.run(run_agent(TASK, s.box, make_policy(loopback_model, n=2), EXP.limits, s.rec, seed=1,
+        out = s.run(run_agent(TASK, s.box, make_policy(loopback_model, n=2), EXP.limits, s.rec, seed=1,
                                     branches=s.forks))
         assert out.stop_reason == "submitted" and out.turns == 3
         assert (s.forks.box.root / "log.txt").read_text() == "1\n2\n"
@@ -201,12 +213,12 @@ def test_forks_per_turn_and_top_k_run_the_most_proposed_commands(loopback_model,
     seen: list[str] = []
     loopback_model.responder = scripted(cands, pick=1, seen=seen)
     try:
-        d = asyncio.run(make_policy(loopback_model, n=6, forks_per_turn=2, prefork=False).decide([dict(m) for m in MESSAGES],
+        d = s.run(make_policy(loopback_model, n=6, forks_per_turn=2, prefork=False).decide([dict(m) for m in MESSAGES],
                                                                                   s.ctx()))
         assert s.backend.forks_started == 2
         assert "echo a" not in seen[0] and shown_index(seen[0], "echo c") == 0 and shown_index(seen[0], "echo b") == 1
         assert d.action.command == "echo b" and d.selected_index == 1
-        d = asyncio.run(make_policy(loopback_model, n=6, top_k=1, prefork=False).decide([dict(m) for m in MESSAGES], s.ctx(2)))
+        d = s.run(make_policy(loopback_model, n=6, top_k=1, prefork=False).decide([dict(m) for m in MESSAGES], s.ctx(2)))
         assert s.backend.forks_started == 3 and len(seen) == 1  # one command: no selector call
         assert d.action.command == "echo c" and d.result.output == "c\n"
     finally:
@@ -217,7 +229,7 @@ def test_agreement_costs_no_fork_and_no_selector(loopback_model, tmp_path) -> No
     s = Setup(tmp_path)
     loopback_model.responder = scripted(["ls", "ls  # look"], pick=0)
     try:
-        d = asyncio.run(make_policy(loopback_model, n=4, adaptive={"first": 2}).decide(
+        d = s.run(make_policy(loopback_model, n=4, adaptive={"first": 2}).decide(
             [dict(m) for m in MESSAGES], s.ctx()))
         assert d.result is None and d.env is None  # the loop runs it in the environment itself
         assert s.backend.forks_started == 0 and s.backend.snapshots_taken == 0
@@ -237,7 +249,7 @@ def test_a_failed_selector_falls_back_and_still_goes_on_in_a_fork(loopback_model
 
     loopback_model.responder = responder
     try:
-        d = asyncio.run(make_policy(loopback_model, n=2, selector_tries=2).decide([dict(m) for m in MESSAGES],
+        d = s.run(make_policy(loopback_model, n=2, selector_tries=2).decide([dict(m) for m in MESSAGES],
                                                                                   s.ctx()))
         assert d.selector_failed and d.env is not None and d.result.output in ("one\n", "two\n")
         assert d.result.output == f"{d.action.command.split()[1]}\n"
@@ -252,7 +264,7 @@ def test_no_runnable_candidate_releases_every_fork(loopback_model, tmp_path) -> 
     s = Setup(tmp_path)
     loopback_model.responder = scripted(["", ""], pick=0)
     try:
-        d = asyncio.run(make_policy(loopback_model, n=2).decide([dict(m) for m in MESSAGES], s.ctx()))
+        d = s.run(make_policy(loopback_model, n=2).decide([dict(m) for m in MESSAGES], s.ctx()))
         assert not d.action.runnable and d.env is None and d.result is None
         assert s.backend.live == {s.box.id: s.box} and s.backend.snapshots == {}
         assert s.rec.of("lookahead")[0]["path"] == "none_runnable"
@@ -277,7 +289,7 @@ def test_a_fork_that_fails_to_start_is_a_sandbox_error_and_leaks_nothing(loopbac
     loopback_model.responder = scripted(["echo a", "echo b"], pick=0)
     try:
         with pytest.raises(SandboxError, match="engine said no"):
-            asyncio.run(make_policy(loopback_model, n=2).decide([dict(m) for m in MESSAGES], s.ctx()))
+            s.run(make_policy(loopback_model, n=2).decide([dict(m) for m in MESSAGES], s.ctx()))
         assert s.backend.live == {s.box.id: s.box} and s.backend.snapshots == {}
     finally:
         s.close()
@@ -300,7 +312,7 @@ def test_adopting_a_fork_points_the_guard_at_it_and_keeps_its_baseline(loopback_
     s.checks.guard = guard = FakeGuard(s.box)
     loopback_model.responder = scripted(["echo a", "echo b"], pick=1)
     try:
-        asyncio.run(make_policy(loopback_model, n=2).decide([dict(m) for m in MESSAGES], s.ctx()))
+        s.run(make_policy(loopback_model, n=2).decide([dict(m) for m in MESSAGES], s.ctx()))
         assert guard.box is s.forks.box and guard.box is not s.box
         # The filesystem baseline (clock, toolchain) is the one from before the agent phase; the
         # processes are the fork's own, listed as it started.
@@ -358,3 +370,26 @@ def test_a_backend_without_snapshots_is_refused_before_anything_starts(tmp_path)
         check_forks(exp, "exp.yaml", FolderBackend(tmp_path / "b", snapshots=False))
     assert str(info.value) == ("exp.yaml: settings[1].policy: lookahead runs every candidate in a fork of the "
                                "environment, and the folder backend cannot take snapshots of an environment")
+
+
+def test_a_turn_cancelled_mid_way_leaves_nothing_after_the_attempt(loopback_model, tmp_path) -> None:
+    """Ctrl-C while the generator samples and the forks start: the turn releases its forks, and the
+    attempt's end releases the rest (the Docker side of this is the fork backend's own tests)."""
+    s = Setup(tmp_path, fork_delay_sec=0.3)
+    loopback_model.latency = 5.0
+    loopback_model.responder = scripted(["echo a", "echo b"], pick=0)
+
+    async def cancelled():
+        task = asyncio.create_task(make_policy(loopback_model, n=2).decide([dict(m) for m in MESSAGES], s.ctx()))
+        while s.backend.forks_started < 1:  # the forks are starting while the generator is still out
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    try:
+        s.run(cancelled())
+        assert s.backend.live == {s.box.id: s.box} and s.backend.snapshots == {}
+    finally:
+        s.close()
+    assert s.backend.live == {} and s.backend.snapshots == {}

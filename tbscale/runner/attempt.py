@@ -101,9 +101,13 @@ class Attempt:
                 outcome.stop_reason, outcome.error, outcome.error_type = e.stop_reason, str(e), type(e).__name__
             finally:
                 t = time.monotonic()
-                await asyncio.to_thread(self.envs.close)
-                if self.forks is not None:
-                    await asyncio.to_thread(self.forks.close)
+                try:
+                    if self.forks is not None:
+                        await self.forks.drain()
+                finally:
+                    await asyncio.to_thread(self.envs.close)
+                    if self.forks is not None:
+                        await asyncio.to_thread(self.forks.close)
                 self.timing["remove"] = time.monotonic() - t
         return self.result(outcome, verdict, steps)
 

@@ -16,7 +16,8 @@ verification later runs in the adopted fork, sealed as ever (runner/verification
   swept as the agent's).
 A snapshot is released once no fork of it is running: at once when its forks are discarded, or
 when the fork adopted from it is stopped in turn (at a later adopt, or at the attempt's end:
-`close`, on every path).
+`close`, on every path). What `adopt` lets go of is removed off the turn's path (`drain` waits for
+it; the attempt drains before it stops its environments).
 """
 
 from __future__ import annotations
@@ -70,17 +71,21 @@ class AttemptForks:
         self.snapshot: Any = None  # of the open forks
         self.held: list[tuple[Environment, Any]] = []  # (adopted fork, its snapshot): released when it stops
         self.stats = ForkStats()
+        self.pending: list[asyncio.Task] = []  # removals started by `adopt`
+        self.owed: list[Any] = []  # every snapshot taken and not yet released (`close` releases the rest)
         self._lock = asyncio.Lock()
 
     # ---- the Branches protocol ---------------------------------------------------------------------
     async def open(self, count: int) -> list[Environment]:
         async with self._lock:
+            await self.drain()  # at most one turn's forks alive at once
             if self.open_forks or self.snapshot is not None:
                 await self._discard()
             t = time.monotonic()
             snapshot = await asyncio.to_thread(snapshot_of, self.box)
             took = time.monotonic() - t
             self.snapshot = snapshot
+            self.owed.append(snapshot)
             self.stats.snapshots += 1
             self.stats.snapshot_sec.append(took)
             self.rec.event("fork", op="snapshot", snapshot=_id(snapshot), images=getattr(snapshot, "images", None),
@@ -110,10 +115,23 @@ class AttemptForks:
             snapshot, self.snapshot = self.snapshot, None
             released = [h for h in self.held if h[0] is old]
             self.held = [h for h in self.held if h[0] is not old] + [(chosen.raw, snapshot)]
-            await asyncio.gather(*(asyncio.to_thread(self.envs.stop, f.raw) for f in others),
-                                 asyncio.to_thread(self.envs.stop, old))
-            await asyncio.gather(*(asyncio.to_thread(self._release, s) for _, s in released))
+            # Off the turn's path: the agent goes on while the others are removed (`drain` waits).
+            self.pending.append(asyncio.create_task(self._retire([f.raw for f in others] + [old],
+                                                                 [s for _, s in released])))
             return chosen.view
+
+    async def drain(self) -> None:
+        """Wait until the environments and snapshots let go of are removed."""
+        pending, self.pending = self.pending, []
+        for task in pending:
+            await task
+
+    async def _retire(self, boxes: list[Environment], snapshots: list[Any]) -> None:
+        results = await asyncio.gather(*(asyncio.to_thread(self.envs.stop, b) for b in boxes), return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException):
+                self.rec.event("fork", op="stop_failed", snapshot="", purpose=f"{PURPOSE}: {type(r).__name__}: {r}"[:300])
+        await asyncio.gather(*(asyncio.to_thread(self._release, s) for s in snapshots if s in self.owed))
 
     async def discard(self) -> None:
         async with self._lock:
@@ -146,6 +164,8 @@ class AttemptForks:
             await asyncio.to_thread(self._release, snapshot)
 
     def _release(self, snapshot: Any) -> None:
+        if snapshot in self.owed:
+            self.owed.remove(snapshot)
         t = time.monotonic()
         try:
             self.envs.backend.release(snapshot)
@@ -157,11 +177,11 @@ class AttemptForks:
                        purpose=PURPOSE)
 
     def close(self) -> None:
-        """At the attempt's end, after its environments were stopped: every snapshot released."""
+        """At the attempt's end, after `drain` and after its environments were stopped: every
+        snapshot not yet released is released (on every path: a removal `adopt` started and a
+        cancellation cut short included)."""
         for f in self.open_forks:
             self.envs.stop(f.raw)
-        self.open_forks = []
-        snapshots = [s for _, s in self.held] + ([self.snapshot] if self.snapshot is not None else [])
-        self.held, self.snapshot = [], None
-        for s in reversed(snapshots):
+        self.open_forks, self.held, self.snapshot = [], [], None
+        for s in reversed(list(self.owed)):
             self._release(s)

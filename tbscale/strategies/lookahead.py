@@ -168,7 +168,7 @@ class Lookahead:
             "select_sec": done - ran, "turn_sec": done - started})
         if len(groups) > 1:
             ctx.rec.event("selection", index=chosen, rationale=rationale, selector_failed=failed, tries=tries,
-                          method="lookahead", model=self.selector.name, path=SELECTED, ran_index=pick)
+                          method="lookahead", model=self.selector.name, path=SELECTED)
         return Decision(comps[chosen], actions[chosen], len(comps), chosen, failed, result=results[pick], env=env)
 
     # ---- sampling (Turn-BoN's, with adaptive agreement) ------------------------------------------
