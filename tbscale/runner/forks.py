@@ -4,7 +4,8 @@ policy, docs/forks-and-lookahead.md).
 `AttemptForks` holds the attempt's current environment. `open(count)` snapshots it and starts
 `count` forks of it, with the attempt's labels (so `tbscale clean` and the crash paths find
 them), each registered with the attempt's environments (so every path stops them) and seen as the
-agent phase sees its environment (its network policy, user and env). `adopt(fork)` makes a fork the
+agent phase sees its environment (its user and env; the backend starts a fork under its parent's
+network policy, which is the agent phase's). `adopt(fork)` makes a fork the
 attempt's environment: the former environment and every other open fork are stopped, and
 verification later runs in the adopted fork, sealed as ever (runner/verification.py):
 - the verifier guard's baseline of toolchain digests, mount points and the clock stays the one
@@ -27,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from tbscale.environments import Environment
+from tbscale.environments import Environment, PhaseView
 from tbscale.environments.base import snapshot_of
 from tbscale.errors import SandboxError
 from tbscale.logs import AttemptRecorder
@@ -149,7 +150,9 @@ class AttemptForks:
         self.stats.forks += 1
         self.stats.fork_sec.append(took)
         self.rec.event("fork", op="fork", snapshot=_id(snapshot), container=raw.id, sec=round(took, 4), purpose=PURPOSE)
-        view = await asyncio.to_thread(self.envs.agent_view, raw, self.agent)
+        # The fork is under its parent's network policy already (the agent phase's: the backend puts
+        # it there); the agent's user and env are the ones its parent was seen with.
+        view = PhaseView(raw, user=self.agent.user, env=self.envs.agent_env)
         processes = None
         guard = self.checks.guard
         if guard is not None:
