@@ -220,10 +220,10 @@ def test_a_crashing_trial_does_not_stop_the_run_and_is_retried(tmp_path):
     runner = Runner(exp, tasks, tmp_path / "run")
     real_act = runner.trials.act
 
-    async def flaky(spec, rec, box, context, *rest):
+    async def flaky(spec, rec, box, context, *rest, **kw):
         if spec.task.id == "crash-task":
             raise RuntimeError("unexpected bug")
-        return await real_act(spec, rec, box, context, *rest)
+        return await real_act(spec, rec, box, context, *rest, **kw)
 
     runner.trials.act = flaky
     counters = asyncio.run(runner.run())
