@@ -92,13 +92,18 @@ class Attempts:
         self.results: list[AttemptResult | None] = []
         self.calls: list[dict] = []
         self.kids: dict = {}
+        self.kept: dict[int, str] = {}  # keep_snapshot asked of each attempt
+        self.forked_from: dict[int, object] = {}  # the snapshot its prefix carried
+        self.snapshot_log: list[tuple[str, int]] = []  # ("take" | "release", attempt)
 
-    async def __call__(self, stage, context=None, context_indices=None, *, prefix=None, max_new_turns=None, verify=True):
+    async def __call__(self, stage, context=None, context_indices=None, *, prefix=None, max_new_turns=None, verify=True,
+                       keep_snapshot="no"):
         index = len(self.results)
         self.results.append(None)
         parent = prefix.parent if prefix else None
         self.calls.append({"index": index, "stage": stage, "parent": parent, "max_new_turns": max_new_turns,
                            "verify": verify})
+        self.kept[index], self.forked_from[index] = keep_snapshot, getattr(prefix, "snapshot", None)
         base = list(prefix.messages) if prefix else [{"role": "system", "content": "sys"},
                                                      {"role": "user", "content": f"<task>\n{INSTRUCTION}\n</task>"}]
         actions = list(prefix.actions) if prefix else []
@@ -120,6 +125,15 @@ class Attempts:
                 return a
             a = AttemptResult(index, stage, stage, None, False, "unfinished", "paused", len(actions) + 1,
                               actions + [cmd], base + _turn(cmd), usage={"generator": {"input": 50, "output": 5}})
+            if keep_snapshot != "no":  # a stand-in for the environment's snapshot
+                snap = SimpleNamespace(id=f"snap{index}", released=False)
+                self.snapshot_log.append(("take", index))
+
+                def release(snap=snap, index=index):
+                    snap.released = True
+                    self.snapshot_log.append(("release", index))
+
+                a.snapshot, a.release = snap, release
         self.results[index] = a
         return a
 
@@ -323,3 +337,31 @@ def test_cer_end_to_end_with_simulated_models(tmp_path, monkeypatch):
     ctx = report.build_report([tmp_path / "run"], Console(file=buf, width=250), plots=False)
     keys = [s.key for s in ctx.sections]
     assert "cer" in keys and "cer_rounds" in keys
+
+
+@pytest.mark.parametrize("restore, keep", [("auto", "if_able"), ("fork", "required"), ("replay", "no")])
+def test_prefixes_continue_from_snapshots_released_once_out_of_the_beam(tmp_path, restore, keep):
+    """Every paused segment is asked to keep a snapshot (unless replay is chosen); a continuation's
+    prefix carries its parent's snapshot; a snapshot is released as soon as its candidate leaves
+    the beam, and none is left after the search."""
+    params = CERParams(m=4, beam=2, segment_turns=3, rounds=2, prefix_restore=restore)
+    out, atts, _, _ = _run_cer(params, PLAN, tmp_path)
+    rec = out.record
+    assert rec["params"]["prefix_restore"] == restore
+    segments = [c["index"] for c in atts.calls if c["max_new_turns"] is not None]
+    assert {atts.kept[i] for i in segments} == {keep}
+    taken = [i for op, i in atts.snapshot_log if op == "take"]
+    released = [i for op, i in atts.snapshot_log if op == "release"]
+    if restore == "replay":
+        assert taken == [] and all(s is None for s in atts.forked_from.values())
+        return
+    assert sorted(taken) == sorted(segments) and sorted(released) == sorted(taken)  # each released exactly once
+    for child, snap in atts.forked_from.items():  # a continuation starts from its parent's snapshot
+        parent = atts.calls[child]["parent"]
+        assert (snap is None) == (parent is None) and (snap is None or snap.id == f"snap{parent}")
+    r1 = rec["rounds"][0]
+    # round 1's candidates outside the beam were released before round 2 began
+    first_round2 = min(i for i in segments if atts.calls[i]["stage"] == "round2")
+    order = [(op, i) for op, i in atts.snapshot_log]
+    cut = order.index(("take", first_round2))
+    assert {i for op, i in order[:cut] if op == "release"} == set(r1["candidates"]) - set(r1["beam"])

@@ -520,3 +520,24 @@ def test_a_trial_runs_against_a_docker_host_over_tcp(tmp_path):
         assert proxy.connections > 0  # every engine call of the run went through tcp://
     finally:
         proxy.close()
+
+
+@requires_ray
+@pytest.mark.slow
+def test_cer_forks_stay_on_the_node_that_ran_their_trial(tmp_path, cluster):
+    """A trial runs whole in one Ray worker: its snapshots are taken and its forks started on the
+    node that ran it, and none is left after the run."""
+    settings = [{"name": "cer", "generator": "p",
+                 "trajectory": {"name": "cer", "m": 2, "beam": 1, "segment_turns": 1, "rounds": 2,
+                                "prefix_restore": "fork"}}]
+    exp = experiment({"name": "ray", "address": cluster.address}, include=["extract-emails"], trials=2,
+                     settings=settings)
+    runner = run(exp, tmp_path / "run")
+    assert runner.counters.done == 2 and runner.crashes == []
+    for row in rows_of(tmp_path / "run"):
+        forks = [e for e in read_jsonl(tmp_path / "run" / row["trajectory_path"]) if e["type"] == "fork"]
+        assert row["forks"] >= 1 and {e["op"] for e in forks} >= {"snapshot", "fork", "release"}
+        assert {e["node"] for e in forks if e["op"] != "release"} == {runner.executor.trial_nodes[row["trial_key"]]}
+    left = subprocess.run(["docker", "images", "-aq", "--filter", "label=org.tbscale.snapshot", "--filter",
+                           f"label=org.tbscale.run={(tmp_path / 'run').resolve()}"], capture_output=True, text=True)
+    assert left.stdout.split() == []

@@ -32,6 +32,7 @@ from tbscale.analysis import (
     adaptive_report,
     behaviour_report,
     cer_report,
+    fork_report,
     html,
     judge_report,
     plots,
@@ -212,7 +213,8 @@ def spend_section(ctx: ReportContext) -> Section | None:
 
 REPORT_SECTIONS: list[SectionFn] = [core_sections, published.published_sections, task_rewards.task_reward_sections, adaptive_report.adaptive_sections,
                                     behaviour_report.behaviour_sections, stages.stage_sections,
-                                    judge_report.judge_sections, cer_report.cer_sections, plots.plot_sections,
+                                    judge_report.judge_sections, cer_report.cer_sections, fork_report.fork_sections,
+                                    plots.plot_sections,
                                     html.html_section]
 
 

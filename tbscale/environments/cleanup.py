@@ -108,16 +108,16 @@ def remove_snapshots(host: str | None = None, *, runs: Iterable[str] = (), label
     containers above; one a live container still runs on stays."""
     api, runs = _api(host), set(runs)
     removed = 0
-    for img in api.images(filters={"label": [LABEL_SNAPSHOT, *labels]}):
-        tags = img.get("Labels") or {}
-        if not every and not _removable(tags, runs):
+    found = api.images(all=True, filters={"label": [LABEL_SNAPSHOT, *labels]})
+    # newest first: a snapshot taken in a fork before the snapshot that fork started from
+    for img in sorted(found, key=lambda i: -int(i.get("Created") or 0)):
+        if not every and not _removable(img.get("Labels") or {}, runs):
             continue
-        for ref in [t for t in (img.get("RepoTags") or []) if t != "<none>:<none>"] or [img["Id"]]:
-            try:
-                api.remove_image(ref, force=True)
-                removed += 1
-            except Exception:  # noqa: BLE001 - a running container uses it, or it is gone
-                pass
+        try:
+            api.remove_image(img["Id"], force=True)
+            removed += 1
+        except Exception:  # noqa: BLE001 - a running container uses it, or it is gone
+            pass
     return removed
 
 

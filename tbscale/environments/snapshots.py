@@ -36,7 +36,7 @@ from typing import Any, Callable
 from tbscale.environments.base import Snapshot, StartSpec
 from tbscale.environments.cleanup import LABEL_SNAPSHOT
 from tbscale.environments.docker import Container
-from tbscale.environments.owner import HOST, LABEL_RUN, owner_labels
+from tbscale.environments.owner import HOST, LABEL_RUN, LABEL_SESSION, SESSION_ID, owner_labels
 from tbscale.errors import SandboxError
 from tbscale.tasks.model import NetworkPolicy
 
@@ -65,6 +65,7 @@ class SnapshotStore:
         self._lock = threading.Lock()
         self.snapshots: dict[str, tuple[Snapshot, Any]] = {}  # id -> (snapshot, docker client)
         self.forks: dict[str, dict[str, Any]] = {}  # snapshot id -> {fork id: environment}
+        self.pending: dict[str, tuple[list[str], Any]] = {}  # image refs the engine would not remove yet
 
     def add(self, snap: Snapshot, engine) -> None:
         with self._lock:
@@ -89,6 +90,8 @@ class SnapshotStore:
             self.forks.get(snap.id, {}).pop(box.id, None)
         if snap.released:
             self._remove_if_unused(snap.id)
+        if self.pending:  # a container that held an image back is gone now
+            self._retry_pending()
 
     def release(self, snap: Snapshot) -> None:
         snap.released = True
@@ -100,38 +103,83 @@ class SnapshotStore:
                 return
             snap, engine = self.snapshots.pop(snap_id)
             self.forks.pop(snap_id, None)
-        remove_images(engine, snap.images.values())
+            self.pending[snap_id] = (list(snap.extra.get("ids", {}).values()) or list(snap.images.values()), engine)
+        self._retry_pending()
+
+    def _retry_pending(self) -> None:
+        """Remove what is pending; an image another snapshot was committed on top of (a fork's
+        snapshot) stays until that one is gone, then goes on a later try."""
+        with self._lock:
+            todo = list(self.pending.items())
+        for snap_id, (refs, engine) in todo:
+            left = [ref for ref in refs if not remove_image(engine, ref)]
+            with self._lock:
+                if left:
+                    self.pending[snap_id] = (left, engine)
+                else:
+                    self.pending.pop(snap_id, None)
 
     def release_all(self) -> int:
-        """Stop every live fork and remove every snapshot this process still holds."""
+        """On the way out (the process's exit, a cancelled worker): stop every environment this
+        process still runs (a fork may be starting, not yet known here, and the engine refuses to
+        remove an image a running container uses), then remove every snapshot it still holds."""
+        from tbscale.environments.compose import ComposeEnvironment
+
         with self._lock:
             forks = [box for boxes in self.forks.values() for box in boxes.values()]
             held = list(self.snapshots.values())
-        for box in forks:
+            engines = {id(engine): engine for _, engine in [*held, *self.pending.values()]}.values()
+        if not engines:
+            return 0
+        for stop in [box.stop for box in forks] + [Container.live.stop_all, ComposeEnvironment.live.stop_all]:
             try:
-                box.stop()
+                stop()
             except Exception:  # noqa: BLE001 - teardown goes on
                 pass
         for snap, _ in held:
             snap.released = True
+            with self._lock:
+                self.forks.pop(snap.id, None)
             self._remove_if_unused(snap.id)
+        for _ in range(3):  # newest first, so a chain of snapshots of forks goes whole
+            if not self.pending:
+                break
+            self._retry_pending()
+        for engine in engines:  # whatever the engine left untagged: this process's, by label
+            remove_session_snapshots(engine)
         return len(held)
 
 
 STORE = SnapshotStore()
 
 
-def remove_images(engine, tags) -> None:
-    for tag in tags:
-        try:
-            engine.api.remove_image(tag, force=True)
-        except Exception:  # noqa: BLE001 - gone already; a container of a live owner still runs on it
-            pass
+def remove_image(engine, ref: str) -> bool:
+    """Remove one image (by id); True when it is gone."""
+    import docker
+
+    try:
+        engine.api.remove_image(ref, force=True)
+    except docker.errors.ImageNotFound:
+        return True
+    except Exception:  # noqa: BLE001 - a child image or a running container still holds it
+        return False
+    return True
 
 
-def _commit(container, snap_id: str, service: str) -> str:
+def remove_session_snapshots(engine) -> int:
+    """Every snapshot image this process committed, newest first (a snapshot of a fork before the
+    snapshot it grew from), tagged or left untagged by the engine."""
+    images = engine.api.images(all=True, filters={"label": [LABEL_SNAPSHOT, f"{LABEL_SESSION}={SESSION_ID}"]})
+    removed = 0
+    for img in sorted(images, key=lambda i: -int(i.get("Created") or 0)):
+        removed += remove_image(engine, img["Id"])
+    return removed
+
+
+def _commit(container, snap_id: str, service: str) -> tuple[str, str]:
     """Commit one container's filesystem to `tbscale-snapshot:<id>-<service>`, labelled with this
-    process as its owner (and the container's run) so that every clean-up path finds it."""
+    process as its owner (and the container's run) so that every clean-up path finds it; returns
+    its tag and id."""
     labels = {**owner_labels(), LABEL_SNAPSHOT: snap_id}
     run = (container.labels or {}).get(LABEL_RUN)
     if run:
@@ -139,10 +187,10 @@ def _commit(container, snap_id: str, service: str) -> str:
     tag = f"{snap_id}-{service}"
     changes = [f"LABEL {key}={json.dumps(value)}" for key, value in labels.items()]
     try:
-        container.commit(repository=SNAPSHOT_REPO, tag=tag, changes=changes, pause=True)
+        image = container.commit(repository=SNAPSHOT_REPO, tag=tag, changes=changes, pause=True)
     except Exception as e:  # noqa: BLE001 - docker.errors.APIError, a container that died
         raise SandboxError(f"could not snapshot container {container.id[:12]}: {type(e).__name__}: {e}") from None
-    return f"{SNAPSHOT_REPO}:{tag}"
+    return f"{SNAPSHOT_REPO}:{tag}", image.id
 
 
 def _own_size(engine, tag: str) -> int:
@@ -193,7 +241,7 @@ def take(box, containers: dict[str, Any], backend: str, after: Callable[[Snapsho
     STORE.add(snap, engine)  # from here on every exit path removes what was committed
     try:
         for service, container in containers.items():
-            images[service] = _commit(container, snap_id, service)
+            images[service], snap.extra.setdefault("ids", {})[service] = _commit(container, snap_id, service)
         snap.size_bytes = sum(_own_size(engine, tag) for tag in images.values())
         snap.taken_sec = time.monotonic() - started
         if after is not None:

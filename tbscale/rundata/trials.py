@@ -120,10 +120,11 @@ def belongs(row: TrialResult, current: CurrentConfig | None) -> bool:
 _SCALARS = ("run", "setting", "setting_key", "trial_key", "task_id", "task_format", "task_hash", "trial", "seed",
             "agent", "policy", "n", "trajectory", "generator_model", "selector_model", "simulated", "oracle_selection",
             "passed", "ending", "stop_reason", "infra_error", "turns", "selection_turns", "selector_fallbacks",
-            "candidate_execs", "candidate_exec_sec",
-            "n_attempts", "final_attempt", "trajectory_path", "imported_from", "source", "rewards", "reward_key")
+            "n_attempts", "final_attempt", "trajectory_path", "imported_from", "source", "rewards", "reward_key",
+            "snapshots", "forks", "candidate_execs", "candidate_exec_sec")
 _DERIVED = ("run_dir", "simulated_roles", "reward", "cost_usd", "trial_wall", "error_type", "strategy_kind",
-            "policy_params", "attempts", "strategy_record", "steps", "not_enforced", "tampered", "tampering_kinds")
+            "policy_params", "attempts", "strategy_record", "steps", "not_enforced", "tampered", "tampering_kinds",
+            "fork_sec", "snapshot_sec")
 _TOKENS = tuple(f"{role}_{k}" for role in ROLES for k in (*TOKEN_KINDS, "cost"))
 COLUMNS = (*_SCALARS, *_DERIVED, *_TOKENS, "other_input", "other_output")
 _NAN = math.nan
@@ -188,7 +189,7 @@ def _token_columns(tokens: list[dict[str, Usage]]) -> dict[str, np.ndarray]:
 
 
 _TAKE = ("simulated_roles", "reward", "cost_usd", "timing", "error", "policy_params", "n_attempts", "attempts",
-         "strategy_record", "steps", "not_enforced", "tampering", "tokens")
+         "strategy_record", "steps", "not_enforced", "tampering", "tokens", "fork_sec", "snapshot_sec")
 _GET = operator.itemgetter(*_SCALARS, *_TAKE)  # of a model's __dict__: its fields' values
 
 
@@ -219,6 +220,9 @@ def _columns(trials: list[TrialResult], run_dir: str) -> dict[str, Any]:
         "not_enforced": [tuple((x.key, x.why) for x in v) if v else None for v in values["not_enforced"]],
         "tampered": np.array([bool(t) for t in values["tampering"]], dtype=bool),
         "tampering_kinds": [",".join(sorted({e.kind for e in t})) if t else None for t in values["tampering"]],
+        # seconds of each fork and snapshot (docs/forks-and-lookahead.md), None for a trial with none
+        "fork_sec": [tuple(v) if v else None for v in values["fork_sec"]],
+        "snapshot_sec": [tuple(v) if v else None for v in values["snapshot_sec"]],
     })
     out.update(_token_columns(values["tokens"]))
     return out

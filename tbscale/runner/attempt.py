@@ -3,8 +3,9 @@
 `Attempt.run` holds an environment slot for the whole attempt and goes through:
 1. `start`: refuse what the backend cannot give, prepare the image and start a fresh environment
    from the task's spec, prepare it (runner/environment.py);
-2. `agent_phase`: the verifier's baseline, the prefix's commands replayed (a continued attempt),
-   the setting's agent; or, for a multi-step task, every step in turn (runner/steps.py);
+2. `agent_phase`: the verifier's baseline, the prefix's state (a continued attempt: forked from
+   its snapshot in `start`, or its commands replayed), the setting's agent, and a snapshot of a
+   paused attempt that keeps one; or, for a multi-step task, every step in turn (runner/steps.py);
 3. verification: the agent phase sealed, the verifier run and reviewed (runner/verification.py);
 4. teardown of everything it started, on every path;
 5. `result`: how the attempt ended (Table 5 endings, tampering never a plain pass, an obstructed
@@ -47,9 +48,10 @@ class AttemptRequest:
     stage: str
     context: str | None = None
     context_indices: list[int] = field(default_factory=list)
-    prefix: Prefix | None = None  # continue this unfinished attempt: replay its commands, keep its history
+    prefix: Prefix | None = None  # continue this unfinished attempt: fork its snapshot or replay its commands
     max_new_turns: int | None = None  # pause the agent after this many more turns
     verify: bool = True  # verify a paused attempt too
+    keep_snapshot: str = "no"  # "if_able" / "required": save a paused attempt's environment for forks
 
 
 class TrialSide(Protocol):
@@ -77,6 +79,9 @@ class Attempt:
         self.trial, self.spec, self.rec, self.req = trial, spec, rec, req
         self.task, self.exp = spec.task, trial.exp
         self.timing: dict[str, float] = {}
+        self.restore: str | None = None  # how the prefix's state came back: "fork" or "replay"
+        self.snapshot = None  # this attempt's own, when it paused and keeps one
+        self.guard_baseline: dict | None = None
         self.artifacts_dir = trial.artifacts_dir(spec, req.index)
         self.envs = AttemptEnvironments(self.exp, trial.backend, self.task, rec,
                                         labels={"org.tbscale.trial": spec.key, "org.tbscale.task": self.task.id,
@@ -118,11 +123,26 @@ class Attempt:
         refused = await asyncio.to_thread(envs.refusal)
         if refused:
             raise TaskRefused(refused)
+        if req.keep_snapshot == "required" and not envs.caps.snapshots:
+            raise TaskRefused(envs.caps.reason("snapshots", f"the {envs.backend_name} backend cannot snapshot an "
+                                                            "environment") + " (prefix_restore: fork asks for forks)")
+        snap = req.prefix.snapshot if req.prefix is not None else None
+        if snap is not None:
+            try:
+                box = await asyncio.to_thread(envs.fork, snap, self.timing)
+            except SandboxError as e:  # the prefix's state is rebuilt by replay instead, and that is said
+                self.rec.event("setup", what=f"fork of snapshot {snap.id} failed, replaying the prefix: {e}"[:500])
+            else:
+                self.restore = "fork"
+                self._started(box, snap.images.get("main") or next(iter(snap.images.values()), None), False)
+                t = time.monotonic()
+                await asyncio.to_thread(envs.prepare_fork, box, envs.env, envs.env.network)
+                self.timing["prepare"] = time.monotonic() - t
+                return box
+        if req.prefix is not None:
+            self.restore = "replay"
         box, image, built = await asyncio.to_thread(envs.start, self.task, envs.env, self.timing)
-        self.rec.event("attempt_start", stage=req.stage, image=image, image_built=built, container=box.id,
-                       environment=getattr(box, "backend", envs.backend_name), context_attempts=req.context_indices,
-                       prefix_of=req.prefix.parent if req.prefix else None,
-                       prefix_turns=len(req.prefix.actions) if req.prefix else 0)
+        self._started(box, image, built)
         t = time.monotonic()
         await asyncio.to_thread(envs.prepare, box, envs.env, envs.env.network)
         self.timing["prepare"] = time.monotonic() - t
@@ -139,6 +159,14 @@ class Attempt:
         """The attempt's environment now: `box`, or the fork a lookahead policy went on in."""
         return self.forks.box if self.forks is not None else box
 
+    def _started(self, box: Environment, image: str | None, built: bool) -> None:
+        req = self.req
+        self.rec.event("attempt_start", stage=req.stage, image=image, image_built=built, container=box.id,
+                       environment=getattr(box, "backend", self.envs.backend_name),
+                       context_attempts=req.context_indices, prefix_of=req.prefix.parent if req.prefix else None,
+                       prefix_turns=len(req.prefix.actions) if req.prefix else 0,
+                       **({"prefix_restore": self.restore} if self.restore else {}))
+
     async def agent_phase(self, box: Environment) -> tuple[AttemptOutcome, VerifierResult | None]:
         """The verifier's baseline, the prefix replayed, the agent, then verification: every
         ending but a paused prefix gets verified (so "would the verifier have passed it" stays
@@ -146,7 +174,14 @@ class Attempt:
         agent ended in (a fork, under a lookahead policy)."""
         task, req, timing = self.task, self.req, self.timing
         await asyncio.to_thread(self.checks.begin, box, task.verifier, timing)
-        if req.prefix is not None:
+        guard = getattr(self.checks, "guard", None)
+        if self.restore == "fork" and guard is not None and req.prefix.guard_baseline is not None:
+            # The fork already holds what the prefix did: the verifier is checked against the
+            # baseline taken before the chain's first agent phase, as a replay would have been.
+            guard.before = req.prefix.guard_baseline
+        if guard is not None:
+            self.guard_baseline = guard.before
+        if self.restore == "replay":
             t = time.monotonic()
             view = await asyncio.to_thread(self.envs.agent_view, box, task.agent)
             await self.replay(req.prefix, view)
@@ -157,6 +192,13 @@ class Attempt:
                                        branches=self.branches(box, task.agent))
         timing["agent"] = time.monotonic() - t
         box = self.current(box)
+        if outcome.stop_reason == "paused" and req.keep_snapshot != "no" and self.envs.caps.snapshots:
+            t = time.monotonic()
+            try:
+                self.snapshot = await asyncio.to_thread(self.envs.snapshot, box)
+            except SandboxError as e:  # its continuations replay it instead
+                self.rec.event("setup", what=f"snapshot failed, continuations will replay the prefix: {e}"[:500])
+            timing["snapshot"] = time.monotonic() - t
         verdict = None
         if req.verify or outcome.stop_reason != "paused":
             verdict = await self.checks.verify(box, task.verifier, task.artifacts, self.artifacts_dir, timing,
@@ -227,4 +269,7 @@ class Attempt:
                              error=outcome.error, error_type=outcome.error_type, context_indices=req.context_indices,
                              rewards=rewards, reward_key=reward_key(task.reward, rewards), steps=steps,
                              tampering=tampering, artifacts_path=art_dir.relative_to(self.trial.folder.path).as_posix()
-                             if art_dir.is_dir() else None)
+                             if art_dir.is_dir() else None, snapshot=self.snapshot,
+                             guard_baseline=self.guard_baseline if self.snapshot is not None else None,
+                             prefix_restore=self.restore,
+                             release=(lambda snap=self.snapshot: self.envs.release(snap)) if self.snapshot else None)

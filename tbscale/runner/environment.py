@@ -19,7 +19,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from tbscale.config import Experiment
-from tbscale.environments import Backend, Capabilities, Environment, PhaseView, StartSpec
+from tbscale.environments import Backend, Capabilities, Environment, PhaseView, Snapshot, StartSpec, snapshot_of
 from tbscale.errors import HealthcheckFailed, SandboxError
 from tbscale.logs import AttemptRecorder
 from tbscale.runner.enforcement import capabilities, environment_tables
@@ -135,6 +135,42 @@ class AttemptEnvironments:
         self.specs[id(box)] = spec
         timing[prefix + "create"] = time.monotonic() - t
         return box, image, built
+
+    def fork(self, snapshot: Snapshot, timing: dict[str, float]) -> Environment:
+        """An environment started from `snapshot` (a paused attempt's), with this attempt's labels;
+        stopped by close() like the rest."""
+        t = time.monotonic()
+        box = self.backend.fork(snapshot, labels=dict(self.labels))
+        self.started.append(box)
+        if snapshot.spec is not None:
+            self.specs[id(box)] = snapshot.spec
+        sec = time.monotonic() - t
+        timing["fork"] = sec
+        self.rec.event("fork", op="fork", snapshot=snapshot.id, container=box.id, sec=round(sec, 4),
+                       purpose="prefix", node=snapshot.node)
+        return box
+
+    def prepare_fork(self, box: Environment, env: EnvironmentSpec, baseline: NetworkPolicy) -> None:
+        """After a fork: its filesystem is its parent's (the /logs folders, the uploads); what is
+        not carried over is started again: the baseline network policy and the healthcheck."""
+        self.apply_network(box, baseline)
+        if env.healthcheck is not None:
+            self.healthcheck(box, env.healthcheck, "[environment.healthcheck] (in a fork)")
+
+    def snapshot(self, box: Environment, purpose: str = "prefix") -> Snapshot:
+        """Save `box` for forks (capability `snapshots`)."""
+        t = time.monotonic()
+        snap = snapshot_of(box)
+        self.rec.event("fork", op="snapshot", snapshot=snap.id, container=box.id, images=snap.images,
+                       sec=round(time.monotonic() - t, 4), purpose=purpose, node=snap.node)
+        return snap
+
+    def release(self, snapshot: Snapshot) -> None:
+        if snapshot.released:
+            return
+        t = time.monotonic()
+        self.backend.release(snapshot)
+        self.rec.event("fork", op="release", snapshot=snapshot.id, sec=round(time.monotonic() - t, 4))
 
     def start_spec(self, task: Task, env: EnvironmentSpec, image: str) -> StartSpec:
         cfg = self.exp.environment

@@ -89,8 +89,9 @@ class AttemptForks:
             self.owed.append(snapshot)
             self.stats.snapshots += 1
             self.stats.snapshot_sec.append(took)
-            self.rec.event("fork", op="snapshot", snapshot=_id(snapshot), images=getattr(snapshot, "images", None),
-                           sec=round(took, 4), purpose=PURPOSE)
+            self.rec.event("fork", op="snapshot", snapshot=_id(snapshot), container=self.box.id,
+                           images=getattr(snapshot, "images", None), sec=round(took, 4), purpose=PURPOSE,
+                           node=getattr(snapshot, "node", None))
             results = await asyncio.gather(*(self._start_fork(snapshot) for _ in range(count)), return_exceptions=True)
             self.open_forks = [r for r in results if isinstance(r, _Fork)]
             failed = [r for r in results if isinstance(r, BaseException)]
@@ -153,6 +154,9 @@ class AttemptForks:
         # The fork is under its parent's network policy already (the agent phase's: the backend puts
         # it there); the agent's user and env are the ones its parent was seen with.
         view = PhaseView(raw, user=self.agent.user, env=self.envs.agent_env)
+        healthcheck = self.envs.env.healthcheck
+        if healthcheck is not None:  # what the task itself runs is up again before a candidate runs
+            await asyncio.to_thread(self.envs.healthcheck, raw, healthcheck, "[environment.healthcheck] (in a fork)")
         processes = None
         guard = self.checks.guard
         if guard is not None:

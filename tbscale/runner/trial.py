@@ -35,6 +35,15 @@ from tbscale.types import BASH_TOOL
 from tbscale.types.results import TrialResult
 
 
+def release_snapshots(attempts: list[AttemptResult | None]) -> None:
+    for a in attempts:
+        if a is not None and a.snapshot is not None:
+            try:
+                a.release_snapshot()
+            except Exception:  # noqa: BLE001 - the process's exit and the orphan sweep remove it then
+                pass
+
+
 class TrialRunner:
     """Runs trials of one experiment into one run folder; `containers` bounds the environments
     alive at once, `on_call` sees every model call (spend ledger, live progress)."""
@@ -72,13 +81,13 @@ class TrialRunner:
 
         async def start_attempt(stage: str, context: str | None = None, context_indices: list[int] | None = None,
                                 *, prefix: Prefix | None = None, max_new_turns: int | None = None,
-                                verify: bool = True) -> AttemptResult:
+                                verify: bool = True, keep_snapshot: str = "no") -> AttemptResult:
             index = len(attempts)
             attempts.append(None)  # reserve the index before awaiting
             rec = self._recorder(log, spec, index, stage)
             recorders.append(rec)
             req = AttemptRequest(index, stage, context, context_indices or [], prefix=prefix,
-                                 max_new_turns=max_new_turns, verify=verify)
+                                 max_new_turns=max_new_turns, verify=verify, keep_snapshot=keep_snapshot)
             result = await self.run_attempt(spec, rec, req)
             attempts[index] = result
             return result
@@ -93,6 +102,8 @@ class TrialRunner:
             stop = e.stop_reason
         else:
             stop = None
+        finally:  # no snapshot outlives its trial, whatever the strategy left
+            await asyncio.to_thread(release_snapshots, attempts)
         if outcome is None:
             final = AttemptResult(0, "final", "final", None, False, "agent_error", stop or "agent_error", 0, [],
                                   error=error.message if error else None)

@@ -73,6 +73,18 @@ class AttemptResult:
     steps: list[StepResult] | None = None  # multi-step tasks: one per step
     artifacts_path: str | None = None  # the attempt's collected artifacts, relative to the run folder
     tampering: list[dict[str, Any]] = field(default_factory=list)  # docs/formats.md, `tampering`
+    # A paused attempt's environment saved for its continuations (docs/forks-and-lookahead.md):
+    # the Snapshot, the verifier guard's baseline from before the first agent phase of the chain,
+    # and how this attempt's own prefix was restored ("fork", "replay"; None: no prefix).
+    snapshot: Any = field(default=None, repr=False)
+    guard_baseline: dict[str, Any] | None = field(default=None, repr=False)
+    prefix_restore: str | None = None
+    release: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+
+    def release_snapshot(self) -> None:
+        """Remove this attempt's snapshot (no continuation will start from it any more)."""
+        if self.snapshot is not None and self.release is not None:
+            self.release()
 
     def brief(self) -> AttemptBrief:
         """The attempt as a multi-attempt trial's line lists it."""
@@ -83,22 +95,31 @@ class AttemptResult:
 
 @dataclass
 class Prefix:
-    """An unfinished attempt to continue elsewhere: its history, and the commands that built its
-    environment state (replayed in a fresh container before the agent goes on)."""
+    """An unfinished attempt to continue elsewhere: its history, and its environment state: a
+    snapshot to fork from when the attempt kept one, else the commands that built it (replayed in
+    a fresh container before the agent goes on)."""
 
     messages: list[dict[str, Any]]
     actions: list[str]
     parent: int | None = None
+    snapshot: Any = None  # the parent's Snapshot: the continuation forks from it instead of replaying
+    guard_baseline: dict[str, Any] | None = None
 
     @classmethod
-    def of(cls, attempt: "AttemptResult") -> "Prefix":
-        return cls(attempt.transcript, attempt.actions, attempt.index)
+    def of(cls, attempt: "AttemptResult", *, restore: str = "fork") -> "Prefix":
+        """`restore` "replay" ignores the attempt's snapshot; a released one is never used."""
+        snap = attempt.snapshot if restore != "replay" else None
+        if snap is not None and getattr(snap, "released", False):
+            snap = None
+        return cls(attempt.transcript, attempt.actions, attempt.index, snap, attempt.guard_baseline)
 
 
 # start_attempt(stage, context_text, context_indices, *, prefix=None, max_new_turns=None,
-# verify=True) -> a finished attempt: verified when it submitted or `verify` is set. With
-# max_new_turns the agent stops after that many more turns (stop reason "paused", ending
-# "unfinished"), leaving a prefix to score or continue.
+# verify=True, keep_snapshot="no") -> a finished attempt: verified when it submitted or `verify` is
+# set. With max_new_turns the agent stops after that many more turns (stop reason "paused", ending
+# "unfinished"), leaving a prefix to score or continue; keep_snapshot "if_able" (or "required":
+# refused on a backend without snapshots) saves a paused attempt's environment for continuations
+# to fork from (AttemptResult.snapshot; release it with release_snapshot()).
 StartAttempt = Callable[..., Awaitable[AttemptResult]]
 
 

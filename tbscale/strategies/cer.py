@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -80,9 +81,16 @@ class CERParams(Params):
     analysis_complete_all: bool = Field(
         False, description="EXPENSIVE, analysis only: complete and verify every scored candidate (RM@k, Acc_pair)")
     log_calls: Literal["full", "parsed", "off"] = "full"
+    prefix_restore: Literal["auto", "fork", "replay"] = Field(
+        "auto", description="how a continuation gets its prefix's environment: fork a snapshot taken at the prefix's "
+                            "last turn, or replay its commands in a fresh one; auto: fork when the backend can")
 
     def model_refs(self):
         return {"judge": self.judge}
+
+    def keep_snapshot(self) -> str:
+        """What start_attempt is asked to keep of a paused segment."""
+        return {"auto": "if_able", "fork": "required", "replay": "no"}[self.prefix_restore]
 
     def n_rounds(self) -> int:
         return math.ceil(self.budget_steps / self.segment_turns) if self.budget_steps else self.rounds
@@ -374,6 +382,7 @@ class Cand:
         a = self.attempt
         return {"attempt": a.index, "parent": self.parent, "round": self.round, "turns": a.turns,
                 "finished": self.finished, "broken": self.broken, "stop_reason": a.stop_reason, "score": self.score,
+                "restored": a.prefix_restore,
                 "parent_score": self.parent_score, "criteria": self.criteria, "rubric_set": self.rubric_set,
                 "regressed": self.regressed, "tied": self.tied, "tie_score": self.tie_score,
                 "tie_rubric_set": self.tie_rubric_set}
@@ -404,8 +413,9 @@ class CER:
             counts = allocate(p.m, len(growable))
 
             async def extend(parent: int | None, k: int) -> AttemptResult:
-                prefix = Prefix.of(cands[parent].attempt) if parent is not None else None
-                a = await start_attempt(stage, None, [], prefix=prefix, max_new_turns=p.segment_turns, verify=False)
+                prefix = Prefix.of(cands[parent].attempt, restore=p.prefix_restore) if parent is not None else None
+                a = await start_attempt(stage, None, [], prefix=prefix, max_new_turns=p.segment_turns, verify=False,
+                                        keep_snapshot=p.keep_snapshot())
                 self.attempts[a.index] = a
                 return a
 
@@ -449,6 +459,7 @@ class CER:
             if not eligible:  # a fully regressed round keeps the previous beam and selection
                 rnd.update(beam=beam, selected=selected, all_regressed=True)
                 rounds.append(rnd)
+                await self._release(cands, keep=set(beam))
                 continue
             scores = {i: cands[i].score for i in pool}
             tied = top_tied(scores)
@@ -465,14 +476,19 @@ class CER:
             rnd.update(ranked=ranked, beam=beam, selected=selected, top_tied=tied if len(tied) > 1 else [],
                        tie_break=tie_rec)
             rounds.append(rnd)
+            await self._release(cands, keep=set(beam))
 
         if selected is None:  # nothing could be judged (e.g. every sandbox died): the first live candidate
             selected = next((i for i in sorted(cands) if not cands[i].broken), next(iter(sorted(cands)), None))
         final, completions = await self._finish(start_attempt, cands, selected)
+        await self._release(cands, keep=set())
         record = {"kind": self.kind, "params": {"m": p.m, "beam": p.beam, "segment_turns": p.segment_turns,
                                                 "rounds": p.n_rounds(), "budget_steps": p.budget_steps,
                                                 "regression_stop": p.regression_stop,
-                                                "tie_break_rubrics": p.tie_break_rubrics},
+                                                "tie_break_rubrics": p.tie_break_rubrics,
+                                                "prefix_restore": p.prefix_restore},
+                  "prefix_restores": dict(sorted(Counter(a.prefix_restore for a in self.attempts.values()
+                                                         if a.prefix_restore).items())),
                   "rounds": rounds, "candidates": {str(i): c.record() for i, c in sorted(cands.items())},
                   "selected": selected, "final": final.index, "completed_by_policy": final.index != selected,
                   "completions": {str(k): v for k, v in completions.items()},
@@ -504,7 +520,8 @@ class CER:
         p = self.p
 
         async def complete(i: int, stage: str) -> tuple[int, AttemptResult]:
-            a = await start_attempt(stage, None, [], prefix=Prefix.of(cands[i].attempt), verify=True)
+            a = await start_attempt(stage, None, [], prefix=Prefix.of(cands[i].attempt, restore=p.prefix_restore),
+                                    verify=True)
             self.attempts[a.index] = a
             return i, a
 
@@ -523,6 +540,15 @@ class CER:
         else:  # it submitted during the search (already verified), or completion is off
             final = cands[selected].attempt
         return final, completions
+
+    async def _release(self, cands: dict[int, Cand], keep: set[int]) -> None:
+        """Remove the snapshots no continuation will start from: those outside the beam (with
+        `analysis_complete_all`, every unfinished candidate is completed at the end, so all stay)."""
+        if self.p.analysis_complete_all and keep:
+            return
+        for i, c in cands.items():
+            if i not in keep and c.attempt.snapshot is not None and not c.attempt.snapshot.released:
+                await asyncio.to_thread(c.attempt.release_snapshot)
 
     def _stage_usage(self, attempts: list[AttemptResult], meter: StageMeter) -> dict[str, dict[str, Any]]:
         by: dict[str, list[dict[str, Any]]] = {}

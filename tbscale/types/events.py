@@ -241,6 +241,7 @@ class ForkEvent(EventBase):
     images: dict[str, str] | None = None
     sec: float | None = None
     purpose: str | None = None
+    node: str | None = None  # where the snapshot lives (a Ray node id, or the host)
 
 
 class SetupEvent(EventBase):
