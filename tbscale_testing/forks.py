@@ -33,6 +33,7 @@ class FolderEnvironment:
         self.owner, self.root, self.id = owner, root, env_id
         self.labels = dict(labels or {})
         self.workdir = str(root)
+        self.origin: str | None = None  # the snapshot it was forked from
         self.stopped = False
         self.commands: list[str] = []
 
@@ -123,7 +124,7 @@ class FolderBackend(BaseBackend):
         t = time.monotonic()
         shutil.copytree(box.root, path, symlinks=True)
         snap = Snapshot(snap_id, self.name, box.id, {"main": str(path)}, taken_sec=time.monotonic() - t,
-                        extra={"path": path})
+                        extra={"path": path, "parent_snapshot": box.origin})
         with self._lock:
             self.snapshots[snap_id] = snap
             self.snapshots_taken += 1
@@ -138,13 +139,19 @@ class FolderBackend(BaseBackend):
         root = self.base / env_id
         shutil.copytree(snapshot.extra["path"], root, symlinks=True)
         box = FolderEnvironment(self, root, env_id, labels)
+        box.origin = snapshot.id
         with self._lock:
             self.live[env_id] = box
             self.forks_started += 1
         return box
 
     def release(self, snapshot: Snapshot) -> None:
+        """Like an engine's image removal: refused while a snapshot taken in a fork of this one is
+        there (its child)."""
         with self._lock:
+            children = [s.id for s in self.snapshots.values() if s.extra.get("parent_snapshot") == snapshot.id]
+            if children:
+                raise RuntimeError(f"snapshot {snapshot.id} has dependent child snapshots {children}")
             self.snapshots.pop(snapshot.id, None)
         shutil.rmtree(snapshot.extra["path"], ignore_errors=True)
 

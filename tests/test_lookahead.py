@@ -201,7 +201,10 @@ def test_the_environment_carries_over_from_turn_to_turn(loopback_model, tmp_path
         # Turn 3's two candidates were identical: one fork, no selector call.
         assert [e["path"] for e in s.rec.of("lookahead")] == ["selected", "selected", "single"]
         assert len(s.rec.of("selection")) == 2
-        assert len(s.backend.live) == 1 and len(s.backend.snapshots) == 1  # the pick and the snapshot it came from
+        # The pick; and every adopted fork's snapshot, a chain (each taken in a fork of the one before),
+        # kept to the attempt's end and released newest first (the folder backend, like an engine,
+        # refuses to remove a snapshot while one taken in a fork of it is there).
+        assert len(s.backend.live) == 1 and len(s.backend.snapshots) == 3
     finally:
         s.close()
     assert s.backend.live == {} and s.backend.snapshots == {}

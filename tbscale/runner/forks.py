@@ -15,9 +15,10 @@ verification later runs in the adopted fork, sealed as ever (runner/verification
   candidate ran: processes are not carried into a fork, and the ones the task's entrypoint and
   services start there again are the task's, not the agent's (a sidecar's would otherwise be
   swept as the agent's).
-A snapshot is released once no fork of it is running: at once when its forks are discarded, or
-when the fork adopted from it is stopped in turn (at a later adopt, or at the attempt's end:
-`close`, on every path). What `adopt` lets go of is removed off the turn's path (`drain` waits for
+A snapshot whose forks are all discarded is released at once. The snapshot an adopted fork started
+from is kept to the attempt's end (`close`, on every path), when all are released newest first:
+the next turn's snapshot is taken in that fork, so its image is a child of this one and holds its
+layers anyway, and an engine removes a parent image only after its children. What `adopt` lets go of is removed off the turn's path (`drain` waits for
 it; the attempt drains before it stops its environments).
 """
 
@@ -70,7 +71,6 @@ class AttemptForks:
         self.envs, self.checks, self.box, self.agent, self.rec = envs, checks, box, agent, rec
         self.open_forks: list[_Fork] = []
         self.snapshot: Any = None  # of the open forks
-        self.held: list[tuple[Environment, Any]] = []  # (adopted fork, its snapshot): released when it stops
         self.stats = ForkStats()
         self.pending: list[asyncio.Task] = []  # removals started by `adopt`
         self.owed: list[Any] = []  # every snapshot taken and not yet released (`close` releases the rest)
@@ -114,26 +114,22 @@ class AttemptForks:
                     guard.before.update(chosen.processes)
             others = [f for f in self.open_forks if f is not chosen]
             self.open_forks = []
-            snapshot, self.snapshot = self.snapshot, None
-            released = [h for h in self.held if h[0] is old]
-            self.held = [h for h in self.held if h[0] is not old] + [(chosen.raw, snapshot)]
+            self.snapshot = None  # the chosen fork's: released at the attempt's end (see the module doc)
             # Off the turn's path: the agent goes on while the others are removed (`drain` waits).
-            self.pending.append(asyncio.create_task(self._retire([f.raw for f in others] + [old],
-                                                                 [s for _, s in released])))
+            self.pending.append(asyncio.create_task(self._retire([f.raw for f in others] + [old])))
             return chosen.view
 
     async def drain(self) -> None:
-        """Wait until the environments and snapshots let go of are removed."""
+        """Wait until the environments `adopt` let go of are removed."""
         pending, self.pending = self.pending, []
         for task in pending:
             await task
 
-    async def _retire(self, boxes: list[Environment], snapshots: list[Any]) -> None:
+    async def _retire(self, boxes: list[Environment]) -> None:
         results = await asyncio.gather(*(asyncio.to_thread(self.envs.stop, b) for b in boxes), return_exceptions=True)
         for r in results:
             if isinstance(r, BaseException):
                 self.rec.event("fork", op="stop_failed", snapshot="", purpose=f"{PURPOSE}: {type(r).__name__}: {r}"[:300])
-        await asyncio.gather(*(asyncio.to_thread(self._release, s) for s in snapshots if s in self.owed))
 
     async def discard(self) -> None:
         async with self._lock:
@@ -189,6 +185,6 @@ class AttemptForks:
         cancellation cut short included)."""
         for f in self.open_forks:
             self.envs.stop(f.raw)
-        self.open_forks, self.held, self.snapshot = [], [], None
+        self.open_forks, self.snapshot = [], None
         for s in reversed(list(self.owed)):
             self._release(s)
