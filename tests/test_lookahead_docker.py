@@ -83,3 +83,17 @@ def test_a_forged_reward_in_the_picked_fork_is_still_caught(tmp_path: Path, loop
     (sweep,) = [e for e in events(run_dir, row) if e["type"] == "sweep"]
     assert sweep["method"] == "restart"
     assert leftovers(run_dir) == ([], [])
+
+
+def test_lookahead_inside_best_of_n_forks_each_attempt_on_its_own(tmp_path: Path,
+                                                                  loopback_model: LoopbackModel) -> None:
+    loopback_model.responder = picker(lambda t: [step_for(t), WRONG])
+    setting = {**LOOKAHEAD, "name": "bon2_lookahead", "trajectory": {"name": "best_of_n", "n": 2, "selector": "random"}}
+    (row,), run_dir = run_experiment(tmp_path, loopback_model, [setting])
+    assert row["passed"] is True and row["n_attempts"] == 2, row
+    turns = len(STEPS) + 1
+    assert all(a["passed"] and a["turns"] == turns for a in row["attempts"])
+    looks = [e for e in events(run_dir, row) if e["type"] == "lookahead"]
+    assert sorted({e["attempt"] for e in looks}) == [0, 1] and len(looks) == 2 * turns
+    assert row["candidate_execs"] == 2 * 2 * turns and row["snapshots"] == 2 * turns
+    assert leftovers(run_dir) == ([], [])
