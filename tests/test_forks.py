@@ -402,3 +402,30 @@ def test_a_fork_starts_only_on_the_node_that_holds_its_snapshot(monkeypatch):
     assert spec_seen[0].image == "tbscale-snapshot:s1-main" and spec_seen[0].labels["org.tbscale.fork-of"] == "s1"
     assert box.start_spec.image == "base"
     snapshots.STORE.forks.pop("s1", None)
+
+
+@pytest.mark.docker
+def test_tbscale_clean_of_a_run_removes_its_snapshots_and_forks(tmp_path):
+    from tbscale.environments.docker_backend import DockerBackend
+    from tbscale.environments.owner import LABEL_RUN
+    from tbscale.tasks import load_task
+    from tbscale_testing.tasks import write_harbor_task
+
+    run = str((tmp_path / "run").resolve())
+    task = load_task(write_harbor_task(tmp_path / "tasks", "fork-clean"))
+    backend = DockerBackend()
+    image, _ = backend.prepare(task)
+    parent = backend.start(StartSpec(image=image, labels={LABEL_RUN: run}))
+    try:
+        snap = parent.snapshot()
+        fork = backend.fork(snap)
+        assert _images(f"org.tbscale.snapshot={snap.id}") and _containers(f"org.tbscale.fork-of={snap.id}")
+        res = subprocess.run([sys.executable, "-m", "tbscale.cli", "clean", "--run", run], capture_output=True,
+                             text=True, timeout=300)
+        assert res.returncode == 0, res.stderr
+        assert "1 snapshot images" in res.stdout
+        assert _containers(f"org.tbscale.run={run}") == [] and _images(f"org.tbscale.run={run}") == []
+        fork.stop()
+        backend.release(snap)  # gone already: nothing to do, no error
+    finally:
+        parent.stop()

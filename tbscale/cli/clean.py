@@ -85,7 +85,8 @@ def clean(all_sessions: bool = typer.Option(False, "--all/--orphans",
     runs = [str(Path(r).resolve()) for r in run or []]
     result = chosen.clean(runs=runs, labels=label or [], images=images)
     out.print(f"removed {result.containers} containers and {result.networks} networks"
-              + (f" and {result.images} images" if images else ""), highlight=False)
+              + (f" and {result.images} images" if images else "")
+              + (f" and {result.snapshots} snapshot images" if result.snapshots else ""), highlight=False)
     for who, n in sorted(result.kept.items()):
         out.print(f"kept {n} containers of a live or unknown owner ({who}); `tbscale clean --run RUN` removes a "
                   "live run's", highlight=False, soft_wrap=True)

@@ -271,6 +271,7 @@ class CleanResult:
     containers: int = 0  # environments (a compose project counts its containers)
     networks: int = 0
     images: int = 0
+    snapshots: int = 0  # snapshot images (docs/forks-and-lookahead.md), removed with their owner
     kept: dict[str, int] = field(default_factory=dict)  # owner description -> environments left alone
 
 

@@ -96,7 +96,7 @@ def clean(host: str | None = None, *, runs: Iterable[str] = (), labels: Iterable
     api = _api(host)
     result.networks += _remove_networks([n for n in api.networks(filters={"label": scope})
                                          if _removable(n.get("Labels") or {}, runs)], host)
-    result.images += remove_snapshots(host, runs=runs, labels=labels)
+    result.snapshots += remove_snapshots(host, runs=runs, labels=labels)
     if images:
         result.images += _remove_images(host, scope)
     return result
