@@ -213,12 +213,6 @@ class ComposeEnvironment:
                                          sidecars={n: c.container.id for n, c in self.sidecars.items()})
         self.network.apply(policy)
 
-    def snapshot(self):
-        """Commit every service's filesystem so that forks can start from it (snapshots.py)."""
-        from tbscale.environments.snapshots import snapshot_compose
-
-        return snapshot_compose(self)
-
     def stop(self) -> None:
         if self._stopped:
             return

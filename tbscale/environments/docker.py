@@ -318,12 +318,6 @@ class Container:
             tar.extractall(local, filter="data")
         return True
 
-    def snapshot(self):
-        """Commit the filesystem so that forks can start from it (environments/snapshots.py)."""
-        from tbscale.environments.snapshots import snapshot_container
-
-        return snapshot_container(self)
-
     def stop(self) -> None:
         self.live.discard(self.id)
         try:

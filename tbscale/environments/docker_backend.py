@@ -9,6 +9,7 @@ used for it before tasks with a compose file ran under `docker` too.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -110,8 +111,10 @@ class DockerBackend(BaseBackend):
     def start(self, spec: StartSpec):
         if spec.compose is not None or (spec.task is not None and uses_compose(spec.task)):
             box = self.projects.start(spec)
+            box.snapshot = partial(snapshots.snapshot_compose, box)  # Environment.snapshot()
         else:
             box = containers.Container.start(spec, self.host)
+            box.snapshot = partial(snapshots.snapshot_container, box)
         box.start_spec = spec  # what a snapshot's forks start with
         box.on_snapshot = self._within_budget
         return box

@@ -253,7 +253,8 @@ def take(box, containers: dict[str, Any], backend: str, after: Callable[[Snapsho
 
 
 def snapshot_container(box: Container) -> Snapshot:
-    """A single container's snapshot ("main")."""
+    """A single container's snapshot ("main"): the docker backend's environments get it as their
+    `snapshot()` (DockerBackend.start)."""
     return take(box, {"main": box.container}, "docker", getattr(box, "on_snapshot", None))
 
 
