@@ -14,6 +14,11 @@ Roles (the part after `sim/` in the model name):
 - `selector`: reads the Turn-BoN selector prompt; with probability `accuracy` it picks a correct
   candidate when there is one (else a harmless one), otherwise it picks uniformly at random.
   With accuracy 0 it is a random selector, and Turn-BoN then buys nothing, as it should.
+  Given a lookahead prompt (each candidate with its outcome), it reads each outcome's exit code
+  and timeout and nothing else of it: a candidate that exited non-zero or timed out is ruled out
+  whenever one that exited 0 is there, on both branches (so a command that broke is never picked
+  over one that ran, even by the random branch), and the answer-key judgement above applies to
+  the rest. It does not read the output: a premature submission ran fine, and looks it.
 Further roles (judges, summarizers, verifiers) register themselves with `register_role`.
 """
 
@@ -158,9 +163,40 @@ def judge_candidates(steps: list[str] | None, executed: list[str], cands: list[s
     return good, harmless
 
 
+_RAN = re.compile(r'<candidate index="(\d+)">\n```bash\n(.*?)\n```\n<outcome exit_code="(-?\d+)" timed_out="(\w+)"',
+                  re.DOTALL)
+
+
+def parse_lookahead_prompt(text: str) -> list[tuple[str, int, bool]]:
+    """(command, exit code, timed out) of each candidate of a lookahead selector prompt."""
+    return [(cmd.strip(), int(code), out == "true") for _, cmd, code, out in _RAN.findall(text)]
+
+
+def lookahead_pick(steps: list[str] | None, executed: list[str], ran: list[tuple[str, int, bool]],
+                   rng: random.Random, accuracy: float) -> tuple[int, str]:
+    """The simulated selector on a lookahead prompt (see the module doc): candidates whose outcome
+    shows a failure (non-zero exit, timeout) are out while any other is there."""
+    everyone = list(range(len(ran)))
+    ok = [i for i, (_, code, timed_out) in enumerate(ran) if code == 0 and not timed_out] or everyone
+    good, harmless = judge_candidates(steps, executed, [c for c, _, _ in ran])
+    if rng.random() < accuracy:
+        good_ok, harmless_ok = [i for i in good if i in ok], [i for i in harmless if i in ok]
+        pool, why = ((good_ok, "it ran cleanly and makes the progress the task needs") if good_ok else
+                     (harmless_ok, "it ran cleanly and is the safest of weak options") if harmless_ok else
+                     (ok, "it is one that ran without failing"))
+    else:
+        pool, why = ok, "chosen without a clear preference among those that ran without failing"
+    return rng.choice(pool) if pool else 0, why
+
+
 @register_role("selector")
 def sim_selector(messages, n, rng, params) -> list[str]:
     text = str(messages[-1]["content"])
+    if "<outcome exit_code=" in text:
+        executed = parse_selector_prompt(text)[0]
+        ran, steps = parse_lookahead_prompt(text), lookup_task(text)
+        picks = [lookahead_pick(steps, executed, ran, rng, params["accuracy"]) for _ in range(n)]
+        return [json.dumps({"rationale": f"Candidate {i}: {why}.", "selected_index": i}) for i, why in picks]
     executed, cands = parse_selector_prompt(text)
     steps = lookup_task(text)
     good, harmless = judge_candidates(steps, executed, cands)
@@ -177,6 +213,8 @@ def sim_selector(messages, n, rng, params) -> list[str]:
 
 
 _OBSERVATION_BLOCK = re.compile(r'(<observation turn="\d+">\n<returncode>-?\d+</returncode>).*?(</observation>)', re.DOTALL)
+# A lookahead candidate's outcome: its exit code and timeout stay, its run time and output go.
+_OUTCOME_BLOCK = re.compile(r'(<outcome exit_code="-?\d+" timed_out="\w+")[^>]*>.*?</outcome>', re.DOTALL)
 
 
 def _stable_text(message: dict[str, Any]) -> str:
@@ -185,7 +223,7 @@ def _stable_text(message: dict[str, Any]) -> str:
     text = str(message.get("content") or "")
     if text.startswith("<returncode>"):
         return text.split("</returncode>", 1)[0]
-    return _OBSERVATION_BLOCK.sub(r"\1\2", text)
+    return _OUTCOME_BLOCK.sub(r"\1/>", _OBSERVATION_BLOCK.sub(r"\1\2", text))
 
 
 def _seed_for(messages: list[dict[str, Any]], seed: Any, salt: str) -> int:

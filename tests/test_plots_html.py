@@ -116,11 +116,21 @@ def test_pareto_frontier() -> None:
     assert P.pareto_frontier([(5, 0.1)]) == [0]
 
 
+def test_pareto_frontier_counts_what_candidate_runs_added() -> None:
+    # (tokens, exec seconds candidate runs added, pass@1): a lookahead setting that spends fewer
+    # tokens but runs candidates is not beaten by one that spends more tokens and runs none; one
+    # that costs more on both and passes less is.
+    pts = [(1000, 0.0, 0.5), (800, 30.0, 0.6), (900, 40.0, 0.55), (1200, 0.0, 0.6)]
+    assert P.pareto_frontier(pts) == [1, 0, 3]
+    assert P.pareto_frontier([(800, 30.0, 0.6), (800, 0.0, 0.6)]) == [1]  # same tokens and pass, no exec: it wins
+
+
 def test_pareto_table_uses_total_tokens(reported: R.ReportContext) -> None:
     pt = next(s.frame for s in reported.sections if s.key == "pareto").set_index("setting")
     assert pt.loc["bon4", "total_tokens"] == 900 + 200 + 500 + 30
     assert pt.loc["baseline", "total_tokens"] == 100 + 20
     assert pt["on_frontier"].all()  # bon4 costs more but passes more
+    assert (pt["candidate_execs"] == 0).all() and (pt["candidate_exec_sec"] == 0).all()  # no lookahead there
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None and shutil.which("chromium-browser") is None,

@@ -63,7 +63,7 @@ def run_scripted(tmp_path, commands, limits=None, agent_timeout=60):
     runner = Runner(exp, [task], tmp_path / "run")
     spec = plan_trials(exp, [task])[0]
 
-    async def act(spec_, rec, box, context, *_):
+    async def act(spec_, rec, box, context, *_, **__):
         from tbscale.agent.loop import run_agent
         return await run_agent(task, box, ScriptedPolicy(commands), exp.limits, rec, seed=0)
 
@@ -122,7 +122,7 @@ def test_container_removed_when_agent_raises(tmp_path):
     spec = plan_trials(exp, [task])[0]
     seen = {}
 
-    async def act(spec_, rec, box, context, *_):
+    async def act(spec_, rec, box, context, *_, **__):
         seen["id"] = box.id
         raise RuntimeError("agent exploded")
 
@@ -220,10 +220,10 @@ def test_a_crashing_trial_does_not_stop_the_run_and_is_retried(tmp_path):
     runner = Runner(exp, tasks, tmp_path / "run")
     real_act = runner.trials.act
 
-    async def flaky(spec, rec, box, context, *rest):
+    async def flaky(spec, rec, box, context, *rest, **kw):
         if spec.task.id == "crash-task":
             raise RuntimeError("unexpected bug")
-        return await real_act(spec, rec, box, context, *rest)
+        return await real_act(spec, rec, box, context, *rest, **kw)
 
     runner.trials.act = flaky
     counters = asyncio.run(runner.run())

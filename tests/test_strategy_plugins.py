@@ -46,7 +46,8 @@ def test_builtin_declarations():
     assert {"best_of_n", "pdr"} <= set(names("trajectory", record=RECORD_STAGED))
     assert "cer" in names("trajectory", record=RECORD_CER) and "single" not in names("trajectory", record=RECORD_STAGED)
     assert names("policy", baseline=True) == ["baseline"] and names("trajectory", baseline=True) == ["single"]
-    assert names("policy", adaptive=True) == ["turn_bon"]
+    assert names("policy", adaptive=True) == ["lookahead", "turn_bon"]
+    assert names("policy", forks=True) == ["lookahead"]
     # A record's `kind` is the name its strategy is registered under: the report finds records by it.
     for name in names("trajectory"):
         e = entry("trajectory", name)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from tbscale.agent.loop import AttemptOutcome, run_agent, run_command
-from tbscale.agent.policy import ActionPolicy
+from tbscale.agent.policy import ActionPolicy, Branches
 from tbscale.config import Limits
 from tbscale.environments import Environment, PhaseView
 from tbscale.logs import AttemptRecorder
@@ -34,6 +34,7 @@ class AgentRun:
     history: list[dict[str, Any]] | None = None
     max_new_turns: int | None = None
     user: str = ""
+    branches: Branches | None = None  # forks of `env`, for a policy that looks ahead
 
 
 class Agent(Protocol):
@@ -78,7 +79,7 @@ class BashAgent:
         return await run_agent(run.task, run.env, self.policy, run.limits, run.rec, seed=run.seed,
                                context=run.context, prompts=run.prompts, action_format=self.action_format,
                                history=run.history, max_new_turns=run.max_new_turns,
-                               context_window=self.context_window)
+                               context_window=self.context_window, branches=run.branches)
 
 
 @register_agent("oracle")

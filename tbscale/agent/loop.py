@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from tbscale.agent.policy import ActionPolicy, TurnContext
+from tbscale.agent.policy import ActionPolicy, Branches, TurnContext
 from tbscale.agent.templates import format_observation, render
 from tbscale.config import Limits
 from tbscale.environments import Environment
@@ -74,13 +74,14 @@ class LoopContext:
     context_window: int | None  # history tokens the model takes (None: no check)
     deadline: float  # time.monotonic() by which the attempt must end
     turns: range  # the turns this run may take (a continued prefix starts after its own)
+    branches: Branches | None = None  # forks of `env` for a policy that looks ahead (agent/policy.py)
 
 
 async def run_agent(task: Task, box: Environment, policy: ActionPolicy, limits: Limits, rec: AttemptRecorder,
                     *, seed: int, context: str | None = None, prompts: dict[str, str] | None = None,
                     context_window: int | None = None, time_budget_sec: float | None = None,
                     action_format: str = "fenced", history: list[dict[str, Any]] | None = None,
-                    max_new_turns: int | None = None) -> AttemptOutcome:
+                    max_new_turns: int | None = None, branches: Branches | None = None) -> AttemptOutcome:
     """Run one attempt of the bash agent in `box`. Never raises for attempt-ending conditions:
     they come back as the outcome's stop_reason (and an `end`-worthy error message)."""
     budget = time_budget_sec or limits.agent_timeout_sec or task.agent_timeout_sec
@@ -98,7 +99,8 @@ async def run_agent(task: Task, box: Environment, policy: ActionPolicy, limits: 
     first_turn = 1 + sum(m["role"] == "assistant" for m in messages)
     last_turn = limits.max_turns if max_new_turns is None else min(limits.max_turns, first_turn + max_new_turns - 1)
     ctx = LoopContext(task=task, env=box, policy=policy, limits=limits, rec=rec, seed=seed, prompts=prompts,
-                      context_window=context_window, deadline=start + budget, turns=range(first_turn, last_turn + 1))
+                      context_window=context_window, deadline=start + budget, turns=range(first_turn, last_turn + 1),
+                      branches=branches)
     outcome = AttemptOutcome("agent_error", first_turn - 1, 0, messages)
     try:
         async with asyncio.timeout(budget + 30):  # a backstop: the checks below should fire first
@@ -116,12 +118,17 @@ async def run_command(box: Environment, command: str, timeout: float, limits: Li
     with the elided byte count), and the whole output goes to a side file only when configured."""
     side = rec.side_file("output.txt") if limits.keep_full_output else None
     result = await asyncio.to_thread(box.exec, command, timeout, output_limit=limits.stored_output_max_bytes, tee=side)
+    record_observation(rec, result, rec.relative(side) if side is not None else None)
+    return result
+
+
+def record_observation(rec: AttemptRecorder, result, full_output: str | None = None) -> None:
+    """The `observation` event of the command that ran (here, or already in a fork)."""
     extra = {"output_bytes": result.output_bytes, "elided_bytes": result.elided_bytes} if result.elided_bytes else {}
-    if side is not None:
-        extra["full_output"] = rec.relative(side)
+    if full_output is not None:
+        extra["full_output"] = full_output
     rec.event("observation", exit_code=result.exit_code, output=result.output, timed_out=result.timed_out,
               duration_sec=round(result.duration_sec, 4), **extra)
-    return result
 
 
 async def _loop(ctx: LoopContext, outcome: AttemptOutcome) -> None:
@@ -134,9 +141,13 @@ async def _loop(ctx: LoopContext, outcome: AttemptOutcome) -> None:
             raise AgentTimeout("the attempt ran past its time budget")
         if ctx.context_window and _estimate_tokens(messages) > ctx.context_window:
             raise ContextWindowExceeded(f"history of ~{_estimate_tokens(messages)} tokens exceeds {ctx.context_window}")
-        decision = await ctx.policy.decide(messages, TurnContext(turn=turn, seed=ctx.seed * 100_003 + turn, rec=rec,
-                                                                 task=ctx.task))
+        timeout = max(1.0, min(limits.command_timeout_sec, ctx.deadline - time.monotonic()))
+        decision = await ctx.policy.decide(messages, TurnContext(
+            turn=turn, seed=ctx.seed * 100_003 + turn, rec=rec, task=ctx.task, branches=ctx.branches,
+            command_timeout_sec=timeout, output_limit=limits.stored_output_max_bytes))
         completion, action = decision.completion, decision.action
+        if decision.env is not None:  # the policy ran its pick in a fork, which is now the environment
+            ctx.env = decision.env
         messages.append(assistant_message(completion))
         if completion.finish_reason == "length":
             raise OutputLengthExceeded("the chosen response was cut off at the output-length limit")
@@ -148,10 +159,14 @@ async def _loop(ctx: LoopContext, outcome: AttemptOutcome) -> None:
             messages.extend(reply_messages(completion, render("format_error", ctx.prompts, error=action.error,
                                                               finish_marker=FINISH_MARKER)))
             continue
-        timeout = max(1.0, min(limits.command_timeout_sec, ctx.deadline - time.monotonic()))
         rec.event("action", command=action.command, selected_index=decision.selected_index,
-                  n_candidates=decision.n_candidates)
-        result = await run_command(ctx.env, action.command, timeout, limits, rec)
+                  n_candidates=decision.n_candidates, **({"ran_in_fork": True} if decision.result else {}))
+        if decision.result is not None:
+            result = decision.result
+            record_observation(rec, result)
+        else:
+            timeout = max(1.0, min(limits.command_timeout_sec, ctx.deadline - time.monotonic()))
+            result = await run_command(ctx.env, action.command, timeout, limits, rec)
         outcome.actions.append(action.command)
         if ends_attempt(result.output):
             outcome.stop_reason = "submitted"

@@ -167,30 +167,40 @@ def plot_turn_size(size: pd.DataFrame, path: Path, simulated: bool = False) -> P
     return _save(fig, path)
 
 
-def pareto_frontier(points: list[tuple[float, float]]) -> list[int]:
-    """Indices of points no other point beats on both axes (fewer tokens x, higher pass y), in
-    order of x. Of points tied on x only the highest y can be on it, and of points equal on both
-    axes only the first listed is kept."""
-    order = sorted(range(len(points)), key=lambda i: (points[i][0], -points[i][1]))
-    front, best = [], -np.inf
-    for i in order:
-        if points[i][1] > best:
-            front.append(i)
-            best = points[i][1]
-    return front
+def pareto_frontier(points: list[tuple[float, ...]]) -> list[int]:
+    """Indices of points no other point beats: each point is (cost, ..., value), lower costs and
+    a higher value better. A point is off the frontier when another is at least as good on every
+    axis and better on one; of points equal on every axis only the first listed is kept. With one
+    cost, the 2-D frontier (fewer tokens x, higher pass y). In order of the first cost."""
+    def beats(j: int, i: int) -> bool:
+        a, b = points[j], points[i]
+        no_worse = all(x <= y for x, y in zip(a[:-1], b[:-1])) and a[-1] >= b[-1]
+        return no_worse and (a != b or j < i)
+
+    front = [i for i in range(len(points)) if not any(beats(j, i) for j in range(len(points)) if j != i)]
+    return sorted(front, key=lambda i: (points[i][0], -points[i][-1]))
 
 
 def pareto_table(df: pd.DataFrame) -> pd.DataFrame:
+    """pass@1 against cost per trial, with the frontier over two costs: tokens (input + output,
+    every role) and the exec seconds candidate commands added (a lookahead policy runs every
+    candidate in a fork; other settings add none, and for them the frontier is the token one)."""
     s = tables.summary(df)
-    tokens = []
-    by = tables.by_label(df, ["label", *(f"{r}_{k}" for r in tables.ROLES for k in ("input", "output"))])
+    tokens, execs, exec_sec = [], [], []
+    cols = ["label", "candidate_execs", "candidate_exec_sec", *(f"{r}_{k}" for r in tables.ROLES
+                                                                for k in ("input", "output"))]
+    by = tables.by_label(df, cols)
     for lab in s["setting"]:
         sub = by[lab]
         tokens.append(float(sum(sub[f"{r}_input"].mean() + sub[f"{r}_output"].mean() for r in tables.ROLES)))
-    s = s.assign(total_tokens=tokens)
-    front = set(pareto_frontier(list(zip(s["total_tokens"], s["pass@1"]))))
+        execs.append(float(sub["candidate_execs"].mean()) if "candidate_execs" in sub else 0.0)
+        exec_sec.append(float(sub["candidate_exec_sec"].mean()) if "candidate_exec_sec" in sub else 0.0)
+    s = s.assign(total_tokens=tokens, candidate_execs=execs, candidate_exec_sec=exec_sec)
+    front = set(pareto_frontier([(t, e, p) for t, e, p in zip(s["total_tokens"], s["candidate_exec_sec"],
+                                                               s["pass@1"])]))
     s["on_frontier"] = [i in front for i in range(len(s))]
-    return s[["setting", "total_tokens", "pass@1", "ci_lo", "ci_hi", "on_frontier"]]
+    return s[["setting", "total_tokens", "candidate_execs", "candidate_exec_sec", "pass@1", "ci_lo", "ci_hi",
+              "on_frontier"]]
 
 
 def plot_pareto(pt: pd.DataFrame, path: Path, simulated: bool = False) -> Path | None:
@@ -253,8 +263,10 @@ def plot_sections(ctx: ReportContext) -> None:
     pareto = pareto_table(ctx.df)
     ctx.sections.append(Section(
         "pareto", "pass@1 against tokens: the Pareto frontier across settings", pareto,
-        "total_tokens: input + output tokens of every role per trial (mean over trials); on_frontier: no other "
-        "setting has both fewer tokens and a higher pass@1.", ("pass@1", "ci_lo", "ci_hi")))
+        "total_tokens: input + output tokens of every role per trial (mean over trials); candidate_execs and "
+        "candidate_exec_sec: commands a lookahead policy ran in forks per trial and the exec seconds they added; "
+        "on_frontier: no other setting is at least as good on tokens, added exec seconds and pass@1 and better "
+        "on one.", ("pass@1", "ci_lo", "ci_hi")))
     if not ctx.plots:
         return
     out, sim = ctx.out_dir, ctx.simulated

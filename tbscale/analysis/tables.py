@@ -136,12 +136,15 @@ def pass_k(df: pd.DataFrame) -> pd.DataFrame:
 def costs(df: pd.DataFrame, baseline: str | None) -> pd.DataFrame:
     """turn-bon Table 1: per-attempt generator output tokens (all N candidates), selector output
     tokens, and (generator + selector output) as a ratio to the baseline's generator output; plus
-    every other role's output tokens and the input side, for strategies beyond Turn-BoN."""
+    every other role's output tokens and the input side, for strategies beyond Turn-BoN; and the
+    environment side a lookahead policy adds: candidate commands run in forks (the picks
+    included) and the exec seconds of those beyond the picks, per trial."""
     base_gen = None
     if baseline is not None:
         base_gen = df.loc[df["label"] == baseline, "generator_output"].mean()
     rows = []
-    cols = ["label", "turns", "cost_usd", *(f"{r}_{k}" for r in ROLES for k in ("input", "output"))]
+    cols = ["label", "turns", "cost_usd", "candidate_execs", "candidate_exec_sec",
+            *(f"{r}_{k}" for r in ROLES for k in ("input", "output"))]
     for lab, sub in by_label(df, cols).items():
         gen, sel = sub["generator_output"].mean(), sub["selector_output"].mean()
         other = sum(sub[f"{r}_output"].mean() for r in ("verifier", "summarizer", "judge"))
@@ -151,8 +154,15 @@ def costs(df: pd.DataFrame, baseline: str | None) -> pd.DataFrame:
             "total_out": total, "total_vs_baseline": (total / base_gen) if base_gen else np.nan,
             "input_tokens": sum(sub[f"{r}_input"].mean() for r in ROLES),
             "avg_turns": sub["turns"].mean(), "cost_usd": sub["cost_usd"].mean(),
+            "candidate_execs": _mean_or_zero(sub, "candidate_execs"),
+            "candidate_exec_sec": _mean_or_zero(sub, "candidate_exec_sec"),
         })
     return pd.DataFrame(rows)
+
+
+def _mean_or_zero(sub: pd.DataFrame, col: str) -> float:
+    """A column's mean; 0 for tables without it (runs imported from other harnesses run no forks)."""
+    return float(sub[col].mean()) if col in sub.columns and len(sub) else 0.0
 
 
 def endings(df: pd.DataFrame) -> pd.DataFrame:

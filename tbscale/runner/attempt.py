@@ -27,6 +27,7 @@ from tbscale.environments.owner import LABEL_RUN
 from tbscale.errors import SandboxError, TaskRefused
 from tbscale.logs import AttemptRecorder
 from tbscale.runner.environment import AttemptEnvironments
+from tbscale.runner.forks import AttemptForks
 from tbscale.runner.plan import TrialSpec
 from tbscale.runner.rundir import RunFolder
 from tbscale.runner.steps import run_steps
@@ -65,8 +66,9 @@ class TrialSide(Protocol):
 
     async def act(self, spec: TrialSpec, rec: AttemptRecorder, box: Environment, context: str | None,
                   prefix: Prefix | None = None, max_new_turns: int | None = None, *,
-                  task: Task | None = None) -> AttemptOutcome:
-        """The setting's agent in `box`, on `task` (a step's) or the trial's own."""
+                  task: Task | None = None, branches: AttemptForks | None = None) -> AttemptOutcome:
+        """The setting's agent in `box`, on `task` (a step's) or the trial's own; `branches`: forks
+        of it for a policy that looks ahead."""
         ...
 
 
@@ -87,6 +89,7 @@ class Attempt:
         self.checks = AttemptVerification(self.envs, rec, verifier_timeout_sec=self.exp.limits.verifier_timeout_sec,
                                           sweep=self.exp.environment.agent_processes == "stop",
                                           artifacts_root=self.artifacts_dir.parent.parent)
+        self.forks: AttemptForks | None = None  # when the backend can fork (a lookahead policy's branches)
 
     async def run(self) -> AttemptResult:
         outcome = AttemptOutcome("sandbox_error", 0, 0)
@@ -103,7 +106,13 @@ class Attempt:
                 outcome.stop_reason, outcome.error, outcome.error_type = e.stop_reason, str(e), type(e).__name__
             finally:
                 t = time.monotonic()
-                await asyncio.to_thread(self.envs.close)
+                try:
+                    if self.forks is not None:
+                        await self.forks.drain()
+                finally:
+                    await asyncio.to_thread(self.envs.close)
+                    if self.forks is not None:
+                        await asyncio.to_thread(self.forks.close)
                 self.timing["remove"] = time.monotonic() - t
         return self.result(outcome, verdict, steps)
 
@@ -139,6 +148,17 @@ class Attempt:
         self.timing["prepare"] = time.monotonic() - t
         return box
 
+    def branches(self, box: Environment, agent) -> AttemptForks | None:
+        """Forks of `box` for a policy that looks ahead, when the backend can take snapshots;
+        verification runs in whichever environment the attempt ends in (`self.forks.box`)."""
+        if self.envs.caps.snapshots:
+            self.forks = AttemptForks(self.envs, self.checks, box, agent, self.rec)
+        return self.forks
+
+    def current(self, box: Environment) -> Environment:
+        """The attempt's environment now: `box`, or the fork a lookahead policy went on in."""
+        return self.forks.box if self.forks is not None else box
+
     def _started(self, box: Environment, image: str | None, built: bool) -> None:
         req = self.req
         self.rec.event("attempt_start", stage=req.stage, image=image, image_built=built, container=box.id,
@@ -150,7 +170,8 @@ class Attempt:
     async def agent_phase(self, box: Environment) -> tuple[AttemptOutcome, VerifierResult | None]:
         """The verifier's baseline, the prefix replayed, the agent, then verification: every
         ending but a paused prefix gets verified (so "would the verifier have passed it" stays
-        answerable; the ending still follows Table 5)."""
+        answerable; the ending still follows Table 5). Verification runs in the environment the
+        agent ended in (a fork, under a lookahead policy)."""
         task, req, timing = self.task, self.req, self.timing
         await asyncio.to_thread(self.checks.begin, box, task.verifier, timing)
         guard = getattr(self.checks, "guard", None)
@@ -167,8 +188,10 @@ class Attempt:
             timing["replay"] = time.monotonic() - t
         t = time.monotonic()
         view = await asyncio.to_thread(self.envs.agent_view, box, task.agent)
-        outcome = await self.trial.act(self.spec, self.rec, view, req.context, req.prefix, req.max_new_turns)
+        outcome = await self.trial.act(self.spec, self.rec, view, req.context, req.prefix, req.max_new_turns,
+                                       branches=self.branches(box, task.agent))
         timing["agent"] = time.monotonic() - t
+        box = self.current(box)
         if outcome.stop_reason == "paused" and req.keep_snapshot != "no" and self.envs.caps.snapshots:
             t = time.monotonic()
             try:
@@ -189,11 +212,15 @@ class Attempt:
                     None, [])
 
         async def act(view: Environment, step_task: Task) -> AttemptOutcome:
-            return await self.trial.act(self.spec, self.rec, view, self.req.context, None, None, task=step_task)
+            branches = self.forks or self.branches(box, step_task.agent)
+            if branches is not None:
+                branches.agent = step_task.agent
+            return await self.trial.act(self.spec, self.rec, view, self.req.context, None, None, task=step_task,
+                                        branches=branches)
 
         return await run_steps(self.task, box, envs=self.envs, checks=self.checks, act=act,
                                artifacts_dir=self.artifacts_dir, timing=self.timing,
-                               oracle=self.spec.setting.agent == "oracle")
+                               oracle=self.spec.setting.agent == "oracle", current=lambda: self.current(box))
 
     async def replay(self, prefix: Prefix, box: Environment) -> None:
         """Rebuild a prefix's environment state by running its commands again, in order."""

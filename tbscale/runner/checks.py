@@ -107,6 +107,26 @@ def check_models(exp: Experiment, config: Path | str) -> None:
                                "write it as <provider>/<model> (e.g. openai/gpt-4.1, hosted_vllm/<name>)") from None
 
 
+def check_forks(exp: Experiment, config: Path | str, backend: Backend | None) -> None:
+    """A setting whose policy runs candidates in forks of the environment (`lookahead`) needs a
+    backend that can take snapshots."""
+    if backend is None:
+        return
+    from tbscale.runner.enforcement import capabilities
+    from tbscale.strategies import entry
+
+    caps = None
+    for i, s in enumerate(exp.settings):
+        if not entry("policy", s.policy.name).forks:
+            continue
+        caps = caps or capabilities(backend)
+        if not caps.snapshots:
+            name = getattr(backend, "name", None) or exp.environment.backend
+            why = caps.reason("snapshots", f"the {name} backend cannot take snapshots of an environment")
+            raise TbscaleError(f"{config}: settings[{i}].policy: {s.policy.name} runs every candidate in a fork of the "
+                               f"environment, and {why}")
+
+
 def check_plan_size(exp: Experiment, tasks: list[Task], config: Path | str) -> None:
     bounds.check("planned_trials", len(exp.settings) * len(tasks) * exp.trials,
                  f"{config}: {len(exp.settings)} settings x {len(tasks)} tasks x {exp.trials} trials")
@@ -118,4 +138,5 @@ def before_first_container(exp: Experiment, tasks: list[Task], config: Path | st
     check_plan_size(exp, tasks, config)
     check_prompts(exp, config)
     check_tasks(tasks, backend)
+    check_forks(exp, config, backend)
     check_models(exp, config)

@@ -289,6 +289,13 @@ class VerifierGuard:
         self.before["sidecar_processes"] = {n: self._processes(c) for n, c in self._sidecars().items()}
         self.timing["guard_processes"] = time.monotonic() - t
 
+    def processes_of(self, box: Environment) -> dict[str, Any]:
+        """The process part of a baseline, of another environment: a fork the attempt may go on in
+        (runner/forks.py), listed as it started. Its processes are the task's (entrypoint,
+        services), none of them the agent's: a fork carries over no process of its parent's."""
+        return {"processes": self._processes(box),
+                "sidecar_processes": {n: self._processes(box.service(n)) for n in box.services}}
+
     # ---- after it ---------------------------------------------------------------------------------
     def seal(self, actions: list[tuple[int, str]], restart_hook=None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """Stop the agent's processes (unless sweep is off), then compare with the baseline:

@@ -30,11 +30,13 @@ AgentPhase = Callable[[Environment, Task], Awaitable[AttemptOutcome]]
 
 
 async def run_steps(task: Task, box: Environment, *, envs: AttemptEnvironments, checks: AttemptVerification,
-                    act: AgentPhase, artifacts_dir: Path, timing: dict[str, float], oracle: bool
+                    act: AgentPhase, artifacts_dir: Path, timing: dict[str, float], oracle: bool,
+                    current: Callable[[], Environment] | None = None
                     ) -> tuple[AttemptOutcome, VerifierResult | None, list[StepResult]]:
     """Every step of `task` in `box` (see the module doc): the attempt's outcome, its combined
     verdict and one StepResult per step. `oracle`: the agent is the oracle, whose own
-    /solution is no tampering."""
+    /solution is no tampering. `current`: the environment the attempt is in after a step's agent
+    (a fork a lookahead policy went on in), when it may change."""
     rec = envs.rec
     results: list[StepResult] = []
     verdicts: list[tuple[str, VerifierResult]] = []
@@ -60,6 +62,8 @@ async def run_steps(task: Task, box: Environment, *, envs: AttemptEnvironments, 
         await asyncio.to_thread(checks.begin, box, step.verifier, timing)
         view = await asyncio.to_thread(envs.agent_view, box, step.agent)
         out = await act(view, step_task)
+        if current is not None:
+            box = current()
         timing["agent"] = timing.get("agent", 0.0) + time.monotonic() - t
         total.turns += out.turns
         total.format_errors += out.format_errors

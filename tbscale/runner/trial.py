@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from tbscale.agent.agents import AgentRun, create_agent, uses_model
 from tbscale.agent.loop import AttemptOutcome
+from tbscale.agent.policy import Branches
 from tbscale.config import Experiment, Setting
 from tbscale.environments import Backend, Environment
 from tbscale.errors import AttemptStopped
@@ -145,10 +146,11 @@ class TrialRunner:
 
     async def act(self, spec: TrialSpec, rec: AttemptRecorder, box: Environment, context: str | None,
                   prefix: Prefix | None = None, max_new_turns: int | None = None, *,
-                  task: Task | None = None) -> AttemptOutcome:
-        """The setting's agent in `box` (a phase's view of the environment), on `task` (a step's)."""
+                  task: Task | None = None, branches: Branches | None = None) -> AttemptOutcome:
+        """The setting's agent in `box` (a phase's view of the environment), on `task` (a step's);
+        `branches`: forks of it, for a policy that looks ahead."""
         agent = self.agent_for(spec, spec.seed)
         return await agent.run(AgentRun(task=task or spec.task, env=box, rec=rec, limits=self.exp.limits,
                                         seed=spec.seed + 1000 * rec.attempt, prompts=self.exp.prompts,
                                         context=context, history=prefix.messages if prefix else None,
-                                        max_new_turns=max_new_turns))
+                                        max_new_turns=max_new_turns, branches=branches))

@@ -17,7 +17,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from tbscale.errors import TbscaleError
-from tbscale.strategies import action_verifiers, baseline, best_of_n, cer, pdr, single, turn_bon  # noqa: F401
+from tbscale.strategies import (action_verifiers, baseline, best_of_n, cer, lookahead, pdr, single,  # noqa: F401
+                                turn_bon)
 from tbscale.strategies.base import Params
 from tbscale.strategies.registry import Entry, lock, matching, registered, with_record
 

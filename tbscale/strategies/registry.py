@@ -14,6 +14,8 @@ What a strategy declares, so that the report and the trial line never name one:
   compared with (one sample per turn, one attempt);
 - `adaptive` (policies): its settings with `adaptive:` parameters are compared with its plain
   settings of the same N (the adaptive report);
+- `forks` (policies): it runs candidates in forks of the environment, so a run whose backend
+  cannot take snapshots is refused before any environment starts;
 - on the Params model (base.py): `oracle_selects()` (the verifier's verdict picks attempts: the
   trial line's `oracle_selection`), `selector_field` (the model that picks among a turn's
   candidates: the trial line's `selector_model`), `model_refs()` and `file_refs()`.
@@ -45,6 +47,7 @@ class Entry:
     record: str | None = None
     baseline: bool = False
     adaptive: bool = False
+    forks: bool = False
 
     @property
     def origin(self) -> str:
@@ -76,9 +79,10 @@ def _register(kind: str, name: str, params: type[Params], **declared: Any):
     return deco
 
 
-def register_policy(name: str, params: type[Params], *, baseline: bool = False, adaptive: bool = False):
+def register_policy(name: str, params: type[Params], *, baseline: bool = False, adaptive: bool = False,
+                    forks: bool = False):
     """Register an action policy (a class taking `(params, *, generator, models, seed, tools)`)."""
-    return _register("policy", name, params, baseline=baseline, adaptive=adaptive)
+    return _register("policy", name, params, baseline=baseline, adaptive=adaptive, forks=forks)
 
 
 def register_trajectory(name: str, params: type[Params], *, record: str | None = None, baseline: bool = False):

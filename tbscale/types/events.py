@@ -174,6 +174,39 @@ class ActionEvent(EventBase):
     command: str
     selected_index: int = 0
     n_candidates: int = 1
+    ran_in_fork: bool | None = None  # a lookahead pick: it ran in its fork, which the attempt went on in
+
+
+class LookaheadRun(BaseModel):
+    """One distinct command a lookahead turn ran in a fork: which candidates proposed it, what it
+    did, and what of its output the selector was shown (head and tail)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    candidates: list[int]
+    command: str
+    exit_code: int | None = None
+    timed_out: bool = False
+    duration_sec: float = 0.0
+    output_bytes: int | None = None
+    output: str = ""
+    picked: bool = False
+
+
+class LookaheadEvent(EventBase):
+    """A lookahead turn (strategies/lookahead.py): the commands run in forks and where the turn's
+    time went (sampling, waiting for forks, running the commands, choosing and adopting)."""
+
+    type: Literal["lookahead"] = "lookahead"
+    path: str
+    ran: list[LookaheadRun] = Field(default_factory=list)
+    picked: int | None = None
+    exec_added_sec: float = 0.0
+    sample_sec: float | None = None
+    fork_wait_sec: float | None = None
+    exec_sec: float | None = None
+    select_sec: float | None = None
+    turn_sec: float | None = None
 
 
 class Observation(EventBase):
@@ -281,10 +314,11 @@ class End(EventBase):
 
 
 Event = Annotated[Union[Start, AttemptStart, ModelCall, Candidates, Selection, FormatError, VerifierCall, Summary,
-                        ActionEvent, Observation, Replay, ForkEvent, SetupEvent, SweepEvent, VerifierEvent, AttemptEnd, End],
+                        ActionEvent, LookaheadEvent, Observation, Replay, ForkEvent, SetupEvent, SweepEvent,
+                        VerifierEvent, AttemptEnd, End],
                   Field(discriminator="type")]
 EVENT_TYPES: dict[str, type[EventBase]] = {
     m.model_fields["type"].default: m
     for m in (Start, AttemptStart, ModelCall, Candidates, Selection, FormatError, VerifierCall, Summary, ActionEvent,
-              Observation, Replay, ForkEvent, SetupEvent, SweepEvent, VerifierEvent, AttemptEnd, End)}
+              LookaheadEvent, Observation, Replay, ForkEvent, SetupEvent, SweepEvent, VerifierEvent, AttemptEnd, End)}
 event_adapter: TypeAdapter[Event] = TypeAdapter(Event)

@@ -173,9 +173,24 @@ def _turn(attempt: dict[str, Any], t: Any) -> dict[str, Any]:
         if existing["turn"] == t:
             return existing
     new = {"turn": t, "calls": [], "candidates": None, "selection": None, "verifier_calls": [], "format_error": None,
-           "action": None, "observation": None, "other": []}
+           "action": None, "observation": None, "lookahead": None, "other": []}
     turns.append(new)
     return new
+
+
+def lookahead_outcomes(e: dict[str, Any]) -> dict[str, Any]:
+    """A lookahead turn (strategies/lookahead.py) as the viewer shows it: per candidate, the outcome
+    of the command it proposed (its own fork's run, or the run it shared with identical ones)."""
+    la = _strip(e)
+    by_candidate: dict[str, Any] = {}
+    for i, run in enumerate(la.get("ran") or []):
+        out, cut = clip_middle(run.get("output"))
+        shown = {**run, "output": out, "output_cut": cut, "run": i}
+        for c in run.get("candidates") or []:
+            by_candidate[str(c)] = {**shown, "shared": len(run.get("candidates") or []) > 1, "first": c == run["candidates"][0]}
+    la.pop("ran", None)
+    la["by_candidate"] = by_candidate
+    return la
 
 
 def extract_trial(row: dict[str, Any], events: Iterable[dict[str, Any]]) -> dict[str, Any]:
@@ -232,6 +247,8 @@ def extract_trial(row: dict[str, Any], events: Iterable[dict[str, Any]]) -> dict
                 turn["calls"].append(_strip(e))
             elif typ == "verifier_call":
                 turn["verifier_calls"].append(_slim_verifier_call(e))
+            elif typ == "lookahead" and turn["lookahead"] is None:
+                turn["lookahead"] = lookahead_outcomes(e)
             elif typ in ("candidates", "selection", "format_error", "action", "observation") and turn[typ] is None:
                 if typ == "candidates":
                     turn[typ] = e.get("candidates") or []

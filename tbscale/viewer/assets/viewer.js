@@ -457,6 +457,9 @@
     if (thought) body.push(h("details", {"class": "thought"}, h("summary", {text: "thought"}), h("pre", {"class": "prose", text: thought})));
     if (c.reasoning) body.push(h("details", {"class": "reasoning"}, h("summary", {text: "reasoning"}), h("pre", {"class": "prose", text: c.reasoning})));
     if (c.tool_calls && c.tool_calls.length) body.push(rawDetails("tool calls", c.tool_calls));
+    var ran = ctx.lookahead && ctx.lookahead.by_candidate ? ctx.lookahead.by_candidate[String(i)] : null;
+    if (ran) body.push(forkOutcome(ran));
+    else if (ctx.lookahead && c.runnable !== false) body.push(h("div", {"class": "fork-outcome muted", text: "not run (fork budget)"}));
     var vcs = ctx.verifierBy[i] || [];
     if (vcs.length) {
       body.push(h("div", {"class": "cverif"}, vcs.map(function (vc) {
@@ -468,6 +471,16 @@
     }
     return h("div", {"class": "cand" + (picked ? " picked" : "") + (c.runnable === false ? " unrunnable" : ""), "data-index": i},
       h("div", {"class": "chead"}, badges, toks), body);
+  }
+
+  // What a lookahead candidate did in its fork, shown beside it (strategies/lookahead.py).
+  function forkOutcome(r) {
+    var head = h("div", {"class": "ohead"}, h("b", {text: "In its fork"}), " ",
+      h("span", {"class": "badge " + (r.exit_code === 0 ? "ok" : "bad"), text: "exit " + (r.exit_code === null || r.exit_code === undefined ? "?" : r.exit_code)}),
+      r.timed_out ? h("span", {"class": "badge bad", text: "timed out"}) : null,
+      " " + fmtSec(r.duration_sec) + " \u00b7 " + plural(r.output_bytes || 0, "byte"),
+      r.shared ? h("span", {"class": "badge dim", text: r.first ? "shared fork" : "same command: shares a fork"}) : null);
+    return h("div", {"class": "fork-outcome obs"}, head, headTail(r.output, {cut: r.output_cut, lines: 8, chars: 1200}));
   }
 
   function selectionBox(turn, pick) {
@@ -550,7 +563,8 @@
     add(box, head);
     if (turn.calls.length) add(box, h("div", {"class": "calls"}, turn.calls.map(callChip)));
     if (cands.length > 1) {
-      var ctx = {selection: sel, pick: pick, executed: !!turn.action, verifierBy: verifierByCandidate(turn)};
+      var ctx = {selection: sel, pick: pick, executed: !!turn.action, verifierBy: verifierByCandidate(turn),
+                 lookahead: turn.lookahead};
       var grid = h("div", {"class": "cands", style: "grid-template-columns: repeat(" + cands.length + ", minmax(240px, 1fr))"});
       cands.forEach(function (c, i) { grid.appendChild(candidateCard(c, i, ctx)); });
       add(box, h("div", {"class": "cands-scroll"}, grid));

@@ -1,0 +1,190 @@
+"""An attempt's environment as a policy may branch it (agent/policy.py, Branches; the lookahead
+policy, docs/forks-and-lookahead.md).
+
+`AttemptForks` holds the attempt's current environment. `open(count)` snapshots it and starts
+`count` forks of it, with the attempt's labels (so `tbscale clean` and the crash paths find
+them), each registered with the attempt's environments (so every path stops them) and seen as the
+agent phase sees its environment (its user and env; the backend starts a fork under its parent's
+network policy, which is the agent phase's). `adopt(fork)` makes a fork the
+attempt's environment: the former environment and every other open fork are stopped, and
+verification later runs in the adopted fork, sealed as ever (runner/verification.py):
+- the verifier guard's baseline of toolchain digests, mount points and the clock stays the one
+  taken before the agent phase began (the fork's filesystem is the parent's, so what the agent
+  changed before or after the fork is compared with the state it started from);
+- its baseline of processes is replaced by the fork's own, listed as it started and before any
+  candidate ran: processes are not carried into a fork, and the ones the task's entrypoint and
+  services start there again are the task's, not the agent's (a sidecar's would otherwise be
+  swept as the agent's).
+A snapshot whose forks are all discarded is released at once. The snapshot an adopted fork started
+from is kept to the attempt's end (`close`, on every path), when all are released newest first:
+the next turn's snapshot is taken in that fork, so its image is a child of this one and holds its
+layers anyway, and an engine removes a parent image only after its children. What `adopt` lets go of is removed off the turn's path (`drain` waits for
+it; the attempt drains before it stops its environments).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from tbscale.environments import Environment, PhaseView
+from tbscale.environments.base import snapshot_of
+from tbscale.errors import SandboxError
+from tbscale.logs import AttemptRecorder
+from tbscale.runner.environment import AttemptEnvironments
+from tbscale.runner.verification import AttemptVerification
+from tbscale.tasks.model import AgentSpec
+
+
+PURPOSE = "lookahead"
+
+
+def _id(snapshot: Any) -> str:
+    return str(getattr(snapshot, "id", snapshot))
+
+
+@dataclass
+class _Fork:
+    raw: Environment
+    view: Environment
+    snapshot: Any
+    processes: dict[str, Any] | None = None  # the guard's process baseline, as the fork started
+
+
+@dataclass
+class ForkStats:
+    """What forking cost this attempt (the trial line's fork fields sum them)."""
+
+    snapshots: int = 0
+    forks: int = 0
+    snapshot_sec: list[float] = field(default_factory=list)
+    fork_sec: list[float] = field(default_factory=list)
+
+
+class AttemptForks:
+    """See the module doc. `box` is the attempt's environment now (what verification runs in)."""
+
+    def __init__(self, envs: AttemptEnvironments, checks: AttemptVerification, box: Environment, agent: AgentSpec,
+                 rec: AttemptRecorder):
+        self.envs, self.checks, self.box, self.agent, self.rec = envs, checks, box, agent, rec
+        self.open_forks: list[_Fork] = []
+        self.snapshot: Any = None  # of the open forks
+        self.stats = ForkStats()
+        self.pending: list[asyncio.Task] = []  # removals started by `adopt`
+        self.owed: list[Any] = []  # every snapshot taken and not yet released (`close` releases the rest)
+        self._lock = asyncio.Lock()
+
+    # ---- the Branches protocol ---------------------------------------------------------------------
+    async def open(self, count: int) -> list[Environment]:
+        async with self._lock:
+            await self.drain()  # at most one turn's forks alive at once
+            if self.open_forks or self.snapshot is not None:
+                await self._discard()
+            t = time.monotonic()
+            snapshot = await asyncio.to_thread(snapshot_of, self.box)
+            took = time.monotonic() - t
+            self.snapshot = snapshot
+            self.owed.append(snapshot)
+            self.stats.snapshots += 1
+            self.stats.snapshot_sec.append(took)
+            self.rec.event("fork", op="snapshot", snapshot=_id(snapshot), container=self.box.id,
+                           images=getattr(snapshot, "images", None), sec=round(took, 4), purpose=PURPOSE,
+                           node=getattr(snapshot, "node", None))
+            results = await asyncio.gather(*(self._start_fork(snapshot) for _ in range(count)), return_exceptions=True)
+            self.open_forks = [r for r in results if isinstance(r, _Fork)]
+            failed = [r for r in results if isinstance(r, BaseException)]
+            if failed:
+                await self._discard()
+                err = failed[0]
+                raise err if isinstance(err, SandboxError) else SandboxError(f"could not fork the environment: {err}")
+            return [f.view for f in self.open_forks]
+
+    async def adopt(self, fork: Environment) -> Environment:
+        async with self._lock:
+            chosen = next((f for f in self.open_forks if f.view is fork or f.raw is fork), None)
+            if chosen is None:
+                raise SandboxError("adopt: not one of the open forks")
+            old, self.box = self.box, chosen.raw
+            guard = self.checks.guard
+            if guard is not None:
+                guard.box = chosen.raw
+                if guard.before is not None and chosen.processes is not None:
+                    guard.before.update(chosen.processes)
+            others = [f for f in self.open_forks if f is not chosen]
+            self.open_forks = []
+            self.snapshot = None  # the chosen fork's: released at the attempt's end (see the module doc)
+            # Off the turn's path: the agent goes on while the others are removed (`drain` waits).
+            self.pending.append(asyncio.create_task(self._retire([f.raw for f in others] + [old])))
+            return chosen.view
+
+    async def drain(self) -> None:
+        """Wait until the environments `adopt` let go of are removed."""
+        pending, self.pending = self.pending, []
+        for task in pending:
+            await task
+
+    async def _retire(self, boxes: list[Environment]) -> None:
+        results = await asyncio.gather(*(asyncio.to_thread(self.envs.stop, b) for b in boxes), return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException):
+                self.rec.event("fork", op="stop_failed", snapshot="", purpose=f"{PURPOSE}: {type(r).__name__}: {r}"[:300])
+
+    async def discard(self) -> None:
+        async with self._lock:
+            await self._discard()
+
+    # ---- the rest -----------------------------------------------------------------------------------
+    async def _start_fork(self, snapshot: Any) -> _Fork:
+        t = time.monotonic()
+        raw = await asyncio.to_thread(self.envs.backend.fork, snapshot, labels=dict(self.envs.labels))
+        self.envs.started.append(raw)
+        parent_spec = self.envs.specs.get(id(self.box))
+        if parent_spec is not None:
+            self.envs.specs[id(raw)] = parent_spec
+        took = time.monotonic() - t
+        self.stats.forks += 1
+        self.stats.fork_sec.append(took)
+        self.rec.event("fork", op="fork", snapshot=_id(snapshot), container=raw.id, sec=round(took, 4), purpose=PURPOSE)
+        # The fork is under its parent's network policy already (the agent phase's: the backend puts
+        # it there); the agent's user and env are the ones its parent was seen with.
+        view = PhaseView(raw, user=self.agent.user, env=self.envs.agent_env)
+        healthcheck = self.envs.env.healthcheck
+        if healthcheck is not None:  # what the task itself runs is up again before a candidate runs
+            await asyncio.to_thread(self.envs.healthcheck, raw, healthcheck, "[environment.healthcheck] (in a fork)")
+        processes = None
+        guard = self.checks.guard
+        if guard is not None:
+            processes = await asyncio.to_thread(guard.processes_of, raw)
+        return _Fork(raw, view, snapshot, processes)
+
+    async def _discard(self) -> None:
+        forks, self.open_forks = self.open_forks, []
+        snapshot, self.snapshot = self.snapshot, None
+        await asyncio.gather(*(asyncio.to_thread(self.envs.stop, f.raw) for f in forks))
+        if snapshot is not None:
+            await asyncio.to_thread(self._release, snapshot)
+
+    def _release(self, snapshot: Any) -> None:
+        if snapshot in self.owed:
+            self.owed.remove(snapshot)
+        t = time.monotonic()
+        try:
+            self.envs.backend.release(snapshot)
+        except Exception as e:  # noqa: BLE001 - a release that fails is said; the run's clean-up removes it
+            self.rec.event("fork", op="release_failed", snapshot=_id(snapshot),
+                           purpose=f"{PURPOSE}: {type(e).__name__}: {e}"[:300])
+            return
+        self.rec.event("fork", op="release", snapshot=_id(snapshot), sec=round(time.monotonic() - t, 4),
+                       purpose=PURPOSE)
+
+    def close(self) -> None:
+        """At the attempt's end, after `drain` and after its environments were stopped: every
+        snapshot not yet released is released (on every path: a removal `adopt` started and a
+        cancellation cut short included)."""
+        for f in self.open_forks:
+            self.envs.stop(f.raw)
+        self.open_forks, self.snapshot = [], None
+        for s in reversed(list(self.owed)):
+            self._release(s)
