@@ -11,6 +11,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from rich.console import Console
 from test_behaviour_report import SUBMIT, cand, make_run, turn
@@ -130,7 +131,8 @@ def test_pareto_table_uses_total_tokens(reported: R.ReportContext) -> None:
     assert pt.loc["bon4", "total_tokens"] == 900 + 200 + 500 + 30
     assert pt.loc["baseline", "total_tokens"] == 100 + 20
     assert pt["on_frontier"].all()  # bon4 costs more but passes more
-    assert (pt["candidate_execs"] == 0).all() and (pt["candidate_exec_sec"] == 0).all()  # no lookahead there
+    # No setting ran candidates in forks: the table is the one runs without lookahead always had.
+    assert "candidate_execs" not in pt.columns and "candidate_exec_sec" not in pt.columns
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None and shutil.which("chromium-browser") is None,
@@ -152,3 +154,23 @@ def test_html_renders_in_headless_chromium(reported: R.ReportContext, tmp_path: 
     assert img.size == (1400, 2400)
     colors = img.getcolors(maxcolors=1_000_000)
     assert colors is not None and len(colors) > 50  # text, tables and the banner, not a blank page
+
+
+def test_candidate_columns_and_the_joint_frontier_appear_with_lookahead(reported: R.ReportContext) -> None:
+    from tbscale.analysis import plots, tables
+
+    df = reported.df.copy()
+    # The same run as if bon4 had been a lookahead setting: 3 commands per trial in forks, 2 s added.
+    la = df["label"] == "bon4"
+    df.loc[la, "candidate_execs"], df.loc[la, "candidate_exec_sec"] = 3.0, 2.0
+    df.loc[~la, "candidate_execs"], df.loc[~la, "candidate_exec_sec"] = 0.0, 0.0
+    costs = tables.costs(df, "baseline").set_index("setting")
+    assert costs.loc["bon4", "candidate_execs"] == 3.0 and costs.loc["baseline", "candidate_exec_sec"] == 0.0
+    pt = plots.pareto_table(df).set_index("setting")
+    assert pt.loc["bon4", "candidate_exec_sec"] == 2.0 and pt["on_frontier"].all()
+    # A setting no cheaper on either cost and no better on pass@1 is off the joint frontier.
+    worse = df[la].assign(label="bon4_worse", passed=False, candidate_exec_sec=5.0)
+    pt = plots.pareto_table(pd.concat([df, worse], ignore_index=True)).set_index("setting")
+    assert not pt.loc["bon4_worse", "on_frontier"] and pt.loc["bon4", "on_frontier"]
+    # Without any candidate run the tables are those of a run without lookahead.
+    assert "candidate_execs" not in tables.costs(reported.df, "baseline").columns

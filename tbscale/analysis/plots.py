@@ -196,11 +196,15 @@ def pareto_table(df: pd.DataFrame) -> pd.DataFrame:
         execs.append(float(sub["candidate_execs"].mean()) if "candidate_execs" in sub else 0.0)
         exec_sec.append(float(sub["candidate_exec_sec"].mean()) if "candidate_exec_sec" in sub else 0.0)
     s = s.assign(total_tokens=tokens, candidate_execs=execs, candidate_exec_sec=exec_sec)
-    front = set(pareto_frontier([(t, e, p) for t, e, p in zip(s["total_tokens"], s["candidate_exec_sec"],
-                                                               s["pass@1"])]))
+    if any(exec_sec) or any(execs):
+        points = list(zip(s["total_tokens"], s["candidate_exec_sec"], s["pass@1"]))
+    else:  # no setting ran candidates in forks: the token frontier alone
+        points = list(zip(s["total_tokens"], s["pass@1"]))
+    front = set(pareto_frontier(points))
     s["on_frontier"] = [i in front for i in range(len(s))]
-    return s[["setting", "total_tokens", "candidate_execs", "candidate_exec_sec", "pass@1", "ci_lo", "ci_hi",
-              "on_frontier"]]
+    return tables.without_unused_candidate_columns(
+        s[["setting", "total_tokens", "candidate_execs", "candidate_exec_sec", "pass@1", "ci_lo", "ci_hi",
+           "on_frontier"]])
 
 
 def plot_pareto(pt: pd.DataFrame, path: Path, simulated: bool = False) -> Path | None:
@@ -263,10 +267,12 @@ def plot_sections(ctx: ReportContext) -> None:
     pareto = pareto_table(ctx.df)
     ctx.sections.append(Section(
         "pareto", "pass@1 against tokens: the Pareto frontier across settings", pareto,
-        "total_tokens: input + output tokens of every role per trial (mean over trials); candidate_execs and "
-        "candidate_exec_sec: commands a lookahead policy ran in forks per trial and the exec seconds they added; "
-        "on_frontier: no other setting is at least as good on tokens, added exec seconds and pass@1 and better "
-        "on one.", ("pass@1", "ci_lo", "ci_hi")))
+        ("total_tokens: input + output tokens of every role per trial (mean over trials); candidate_execs and "
+         "candidate_exec_sec: commands a lookahead policy ran in forks per trial and the exec seconds they added; "
+         "on_frontier: no other setting is at least as good on tokens, added exec seconds and pass@1 and better "
+         "on one." if "candidate_exec_sec" in pareto.columns else
+         "total_tokens: input + output tokens of every role per trial (mean over trials); on_frontier: no other "
+         "setting has both fewer tokens and a higher pass@1."), ("pass@1", "ci_lo", "ci_hi")))
     if not ctx.plots:
         return
     out, sim = ctx.out_dir, ctx.simulated

@@ -157,7 +157,18 @@ def costs(df: pd.DataFrame, baseline: str | None) -> pd.DataFrame:
             "candidate_execs": _mean_or_zero(sub, "candidate_execs"),
             "candidate_exec_sec": _mean_or_zero(sub, "candidate_exec_sec"),
         })
-    return pd.DataFrame(rows)
+    return without_unused_candidate_columns(pd.DataFrame(rows))
+
+
+CANDIDATE_COLUMNS = ("candidate_execs", "candidate_exec_sec")
+
+
+def without_unused_candidate_columns(table: pd.DataFrame) -> pd.DataFrame:
+    """The candidate-execution columns only where some setting ran candidates in forks: a run
+    without lookahead keeps the tables it always had."""
+    if all(c in table.columns and not table[c].fillna(0).any() for c in CANDIDATE_COLUMNS):
+        return table.drop(columns=list(CANDIDATE_COLUMNS))
+    return table
 
 
 def _mean_or_zero(sub: pd.DataFrame, col: str) -> float:

@@ -173,7 +173,7 @@ def _turn(attempt: dict[str, Any], t: Any) -> dict[str, Any]:
         if existing["turn"] == t:
             return existing
     new = {"turn": t, "calls": [], "candidates": None, "selection": None, "verifier_calls": [], "format_error": None,
-           "action": None, "observation": None, "lookahead": None, "other": []}
+           "action": None, "observation": None, "other": []}
     turns.append(new)
     return new
 
@@ -247,7 +247,7 @@ def extract_trial(row: dict[str, Any], events: Iterable[dict[str, Any]]) -> dict
                 turn["calls"].append(_strip(e))
             elif typ == "verifier_call":
                 turn["verifier_calls"].append(_slim_verifier_call(e))
-            elif typ == "lookahead" and turn["lookahead"] is None:
+            elif typ == "lookahead" and "lookahead" not in turn:  # only lookahead turns carry one
                 turn["lookahead"] = lookahead_outcomes(e)
             elif typ in ("candidates", "selection", "format_error", "action", "observation") and turn[typ] is None:
                 if typ == "candidates":
