@@ -20,7 +20,6 @@ from __future__ import annotations
 import io
 import json
 import tarfile
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -30,7 +29,7 @@ from urllib.parse import quote, urlencode
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tbscale.environments import BaseBackend, BoundedOutput, Capabilities, CleanResult, ExecResult, StartSpec
-from tbscale.environments.base import LiveSet
+from tbscale.environments.base import LiveSet, extract_tar, file_from_tar, tar_of
 from tbscale.environments.owner import HOST, LABEL_HOST, LABEL_RUN, describe_owner, owner_labels, owner_state
 from tbscale.errors import ImageBuildError, SandboxError, TbscaleError
 from tbscale.seeds import hash_directory
@@ -118,16 +117,8 @@ class RemoteSandbox:
                           output_bytes=res.get("output_bytes", 0), elided_bytes=res.get("elided_bytes", 0))
 
     def put_archive(self, files: dict[str, bytes | Path], dest: str = "/") -> None:
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
-            for rel, value in files.items():
-                if isinstance(value, Path):
-                    tar.add(str(value), arcname=rel)
-                else:
-                    info = tarfile.TarInfo(rel)
-                    info.size, info.mode, info.mtime = len(value), 0o755, int(time.time())
-                    tar.addfile(info, io.BytesIO(value))
-        self.api.call("PUT", f"/v1/sandboxes/{self.id}/archive", raw=buf.getvalue(), query={"path": dest or "/"})
+        data = tar_of(files)
+        self.api.call("PUT", f"/v1/sandboxes/{self.id}/archive", raw=data, query={"path": dest or "/"})
 
     def put_dir(self, local: Path, dest: str) -> None:
         parent, name = dest.rstrip("/").rsplit("/", 1)
@@ -138,21 +129,13 @@ class RemoteSandbox:
 
     def read_file(self, path: str) -> bytes | None:
         data = self._archive(path)
-        if data is None:
-            return None
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            member = tar.next()
-            if member is None or not member.isfile():
-                return None
-            return tar.extractfile(member).read()
+        return None if data is None else file_from_tar(data)
 
     def get_dir(self, path: str, local: Path) -> bool:
         data = self._archive(path)
         if data is None:
             return False
-        local.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            tar.extractall(local, filter="data")
+        extract_tar(data, local)
         return True
 
     def service(self, name: str | None) -> "RemoteSandbox":

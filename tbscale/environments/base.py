@@ -8,8 +8,11 @@ image and starts environments from it; what it can do beyond that it says in its
 
 from __future__ import annotations
 
+import io
 import os
+import tarfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Protocol
@@ -31,6 +34,39 @@ class ExecResult:
     duration_sec: float
     output_bytes: int = 0
     elided_bytes: int = 0
+
+
+def tar_of(files: dict[str, bytes | Path]) -> bytes:
+    """A tar stream for an archive endpoint: keys are paths relative to where it is unpacked; a
+    Path value is a file or folder on this machine, bytes an executable file's content."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for rel, value in files.items():
+            if isinstance(value, Path):
+                tar.add(str(value), arcname=rel)
+            else:
+                info = tarfile.TarInfo(rel)
+                info.size, info.mode, info.mtime = len(value), 0o755, int(time.time())
+                tar.addfile(info, io.BytesIO(value))
+    return buf.getvalue()
+
+
+def file_from_tar(data: bytes) -> bytes | None:
+    """The one regular file of a tar stream as an engine's archive endpoint sends it for a file
+    path; None when the path held something else (a folder, a link)."""
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        member = tar.next()
+        if member is None or not member.isfile():
+            return None
+        return tar.extractfile(member).read()
+
+
+def extract_tar(data: bytes, local: Path) -> None:
+    """Unpack an archive endpoint's tar stream into the folder `local` (made if missing), with
+    tarfile's "data" filter: no absolute paths, links out or device files."""
+    local.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(local, filter="data")
 
 
 class BoundedOutput:

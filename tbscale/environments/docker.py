@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import io
 import os
 import re
 import shlex
-import tarfile
 import tempfile
 import time
 from dataclasses import dataclass
@@ -27,7 +25,7 @@ from tbscale.environments.cleanup import (cleanup_labelled, cleanup_orphans,  # 
 from tbscale.environments.engine import (CLIENT_TIMEOUT_SEC, _use_record, build_lock,  # noqa: F401  (re-exported)
                                          cache_dir, client, note_image_use)
 from tbscale.environments.dockerfile import for_classic_builder
-from tbscale.environments.base import BoundedOutput, ExecResult, LiveSet, StartSpec
+from tbscale.environments.base import BoundedOutput, ExecResult, LiveSet, StartSpec, extract_tar, file_from_tar, tar_of
 from tbscale.environments.network import NetworkSwitch
 from tbscale.environments.owner import (HOST, LABEL_APP, LABEL_HOST, LABEL_PROJECT,  # noqa: F401  (re-exported)
                                         LABEL_RUN, LABEL_SESSION, SESSION_ID, owner_labels)
@@ -264,19 +262,11 @@ class Container:
 
     def put_archive(self, files: dict[str, bytes | Path], dest: str = "/") -> None:
         """Copy files in: keys are paths relative to dest; a Path value is a file or folder."""
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
-            for rel, value in files.items():
-                if isinstance(value, Path):
-                    tar.add(str(value), arcname=rel)
-                else:
-                    info = tarfile.TarInfo(rel)
-                    info.size, info.mode, info.mtime = len(value), 0o755, int(time.time())
-                    tar.addfile(info, io.BytesIO(value))
+        data = tar_of(files)
         if dest.rstrip("/"):
             self.exec(f"mkdir -p {shlex.quote(dest)}", 30, user="0")
         try:
-            ok = self.container.put_archive(dest, buf.getvalue())
+            ok = self.container.put_archive(dest, data)
         except Exception as e:
             raise SandboxError(f"copy into container {self.id} failed: {e}") from None
         if not ok:
@@ -300,22 +290,14 @@ class Container:
 
     def read_file(self, path: str) -> bytes | None:
         data = self._archive(path)
-        if data is None:
-            return None
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            member = tar.next()
-            if member is None or not member.isfile():
-                return None
-            return tar.extractfile(member).read()
+        return None if data is None else file_from_tar(data)
 
     def get_dir(self, path: str, local: Path) -> bool:
         """Copy a file or folder out of the container into the folder `local`."""
         data = self._archive(path)
         if data is None:
             return False
-        local.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            tar.extractall(local, filter="data")
+        extract_tar(data, local)
         return True
 
     def stop(self) -> None:
