@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ import pytest
 from tbscale.environments import BaseBackend, Capabilities, Snapshot, StartSpec, snapshot_of
 from tbscale.errors import ForksUnsupported
 from tbscale.strategies.base import AttemptResult, Prefix
+from tbscale_testing.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -65,13 +65,8 @@ def _containers(*labels: str) -> list[str]:
     return _docker("ps", "-aq", *[x for label in labels for x in ("--filter", f"label={label}")])
 
 
-def _wait_for(predicate, timeout=300.0, every=0.2) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(every)
-    return False
+def _wait_for(predicate, timeout=300.0) -> bool:
+    return wait_for(predicate, timeout, 0.2)
 
 
 ENTRY_DOCKERFILE = textwrap.dedent("""\

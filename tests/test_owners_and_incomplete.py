@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import yaml
 
 from tbscale_testing import LoopbackModel, auth_error
 from tbscale_testing.tasks import write_harbor_task
+from tbscale_testing.waiting import wait_for as poll
 
 pytestmark = [pytest.mark.docker]
 BASE_IMAGE = "debian:bookworm-slim"
@@ -39,13 +39,8 @@ def docker_ids(kind: str, label: str) -> list[str]:
     return subprocess.run([*cmd, "--filter", f"label={label}"], capture_output=True, text=True).stdout.split()
 
 
-def wait_for(cond, timeout: float = 240.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.5)
-    return False
+def wait_for(predicate, timeout=240.0) -> bool:
+    return poll(predicate, timeout, 0.5)
 
 
 def remove_labelled(label: str) -> None:

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from tbscale.runner import Runner, plan_trials  # noqa: E402
 from tbscale.strategies.base import Decision  # noqa: E402
 from tbscale.tasks import load_task  # noqa: E402
 from tbscale_testing.tasks import write_harbor_task  # noqa: E402
+from tbscale_testing.waiting import wait_for  # noqa: E402
 
 
 def make_task(root: Path, name: str, solve: str = "echo done > /app/out.txt", agent_timeout: int = 60) -> Path:
@@ -148,13 +148,8 @@ def _write_config(tmp_path: Path, agent: str, trials: int, concurrency: int) -> 
     return cfg
 
 
-def _wait_for(predicate, timeout=120.0, every=0.2):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(every)
-    return False
+def _wait_for(predicate, timeout=120.0) -> bool:
+    return wait_for(predicate, timeout, 0.2)
 
 
 def test_sigint_removes_containers_and_keeps_finished(tmp_path):

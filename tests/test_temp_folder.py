@@ -8,12 +8,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tbscale_testing.tasks import write_harbor_task
+from tbscale_testing.waiting import wait_for
 
 
 def legacy_task(root: Path, name: str, yaml_text: str = "instruction: Do it.\n") -> None:
@@ -58,13 +58,8 @@ def containers(label: str) -> list[str]:
                           text=True).stdout.split()
 
 
-def _wait_for(predicate, timeout=120.0, every=0.2) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(every)
-    return False
+def _wait_for(predicate, timeout=120.0) -> bool:
+    return wait_for(predicate, timeout, 0.2)
 
 
 @pytest.mark.docker
