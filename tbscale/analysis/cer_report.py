@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Iterable, TypedDict
+from typing import Iterable
 
 import pandas as pd
+from typing_extensions import TypedDict
 
 from tbscale.analysis.context import ReportContext, Section
 from tbscale.analysis.records import StrategyRow, attempt_passed, attempts_of, mean, strategy_rows, task_mean

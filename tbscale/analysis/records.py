@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Iterable, Iterator, TypedDict
+from typing import Iterable, Iterator
 
 import pandas as pd
+from typing_extensions import TypedDict
 
 from tbscale.analysis.tables import ROLES, by_label
 from tbscale.rundata.compact import unpack_json
@@ -24,7 +25,6 @@ from tbscale.types.results import AttemptBriefJSON
 # What the stage and CER sections read of a trial (converting only these keeps it fast).
 RECORD_COLUMNS = ["label", "task_id", "trial", "passed", "ending", "reward", "turns", "n_attempts", "final_attempt",
                   "attempts", "strategy_record", "cost_usd"]
-
 
 
 class StrategyRow(TypedDict, total=False):

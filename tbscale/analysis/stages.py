@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Iterable, TypedDict
+from typing import Iterable
 
 import numpy as np
 import pandas as pd
+from typing_extensions import TypedDict
 
 from tbscale.analysis import metrics
 from tbscale.analysis.context import ReportContext, Section

@@ -20,7 +20,8 @@ import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NotRequired, TypedDict
+
+from typing_extensions import NotRequired, TypedDict
 
 from tbscale.environments import Environment, StartSpec
 from tbscale.errors import SandboxError, TaskRefused

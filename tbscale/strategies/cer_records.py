@@ -8,7 +8,7 @@ each strategy's record as the strategy wrote it); no strategy is loaded to read 
 
 from __future__ import annotations
 
-from typing import NotRequired, TypedDict
+from typing_extensions import NotRequired, TypedDict
 
 from tbscale.types.completion import UsageJSON
 

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any, NotRequired, Required, TypedDict
+from typing import Any
+
+from typing_extensions import NotRequired, Required, TypedDict
 
 from tbscale.types.completion import UsageJSON
 

@@ -18,9 +18,10 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal
 
 from pydantic import Field
+from typing_extensions import TypedDict
 
 from tbscale.logs import AttemptRecorder
 from tbscale.models.replies import ask_json, parse_json_reply

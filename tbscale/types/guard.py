@@ -8,7 +8,7 @@ through, docs/formats.md "Tampering entries"); these types say which keys each h
 
 from __future__ import annotations
 
-from typing import Required, TypedDict
+from typing_extensions import Required, TypedDict
 
 
 class ToolState(TypedDict, total=False):

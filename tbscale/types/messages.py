@@ -8,8 +8,9 @@ such, and events log them as they were sent); these types say which keys they ha
 
 from __future__ import annotations
 
-from typing import Any, Required, TypedDict
+from typing import Any
 
+from typing_extensions import Required, TypedDict
 
 class ToolCall(TypedDict):
     """One tool call of a sampled response: the provider's id, the function's name and its

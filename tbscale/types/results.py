@@ -10,9 +10,10 @@ trial that ended in one is flagged `infra_error` and left out of pass@1 by defau
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing_extensions import TypedDict
 
 from tbscale.types.completion import Usage, UsageJSON
 from tbscale.types.events import TamperingEntry
@@ -51,7 +52,6 @@ class AttemptBrief(BaseModel):
     context: list[int] = Field(default_factory=list)
     usage: dict[str, Usage] = Field(default_factory=dict)
     tampering: int = 0  # how many tampering entries the attempt has
-
 
 
 class AttemptBriefJSON(TypedDict):
