@@ -36,3 +36,10 @@ def test_a_sweep_record_is_what_the_sweep_event_holds() -> None:
     assert list(AgentProcessInfo.__annotations__) == list(AgentProcess.model_fields)
     own = set(SweepEvent.model_fields) - {"type", "ts", "attempt", "turn", "tampering", "timing", "step"}
     assert set(SweepRecord.__annotations__) == own
+
+
+def test_a_call_record_is_a_spend_line_without_the_trials_identity() -> None:
+    from tbscale.types.spend import CallRecord, SpendLine
+
+    added_by_the_run = ["ts", "trial_key", "setting", "task_id", "trial"]
+    assert added_by_the_run + list(CallRecord.__annotations__) == list(SpendLine.model_fields)
