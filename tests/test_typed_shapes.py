@@ -43,3 +43,11 @@ def test_a_call_record_is_a_spend_line_without_the_trials_identity() -> None:
 
     added_by_the_run = ["ts", "trial_key", "setting", "task_id", "trial"]
     assert added_by_the_run + list(CallRecord.__annotations__) == list(SpendLine.model_fields)
+
+
+def test_a_verifier_data_line_names_every_event_field_it_keeps() -> None:
+    from tbscale.analysis.export_verifier import _KEEP, ExportLine
+    from tbscale.types.events import VerifierCall
+
+    assert set(_KEEP) <= set(ExportLine.__annotations__)
+    assert set(_KEEP) <= set(VerifierCall.model_fields)
