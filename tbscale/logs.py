@@ -30,6 +30,7 @@ from tbscale.types import Usage
 from tbscale.types.completion import UsageJSON
 from tbscale.types.events import EVENT_TYPES
 from tbscale.types.results import TrialResult
+from tbscale.types.spend import CallRecord
 
 log = logging.getLogger("tbscale")
 
@@ -97,7 +98,7 @@ class AttemptRecorder:
     role. Model wrappers call `record_call`; the agent loop sets `turn`."""
 
     def __init__(self, log: EventLog | None, attempt: int, label: str = "attempt",
-                 on_call: Callable[[dict[str, Any]], None] | None = None):
+                 on_call: Callable[[CallRecord], None] | None = None):
         self.log, self.attempt, self.label = log, attempt, label
         self.turn: int | None = None
         self.usage: dict[str, Usage] = defaultdict(Usage)
@@ -133,7 +134,7 @@ class AttemptRecorder:
             record["retry_causes"] = retry_causes
         self.event("model_call", **record)
         if self.on_call is not None:
-            self.on_call({"attempt": self.attempt, "turn": self.turn, **record})
+            self.on_call(CallRecord(attempt=self.attempt, turn=self.turn, **record))  # type: ignore[typeddict-item]
 
     def usage_dict(self) -> dict[str, UsageJSON]:
         """Usage per role, as records hold it (Usage.as_dict), roles in order."""

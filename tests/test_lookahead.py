@@ -141,10 +141,10 @@ def test_each_distinct_candidate_runs_in_its_own_fork_and_the_pick_goes_on(loopb
         # The former environment and the other forks are stopped; the pick's snapshot is held.
         assert s.box.stopped and list(s.backend.live) == [s.forks.box.id]
         (la,) = s.rec.of("lookahead")
-        assert la["path"] == "selected" and [r["candidates"] for r in la["ran"]] == [[0, 2], [1], [3]]
-        assert [r["picked"] for r in la["ran"]] == [False, True, False]
-        assert [r["exit_code"] for r in la["ran"]] == [0, 0, 1]
-        assert la["exec_added_sec"] == pytest.approx(la["ran"][0]["duration_sec"] + la["ran"][2]["duration_sec"],
+        assert la["path"] == "selected" and [r.candidates for r in la["ran"]] == [[0, 2], [1], [3]]
+        assert [r.picked for r in la["ran"]] == [False, True, False]
+        assert [r.exit_code for r in la["ran"]] == [0, 0, 1]
+        assert la["exec_added_sec"] == pytest.approx(la["ran"][0].duration_sec + la["ran"][2].duration_sec,
                                                      abs=1e-3)
         (sel,) = s.rec.of("selection")
         assert sel["method"] == "lookahead" and sel["index"] == 1 and not sel["selector_failed"]

@@ -194,7 +194,7 @@ def test_killing_a_node_mid_run_finishes_every_trial_once(tmp_path, cluster):
     assert len(keys) == 6 and set(keys.values()) == {1}, keys
     assert all(r["passed"] for r in rows) and runner.crashes == []
     retries = runner.executor.infra_retries
-    assert retries and {r["error"] for r in retries} <= {"NodeDiedError", "WorkerCrashedError", "RaySystemError",
+    assert retries and {r.error for r in retries} <= {"NodeDiedError", "WorkerCrashedError", "RaySystemError",
                                                           "LocalRayletDiedError", "OwnerDiedError"}, retries
     assert not list((tmp_path / "run").rglob("*.partial"))
     for row in rows:  # one attempt's lines only: one start, one end
@@ -203,9 +203,9 @@ def test_killing_a_node_mid_run_finishes_every_trial_once(tmp_path, cluster):
     inv = json.loads((tmp_path / "run" / "manifest.json").read_text())["invocations"][-1]
     assert inv["executor"]["infra_retries"]
     for r in retries:
-        if "retry_started_at" in r:
-            print(f"node death seen {r['at'] - killed['at']:.2f} s after the kill; "
-                  f"retry started {r['retry_started_at'] - killed['at']:.2f} s after it")
+        if r.retry_started_at is not None:
+            print(f"node death seen {r.at - killed['at']:.2f} s after the kill; "
+                  f"retry started {r.retry_started_at - killed['at']:.2f} s after it")
     # Containers on the dead node's worker survive it (dockerd is not Ray's child); the next run
     # on this host removes them as orphans.
     from tbscale.environments.docker import cleanup_orphans

@@ -18,6 +18,7 @@ from tbscale.config import Limits
 from tbscale.environments import Environment, PhaseView
 from tbscale.logs import AttemptRecorder
 from tbscale.tasks import Task
+from tbscale.types.messages import ChatMessage
 
 
 @dataclass
@@ -31,7 +32,7 @@ class AgentRun:
     seed: int
     prompts: dict[str, str] = field(default_factory=dict)
     context: str | None = None
-    history: list[dict[str, Any]] | None = None
+    history: list[ChatMessage] | None = None
     max_new_turns: int | None = None
     user: str = ""
     branches: Branches | None = None  # forks of `env`, for a policy that looks ahead

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from tbscale.agent.policy import ActionPolicy, Branches, TurnContext
 from tbscale.agent.templates import format_observation, render
@@ -23,16 +22,17 @@ from tbscale.errors import (AgentTimeout, AttemptStopped, ContextWindowExceeded,
 from tbscale.logs import AttemptRecorder
 from tbscale.tasks import Task
 from tbscale.types.actions import FINISH_MARKER, ends_attempt
+from tbscale.types.messages import ChatMessage
 
-def _estimate_tokens(messages: list[dict[str, Any]]) -> int:
+def _estimate_tokens(messages: list[ChatMessage]) -> int:
     # ~4 characters a token: a cheap guard; providers' own context errors are caught as well.
     return sum(len(str(m.get("content") or "")) for m in messages) // 4
 
 
-def assistant_message(completion) -> dict[str, Any]:
+def assistant_message(completion) -> ChatMessage:
     """The chosen response as it enters the history; tool calls are kept so that the provider
     sees its own call answered."""
-    msg: dict[str, Any] = {"role": "assistant", "content": completion.text}
+    msg: ChatMessage = {"role": "assistant", "content": completion.text}
     if completion.tool_calls:
         msg["tool_calls"] = [{"id": c.get("id") or f"call_{i}", "type": "function",
                               "function": {"name": c.get("name"), "arguments": c.get("arguments")}}
@@ -40,7 +40,7 @@ def assistant_message(completion) -> dict[str, Any]:
     return msg
 
 
-def reply_messages(completion, text: str) -> list[dict[str, Any]]:
+def reply_messages(completion, text: str) -> list[ChatMessage]:
     """What the harness answers: a tool result for every tool call (providers require one), else
     a user message."""
     if completion.tool_calls:
@@ -54,7 +54,7 @@ class AttemptOutcome:
     stop_reason: str  # "submitted" or an AttemptStopped.stop_reason
     turns: int
     format_errors: int
-    messages: list[dict[str, Any]] = field(repr=False, default_factory=list)
+    messages: list[ChatMessage] = field(repr=False, default_factory=list)
     actions: list[str] = field(default_factory=list)
     error: str | None = None
     error_type: str | None = None  # the exception class that stopped the attempt
@@ -80,7 +80,7 @@ class LoopContext:
 async def run_agent(task: Task, box: Environment, policy: ActionPolicy, limits: Limits, rec: AttemptRecorder,
                     *, seed: int, context: str | None = None, prompts: dict[str, str] | None = None,
                     context_window: int | None = None, time_budget_sec: float | None = None,
-                    action_format: str = "fenced", history: list[dict[str, Any]] | None = None,
+                    action_format: str = "fenced", history: list[ChatMessage] | None = None,
                     max_new_turns: int | None = None, branches: Branches | None = None) -> AttemptOutcome:
     """Run one attempt of the bash agent in `box`. Never raises for attempt-ending conditions:
     they come back as the outcome's stop_reason (and an `end`-worthy error message)."""

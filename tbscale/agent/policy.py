@@ -12,12 +12,13 @@ environment.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from tbscale.environments import Environment, ExecResult
 from tbscale.logs import AttemptRecorder
 from tbscale.tasks import Task
 from tbscale.types import Action, Completion
+from tbscale.types.messages import ChatMessage
 
 
 class Branches(Protocol):
@@ -57,4 +58,4 @@ class Decision:
 
 
 class ActionPolicy(Protocol):
-    async def decide(self, messages: list[dict[str, Any]], ctx: TurnContext) -> Decision: ...
+    async def decide(self, messages: list[ChatMessage], ctx: TurnContext) -> Decision: ...

@@ -27,13 +27,32 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any, Iterable
+from typing import Iterable
 
 import pandas as pd
+from typing_extensions import TypedDict
 
 from tbscale.analysis.context import ReportContext, Section
-from tbscale.analysis.records import attempt_passed, attempts_of, mean, strategy_rows, task_mean
+from tbscale.analysis.records import StrategyRow, attempt_passed, attempts_of, mean, strategy_rows, task_mean
 from tbscale.strategies import RECORD_CER, record_kinds
+from tbscale.strategies.cer_records import CerRecord
+from tbscale.types.completion import UsageJSON
+
+
+class RoundMetrics(TypedDict):
+    """One round of a CER trial: k candidates, the pick's outcome (rm), Random and Best-of-N
+    (oracle) when every candidate has one (else NaN), groups and top ties, the share regressed."""
+
+    round: int
+    k: int
+    rm: float
+    random: float
+    oracle: float
+    groups: int
+    group_ties: int
+    round_tie: bool
+    regressed: float
+    all_regressed: bool
 
 
 def cer_kinds() -> frozenset[str]:
@@ -41,12 +60,12 @@ def cer_kinds() -> frozenset[str]:
     return record_kinds(RECORD_CER)
 
 
-def _record(row: dict[str, Any]) -> dict[str, Any] | None:
+def _record(row: StrategyRow) -> CerRecord | None:
     rec = row.get("strategy_record")
     return rec if isinstance(rec, dict) and rec.get("kind") in cer_kinds() else None
 
 
-def outcomes(row: dict[str, Any]) -> dict[int, bool]:
+def outcomes(row: StrategyRow) -> dict[int, bool]:
     """Verifier outcome of every candidate that has one: its own (it submitted during the
     search) or that of the attempt that completed it."""
     rec, atts = _record(row) or {}, attempts_of(row)
@@ -64,13 +83,13 @@ def outcomes(row: dict[str, Any]) -> dict[int, bool]:
     return out
 
 
-def round_metrics(row: dict[str, Any]) -> list[dict[str, Any]]:
+def round_metrics(row: StrategyRow) -> list[RoundMetrics]:
     """Per round: k, the pick's outcome (RM@k), Random, Best-of-N, top ties, regressions."""
     rec = _record(row)
     if rec is None:
         return []
     y = outcomes(row)
-    out = []
+    out: list[RoundMetrics] = []
     for rd in rec.get("rounds", []):
         cands = [int(i) for i in rd.get("candidates", [])]
         known = [y[i] for i in cands if i in y]
@@ -90,7 +109,7 @@ def round_metrics(row: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def pair_counts(row: dict[str, Any]) -> tuple[int, int]:
+def pair_counts(row: StrategyRow) -> tuple[int, int]:
     """(pairs ordered correctly by CER score, pairs with different outcomes) over the trial's
     scored groups: Acc_pair = sum 1[s_i != s_j] 1[(s^_i - s^_j)(s_i - s_j) > 0] / sum 1[s_i != s_j]."""
     rec = _record(row)
@@ -114,10 +133,10 @@ def pair_counts(row: dict[str, Any]) -> tuple[int, int]:
     return good, total
 
 
-def token_split(row: dict[str, Any]) -> dict[str, float]:
+def token_split(row: StrategyRow) -> dict[str, float]:
     """Tokens (input + output) of one trial: search rollouts, final completion, judge, CER total,
     and analysis-only completions."""
-    def tok(usage: dict[str, Any] | None, roles: Iterable[str] | None = None) -> float:
+    def tok(usage: dict[str, UsageJSON] | dict[str, dict[str, float]] | None, roles: Iterable[str] | None = None) -> float:
         usage = usage or {}
         return float(sum(u.get("input", 0) + u.get("output", 0) for r, u in usage.items()
                          if roles is None or r in roles))
@@ -132,7 +151,7 @@ def token_split(row: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def setting_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def setting_table(rows: list[StrategyRow]) -> dict[str, float]:
     """One CER setting's headline row."""
     rows = [r for r in rows if _record(r)]
     last = [(r["task_id"], round_metrics(r)[-1] if round_metrics(r) else None) for r in rows]
@@ -159,8 +178,8 @@ def setting_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def rounds_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    by: dict[int, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
+def rounds_table(rows: list[StrategyRow]) -> pd.DataFrame:
+    by: dict[int, list[tuple[str, RoundMetrics]]] = defaultdict(list)
     for r in rows:
         for m in round_metrics(r):
             by[m["round"]].append((r["task_id"], m))

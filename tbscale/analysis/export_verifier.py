@@ -25,32 +25,80 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterator
 
+from typing_extensions import NotRequired, TypedDict
+
 from tbscale.errors import TbscaleError
 from tbscale.logs import dumps
 from tbscale.runfiles import read_events
 from tbscale.types.events import AttemptEnd, Start, VerifierCall
+from tbscale.types.messages import ChatMessage
 
 _KEEP = ("candidate", "sample", "pair", "margin", "shown", "round", "group", "vote", "of_attempt", "stage",
          "self_verification", "calls", "error")
+
+
+class Outcome(TypedDict):
+    reward: float | None
+    ending: str
+
+
+class Labels(TypedDict):
+    order: NotRequired[list[int]]  # a judge's vote: the attempts in the order shown ...
+    passed: list[bool] | bool  # ... and whether each passed; a summary: whether its attempt passed
+
+
+class ExportLine(TypedDict):
+    """One line of the export: the call (its `verifier_call` event's fields), its trial, the outcome
+    of its attempt, the labels of a judge's or summarizer's call, and of _KEEP what the event has."""
+
+    messages: list[ChatMessage] | None
+    response: str | None
+    parsed: Any  # the reply as the calling strategy parsed it
+    role: str
+    method: str
+    model: str | None
+    run: str
+    task_id: str | None
+    setting: str | None
+    trial: int | None
+    trial_key: str | None
+    attempt: int | None
+    turn: int | None
+    simulated: bool
+    outcome: Outcome | None
+    labels: NotRequired[Labels]
+    candidate: NotRequired[int | None]
+    sample: NotRequired[int | None]
+    pair: NotRequired[list[int] | None]
+    margin: NotRequired[float | None]
+    shown: NotRequired[list[int] | None]
+    round: NotRequired[int | None]
+    group: NotRequired[int | None]
+    vote: NotRequired[int | None]
+    of_attempt: NotRequired[int | None]
+    stage: NotRequired[str | None]
+    self_verification: NotRequired[bool | None]
+    calls: NotRequired[int | None]
+    error: NotRequired[str | None]
 
 
 def trajectory_files(run_dir: Path) -> list[Path]:
     return sorted((run_dir / "trajectories").glob("**/*.jsonl"))
 
 
-def calls_in_trajectory(path: Path, run: str) -> Iterator[dict[str, Any]]:
+def calls_in_trajectory(path: Path, run: str) -> Iterator[ExportLine]:
     """Every verifier, judge and summarizer call of one trajectory, as an export line: the call, its
     trial, and the outcome of the attempt it was about (its label for training)."""
     events = list(read_events(path))
     if not events:
         return
     start = next((e for e in events if isinstance(e, Start)), None)
-    outcomes = {e.attempt: {"reward": e.reward, "ending": e.ending} for e in events if isinstance(e, AttemptEnd)}
+    outcomes: dict[int | None, Outcome] = {e.attempt: {"reward": e.reward, "ending": e.ending} for e in events if isinstance(e, AttemptEnd)}
     for e in events:
         if not isinstance(e, VerifierCall):
             continue
         attempt = e.attempt
-        row = {"messages": e.messages, "response": e.response, "parsed": e.parsed,
+        row: ExportLine = {"messages": e.messages, "response": e.response, "parsed": e.parsed,
                "role": e.role, "method": e.method, "model": e.model,
                "run": run, "task_id": start.task_id if start else None, "setting": start.setting if start else None,
                "trial": start.trial if start else None, "trial_key": start.trial_key if start else None,
@@ -113,5 +161,5 @@ def _write(tmp: Path, run_dirs: list[Path], counts: Counter, roles, methods, set
                     counts[f"role:{row['role']}"] += 1
 
 
-def load(path: Path) -> list[dict[str, Any]]:
+def load(path: Path) -> list[ExportLine]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any, Iterable, Iterator
+from typing import Iterable, Iterator
 
 import pandas as pd
+from typing_extensions import TypedDict
 
 from tbscale.analysis.tables import ROLES, by_label
 from tbscale.rundata.compact import unpack_json
 from tbscale.rundata.trials import TOKEN_KINDS
+from tbscale.strategies.cer_records import CerRecord
+from tbscale.strategies.stage_records import StagedRecord
+from tbscale.types.results import AttemptBriefJSON
 
 
 # What the stage and CER sections read of a trial (converting only these keeps it fast).
@@ -23,8 +27,27 @@ RECORD_COLUMNS = ["label", "task_id", "trial", "passed", "ending", "reward", "tu
                   "attempts", "strategy_record", "cost_usd"]
 
 
+class StrategyRow(TypedDict, total=False):
+    """A multi-attempt trial as the stage and CER sections read it: RECORD_COLUMNS of its trial
+    line, `attempts` and `strategy_record` decoded, and its tokens per role and kind (when asked
+    for; the flat token columns ride along). A row built by hand in a test may leave keys out."""
 
-def strategy_rows(df: pd.DataFrame, kinds: Iterable[str]) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    label: str
+    task_id: str
+    trial: int
+    passed: bool
+    ending: str
+    reward: float | None
+    turns: int
+    n_attempts: int
+    final_attempt: int
+    attempts: list[AttemptBriefJSON] | None
+    strategy_record: StagedRecord | CerRecord | None
+    cost_usd: float | None
+    tokens: dict[str, dict[str, float]]
+
+
+def strategy_rows(df: pd.DataFrame, kinds: Iterable[str]) -> Iterator[tuple[str, list[StrategyRow]]]:
     """(label, row dicts) for each setting with trials whose strategy record's kind is one of
     `kinds`, one setting at a time: records are decoded per setting and freed when the caller moves
     on, so the peak is one setting's records, not every trial's."""
@@ -33,7 +56,7 @@ def strategy_rows(df: pd.DataFrame, kinds: Iterable[str]) -> Iterator[tuple[str,
 
 
 def iter_strategy_rows(df: pd.DataFrame, kinds: Iterable[str], tokens: bool = True
-                       ) -> Iterator[tuple[str, Iterator[dict[str, Any]]]]:
+                       ) -> Iterator[tuple[str, Iterator[StrategyRow]]]:
     """As strategy_rows, but each setting's rows come one at a time, decoded as they are asked for:
     a section that reads each trial once (stages.py) never holds more than one trial's records.
     Without `tokens` the rows leave out the per-role token mapping and columns."""
@@ -52,13 +75,13 @@ def iter_strategy_rows(df: pd.DataFrame, kinds: Iterable[str], tokens: bool = Tr
         yield lab, _decoded(part, tokens)
 
 
-def _decoded(part: pd.DataFrame, tokens: bool) -> Iterator[dict[str, Any]]:
+def _decoded(part: pd.DataFrame, tokens: bool) -> Iterator[StrategyRow]:
     cols = list(part.columns)
     # Plain columns as lists; the packed records element by element, so only one trial's records
     # are decoded at a time.
     values = [iter(part[c].array) if c in ("attempts", "strategy_record") else part[c].tolist() for c in cols]
     for row in zip(*values):
-        r = dict(zip(cols, row))
+        r: StrategyRow = dict(zip(cols, row))  # type: ignore[assignment]  (the columns are StrategyRow's keys)
         for key in ("attempts", "strategy_record"):
             if isinstance(r.get(key), (bytes, str)):
                 r[key] = unpack_json(r[key])
@@ -68,12 +91,12 @@ def _decoded(part: pd.DataFrame, tokens: bool) -> Iterator[dict[str, Any]]:
         yield r
 
 
-def attempts_of(row: dict[str, Any]) -> dict[int, dict[str, Any]]:
+def attempts_of(row: StrategyRow) -> dict[int, AttemptBriefJSON]:
     atts = row.get("attempts")
     return {int(a["index"]): a for a in atts} if isinstance(atts, list) else {}
 
 
-def attempt_passed(a: dict[str, Any] | None) -> bool:
+def attempt_passed(a: AttemptBriefJSON | None) -> bool:
     return bool(a and a.get("passed") and a.get("ending", "pass") == "pass")
 
 

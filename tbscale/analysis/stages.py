@@ -24,17 +24,25 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any, Iterable
+from typing import Iterable
 
 import numpy as np
 import pandas as pd
+from typing_extensions import TypedDict
 
 from tbscale.analysis import metrics
 from tbscale.analysis.context import ReportContext, Section
-from tbscale.analysis.records import attempt_passed, attempts_of, iter_strategy_rows, mean, task_mean
+from tbscale.analysis.records import StrategyRow, attempt_passed, attempts_of, iter_strategy_rows, mean, task_mean
 from tbscale.analysis.tables import ROLES, by_label
 from tbscale.strategies import RECORD_STAGED, record_kinds
-from tbscale.strategies.stage_records import stage_label, stage_order
+from tbscale.strategies.stage_records import StagedRecord, TournamentRecord, stage_label, stage_order
+from tbscale.types.completion import UsageJSON
+from tbscale.types.results import AttemptBriefJSON
+
+
+# One stage of a trial: its name and label, the share of the attempts it holds that passed, and how
+# many it holds (`pass` is a Python keyword: spelled the functional way).
+TrialStage = TypedDict("TrialStage", {"stage": str, "label": str, "pass": float, "count": int})
 
 
 def staged_kinds() -> frozenset[str]:
@@ -43,12 +51,12 @@ def staged_kinds() -> frozenset[str]:
 
 
 # ---- reading rows --------------------------------------------------------------------------------
-def _record(row: dict[str, Any]) -> dict[str, Any] | None:
+def _record(row: StrategyRow) -> StagedRecord | None:
     rec = row.get("strategy_record")
     return rec if isinstance(rec, dict) and rec.get("kind") in staged_kinds() else None
 
 
-def trial_stages(row: dict[str, Any], atts: dict[int, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+def trial_stages(row: StrategyRow, atts: dict[int, AttemptBriefJSON] | None = None) -> list[TrialStage]:
     """One trial's stages in order: label, pass rate of the attempts the stage holds (an
     iteration's attempts, a selection's survivors; Final: the returned attempt), and count.
     `atts`: the row's attempts by index, when the caller has them already."""
@@ -83,9 +91,9 @@ class StageTable:
         self.counts: dict[str, list[int]] = defaultdict(list)
         # Each trial's usage per stage (only that part of its record is kept): the tokens of a
         # stage are averaged over every trial, once every stage is known.
-        self.stage_usage: list[dict[str, Any]] = []
+        self.stage_usage: list[dict[str, dict[str, UsageJSON]]] = []
 
-    def add(self, r: dict[str, Any], atts: dict[int, dict[str, Any]] | None = None) -> None:
+    def add(self, r: StrategyRow, atts: dict[int, AttemptBriefJSON] | None = None) -> None:
         for st in trial_stages(r, atts):
             if st["stage"] not in self.order:
                 self.order.append(st["stage"])
@@ -132,7 +140,7 @@ class StepsTable:
     def __init__(self) -> None:
         self.by: dict[str, list[tuple[int, bool]]] = defaultdict(list)
 
-    def add(self, r: dict[str, Any], atts: dict[int, dict[str, Any]] | None = None) -> None:
+    def add(self, r: StrategyRow, atts: dict[int, AttemptBriefJSON] | None = None) -> None:
         atts = attempts_of(r) if atts is None else atts
         for st in (_record(r) or {}).get("stages", []):
             if st["kind"] == "iteration":
@@ -152,7 +160,7 @@ class StepsTable:
         return pd.DataFrame(out)
 
 
-def _tournaments(row: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+def _tournaments(row: StrategyRow) -> list[tuple[str, TournamentRecord]]:
     return [(st["stage"], st["tournament"]) for st in (_record(row) or {}).get("stages", [])
             if st["kind"] == "select" and st.get("tournament")]
 
@@ -166,7 +174,7 @@ class RoundsTable:
         self.passn: dict[tuple[str, int], list[tuple[str, float]]] = defaultdict(list)
         self.size: dict[tuple[str, int], list[int]] = defaultdict(list)
 
-    def add(self, r: dict[str, Any], atts: dict[int, dict[str, Any]] | None = None) -> None:
+    def add(self, r: StrategyRow, atts: dict[int, AttemptBriefJSON] | None = None) -> None:
         atts = attempts_of(r) if atts is None else atts
         for stage, t in _tournaments(r):
             if t.get("method") not in ("rtv", "judge"):
@@ -192,7 +200,7 @@ class GroupAccuracyTable:
         self.acc: dict[tuple[str, str], list[bool]] = defaultdict(list)
         self.groups_all: dict[tuple[str, str], int] = defaultdict(int)
 
-    def add(self, r: dict[str, Any], atts: dict[int, dict[str, Any]] | None = None) -> None:
+    def add(self, r: StrategyRow, atts: dict[int, AttemptBriefJSON] | None = None) -> None:
         atts = attempts_of(r) if atts is None else atts
         for stage, t in _tournaments(r):
             if t.get("method") not in ("rtv", "judge"):
@@ -229,7 +237,7 @@ class StratifiedTable:
         self.by: dict[tuple[str, int, int], list[bool]] = defaultdict(list)
         self.trials: dict[tuple[str, int, int], set] = defaultdict(set)
 
-    def add(self, r: dict[str, Any], atts: dict[int, dict[str, Any]] | None = None) -> None:
+    def add(self, r: StrategyRow, atts: dict[int, AttemptBriefJSON] | None = None) -> None:
         atts = attempts_of(r) if atts is None else atts
         for a in atts.values():
             ctx = a.get("context") or []
@@ -255,7 +263,7 @@ class TransitionMatrix:
         self.pairs: list[tuple[int, int]] = []
         self.n_max = 0
 
-    def add(self, r: dict[str, Any], atts: dict[int, dict[str, Any]] | None = None) -> None:
+    def add(self, r: StrategyRow, atts: dict[int, AttemptBriefJSON] | None = None) -> None:
         atts = attempts_of(r) if atts is None else atts
         its = {st["stage"]: st["attempts"] for st in (_record(r) or {}).get("stages", []) if st["kind"] == "iteration"}
         if self.src in its and self.dst in its:
@@ -275,34 +283,34 @@ class TransitionMatrix:
         return frame
 
 
-def _fed(acc, rows: Iterable[dict[str, Any]]):
+def _fed(acc, rows: Iterable[StrategyRow]):
     for r in rows:
         acc.add(r)
     return acc.frame()
 
 
-def stage_table(rows: list[dict[str, Any]]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def stage_table(rows: list[StrategyRow]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """StageTable over one setting's trials."""
     return _fed(StageTable(), rows)
 
 
-def steps_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+def steps_table(rows: list[StrategyRow]) -> pd.DataFrame:
     return _fed(StepsTable(), rows)
 
 
-def rounds_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+def rounds_table(rows: list[StrategyRow]) -> pd.DataFrame:
     return _fed(RoundsTable(), rows)
 
 
-def group_accuracy_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+def group_accuracy_table(rows: list[StrategyRow]) -> pd.DataFrame:
     return _fed(GroupAccuracyTable(), rows)
 
 
-def stratified_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+def stratified_table(rows: list[StrategyRow]) -> pd.DataFrame:
     return _fed(StratifiedTable(), rows)
 
 
-def transition_matrix(rows: list[dict[str, Any]], src: str = "iter0", dst: str = "iter1") -> pd.DataFrame:
+def transition_matrix(rows: list[StrategyRow], src: str = "iter0", dst: str = "iter1") -> pd.DataFrame:
     return _fed(TransitionMatrix(src, dst), rows)
 
 
@@ -311,7 +319,7 @@ def role_tokens_table(df: pd.DataFrame) -> pd.DataFrame:
     out = []
     cols = ["label", "policy", "trajectory", *(f"{r}_{k}" for r in ROLES for k in ("input", "output"))]
     for lab, sub in by_label(df, cols).items():
-        row: dict[str, Any] = {"setting": lab, "policy": sub.iloc[0]["policy"], "trajectory": sub.iloc[0]["trajectory"]}
+        row: dict[str, str | float] = {"setting": lab, "policy": sub.iloc[0]["policy"], "trajectory": sub.iloc[0]["trajectory"]}
         for role in ROLES:
             row[f"{role}_in"] = sub[f"{role}_input"].mean()
             row[f"{role}_out"] = sub[f"{role}_output"].mean()

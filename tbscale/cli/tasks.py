@@ -218,7 +218,7 @@ def tasks_check(path: Path = typer.Argument(Path("tasks")),
         (run_dir / "check.json").write_text(json.dumps(
             {"path": str(path), "network": network, "wall_sec": round(wall, 1), "tasks": len(tasks),
              "broken": [{"path": str(p), "error": m} for p, m in problems],
-             "not_enforced": runner.not_enforced(),
+             "not_enforced": [e.model_dump() for e in runner.not_enforced()],
              "reasons": {t: {"category": c, "detail": d} for t, (c, d) in sorted(reasons.items())}}, indent=2))
     if offenders or problems:
         table = Table(title="tasks that are not ok")

@@ -113,10 +113,10 @@ class LiveSet:
     stop them all on its way out (one per backend)."""
 
     def __init__(self) -> None:
-        self._boxes: dict[str, Any] = {}
+        self._boxes: dict[str, Environment] = {}
         self._lock = threading.Lock()
 
-    def add(self, key: str, box: Any) -> None:
+    def add(self, key: str, box: Environment) -> None:
         with self._lock:
             self._boxes[key] = box
 

@@ -45,7 +45,7 @@ def _compose() -> Callable[..., Backend]:
 # tbscale's own, imported when first asked for (plain imports, which the layer contract sees).
 _BUILTIN: dict[str, Callable[[], Callable[..., Backend]]] = {"docker": _docker, "compose": _compose}
 _registered: dict[str, Callable[..., Backend] | str] = {}
-_entry_points: dict[str, Any] | None = None
+_entry_points: dict[str, metadata.EntryPoint] | None = None
 _lock = threading.Lock()
 
 
@@ -64,7 +64,7 @@ def register_backend(name: str, factory: Callable[..., Backend] | str | None = N
     return deco(factory)
 
 
-def _plugins() -> dict[str, Any]:
+def _plugins() -> dict[str, metadata.EntryPoint]:
     global _entry_points
     with _lock:
         if _entry_points is None:

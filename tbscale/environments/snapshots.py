@@ -33,7 +33,7 @@ import uuid
 from dataclasses import replace
 from typing import Any, Callable
 
-from tbscale.environments.base import Snapshot, StartSpec
+from tbscale.environments.base import Environment, Snapshot, StartSpec
 from tbscale.environments.cleanup import LABEL_SNAPSHOT
 from tbscale.environments.docker import Container
 from tbscale.environments.owner import HOST, LABEL_RUN, LABEL_SESSION, SESSION_ID, owner_labels
@@ -64,7 +64,7 @@ class SnapshotStore:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.snapshots: dict[str, tuple[Snapshot, Any]] = {}  # id -> (snapshot, docker client)
-        self.forks: dict[str, dict[str, Any]] = {}  # snapshot id -> {fork id: environment}
+        self.forks: dict[str, dict[str, Environment]] = {}  # snapshot id -> {fork id: environment}
         self.pending: dict[str, tuple[list[str], Any]] = {}  # image refs the engine would not remove yet
 
     def add(self, snap: Snapshot, engine) -> None:

@@ -13,11 +13,11 @@ from __future__ import annotations
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 from tbscale.environments.docker import LABEL_APP, client, hash_directory
 from tbscale.errors import TbscaleError
 from tbscale.tasks.swebench.config import SWEbenchSource
+from tbscale.tasks.swebench.row import SWEbenchRow
 
 CONTEXT_LABEL = "org.tbscale.swebench.context"
 
@@ -47,7 +47,7 @@ def _image_exists(client, name: str):
         return None
 
 
-def prepare_images(rows: list[dict[str, Any]], images: dict[str, str], src: SWEbenchSource,
+def prepare_images(rows: list[SWEbenchRow], images: dict[str, str], src: SWEbenchSource,
                    log=None) -> None:
     """Build the images of `rows` as `src.build` says (a no-op for build: none)."""
     if src.build == "none":
@@ -102,7 +102,7 @@ def build_with_docker(ids: list[str], images: dict[str, str], contexts: dict[str
 
 # ---- build: swebench (swebench.image_builder, docker buildx) -------------------------------------
 
-def swebench_image_specs(rows: list[dict[str, Any]], images: dict[str, str], dockerfiles: dict[str, str],
+def swebench_image_specs(rows: list[SWEbenchRow], images: dict[str, str], dockerfiles: dict[str, str],
                          contexts: dict[str, Path]) -> list:
     """swebench ImageSpecs for the rows; namespace and tag come from the name each image will be
     used under, as swebench's run_evaluation does before it builds from a task repo."""
@@ -119,7 +119,7 @@ def swebench_image_specs(rows: list[dict[str, Any]], images: dict[str, str], doc
     return specs
 
 
-def build_with_swebench(rows: list[dict[str, Any]], images: dict[str, str], dockerfiles: dict[str, str],
+def build_with_swebench(rows: list[SWEbenchRow], images: dict[str, str], dockerfiles: dict[str, str],
                         contexts: dict[str, Path], src: SWEbenchSource, log, *, dry_run: bool = False) -> list:
     """Build the missing images with swebench.image_builder.build_instance_images. swebench names
     each image `spec.name`; when that differs from the configured name the image is tagged with it

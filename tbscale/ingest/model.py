@@ -14,6 +14,7 @@ from pydantic.dataclasses import dataclass as checked
 from tbscale.types.actions import FINISH_MARKER
 from tbscale.types.completion import Usage
 from tbscale.types.manifest import PublishedRun
+from tbscale.types.messages import ToolCall
 from tbscale.types.results import PASS_THRESHOLD, StepResult  # noqa: F401  (one threshold, re-exported)
 
 
@@ -24,7 +25,7 @@ class ImportedTurn:
     runnable: bool
     parse_error: str | None = None
     reasoning: str | None = None
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
     output: str | None = None
     exit_code: int | None = None
     usage: Usage | None = None  # the reply's tokens and cost, when the source records them

@@ -21,6 +21,7 @@ from tbscale.errors import ContextWindowExceeded, ModelCallError
 from tbscale.models import cost, failures, providers
 from tbscale.secrets import redact, register_secret
 from tbscale.types import CallResult, CallSink, Completion, Usage
+from tbscale.types.messages import ChatMessage
 
 # Providers known to accept `n` > 1 in one request (the shared prompt is then processed once).
 N_CAPABLE_PROVIDERS = {"openai", "hosted_vllm", "azure", "together_ai", "fireworks_ai", "deepinfra",
@@ -93,7 +94,7 @@ class LLM:
         p = providers.plugin(provider) if provider not in N_CAPABLE_PROVIDERS else None
         return "n" if provider in N_CAPABLE_PROVIDERS or getattr(p, "accepts_n", False) else "parallel"
 
-    async def complete(self, messages: list[dict[str, Any]], *, n: int = 1, seed: int | None = None,
+    async def complete(self, messages: list[ChatMessage], *, n: int = 1, seed: int | None = None,
                        tools: list[dict] | None = None, sink: CallSink | None = None) -> CallResult:
         """Sample n responses to the same messages: one request with `n` where the provider takes
         it, else n concurrent requests. Returns when all are in."""

@@ -9,6 +9,7 @@ import re
 from typing import Any, Callable
 
 from tbscale.errors import ContextWindowExceeded, ModelCallError
+from tbscale.types.messages import ChatMessage
 
 _FENCED = re.compile(r"^```(?:json)?[ \t]*\n(.*?)\n?```$", re.DOTALL)
 SEED_STRIDE = 7919  # each retry samples with another seed, so a deterministic server can change its mind
@@ -42,7 +43,7 @@ def parse_json_reply(text: str | None) -> dict[str, Any] | None:
     return None
 
 
-async def ask_json(llm, messages: list[dict[str, Any]], parse: Callable[[str], Any | None], *, seed: int,
+async def ask_json(llm, messages: list[ChatMessage], parse: Callable[[str], Any | None], *, seed: int,
                    sink, tries: int) -> tuple[Any | None, str | None, str | None, int]:
     """Call `llm` until `parse(reply)` gives something (at most `tries` calls).
 

@@ -20,6 +20,7 @@ from tbscale.runfiles import manifest_of
 from tbscale.secrets import redact
 from tbscale.types import Usage
 from tbscale.types.completion import UsageJSON
+from tbscale.types.messages import ChatMessage
 
 
 def resolve_judge_model(model: str, models: dict[str, Any] | None, run_dir: Path | None,
@@ -63,7 +64,7 @@ class Judgement:
     latency_sec: float
 
 
-async def judge(llm, messages: list[dict[str, Any]], parse: Callable[[str], Any | None], *, seed: int,
+async def judge(llm, messages: list[ChatMessage], parse: Callable[[str], Any | None], *, seed: int,
                 tries: int) -> Judgement:
     """One judgement: call until the reply parses (at most `tries` calls)."""
     meter, t0 = UsageMeter(), time.monotonic()

@@ -14,7 +14,9 @@ import shlex
 import shutil
 import tempfile
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable
+from typing import Callable
+
+from typing_extensions import NotRequired, TypedDict
 
 from tbscale.environments import Environment
 from tbscale.errors import SandboxError
@@ -23,8 +25,22 @@ from tbscale.tasks.schema import Artifact
 CONVENTION_ARTIFACTS = "/logs/artifacts"
 
 
+class CollectedArtifact(TypedDict):
+    """One entry of an attempt's artifacts/manifest.json: what was asked for (`source` as the task
+    wrote it, `destination` under the attempt's folder, the `service` it came from), how copying it
+    out went (`status` ok, empty, missing, skipped, failed) and, when it went, what it was."""
+
+    source: str
+    destination: str
+    service: str
+    status: str
+    type: NotRequired[str]  # file | directory
+    container_path: NotRequired[str]  # the absolute path it was copied from (status ok)
+    error: NotRequired[str]
+
+
 def collect_artifacts(box: Environment, artifacts: list[Artifact], dest: Path, *, workdir: Callable[[], str],
-                      run_root: Path, convention: str | None = None) -> list[dict[str, Any]]:
+                      run_root: Path, convention: str | None = None) -> list[CollectedArtifact]:
     """Copy the convention folder and every declared artifact out of `box` into `dest`; returns
     the manifest. `workdir()` resolves relative sources; an empty `dest` is removed up to
     `run_root`. `convention`: the main environment's convention folder, when already known to be
@@ -33,7 +49,7 @@ def collect_artifacts(box: Environment, artifacts: list[Artifact], dest: Path, *
     entries = list(artifacts)
     if not any(a.source.rstrip("/") == CONVENTION_ARTIFACTS for a in entries):
         entries.insert(0, Artifact(source=CONVENTION_ARTIFACTS))
-    manifest = []
+    manifest: list[CollectedArtifact] = []
     base = None
     with tempfile.TemporaryDirectory(prefix="tbscale-artifacts-") as tmp:
         for i, art in enumerate(entries):
@@ -85,7 +101,7 @@ def collect_artifacts(box: Environment, artifacts: list[Artifact], dest: Path, *
     return manifest
 
 
-def restore_artifacts(box: Environment, manifest: list[dict[str, Any]], dest: Path) -> None:
+def restore_artifacts(box: Environment, manifest: list[CollectedArtifact], dest: Path) -> None:
     """Put collected artifacts back at their source paths (a separate verifier's environment)."""
     for m in manifest:
         if m["status"] != "ok":

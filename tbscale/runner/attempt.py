@@ -35,6 +35,7 @@ from tbscale.runner.verification import AttemptVerification
 from tbscale.shell.tampering import trajectory_flags
 from tbscale.strategies.base import AttemptResult, Prefix
 from tbscale.tasks import Task
+from tbscale.types.guard import GuardSnapshot
 from tbscale.types.results import StepResult
 from tbscale.verifiers import VerifierResult, classify_ending
 from tbscale.verifiers.script import reward_key
@@ -81,7 +82,7 @@ class Attempt:
         self.timing: dict[str, float] = {}
         self.restore: str | None = None  # how the prefix's state came back: "fork" or "replay"
         self.snapshot = None  # this attempt's own, when it paused and keeps one
-        self.guard_baseline: dict | None = None
+        self.guard_baseline: GuardSnapshot | None = None
         self.artifacts_dir = trial.artifacts_dir(spec, req.index)
         self.envs = AttemptEnvironments(self.exp, trial.backend, self.task, rec,
                                         labels={"org.tbscale.trial": spec.key, "org.tbscale.task": self.task.id,

@@ -7,12 +7,134 @@ from __future__ import annotations
 
 from typing import Any
 
+from typing_extensions import NotRequired, TypedDict
+
 from tbscale.config import Experiment
 from tbscale.environments import Capabilities
 from tbscale.runner.enforcement import not_enforced
 from tbscale.tasks import Task
 from tbscale.tasks.model import (DEFAULT_AGENT_TIMEOUT_SEC, EnvironmentSpec, NetworkPolicy, VerifierSpec,
                                  environment_of, uses_compose)
+
+
+CopiedIn = TypedDict("CopiedIn", {"from": str, "to": str})  # `from` is a keyword: spelled the functional way
+
+
+class ImageInfo(TypedDict, total=False):
+    """Where an environment's image comes from, and how it runs (compose project or one container)."""
+
+    image: str
+    built: bool
+    dockerfile: str
+    context: str
+    compose_file: str
+    services: list[str]
+    main_service: str | None
+    runs_as: str
+    copied_into_workdir: str
+    copied_in: list[CopiedIn]
+
+
+class Resources(TypedDict):
+    cpus: float | str  # "no limit" when none is set
+    memory_mb: int | str
+    storage_mb: str | None
+    gpus: int | None
+    gpu_types: list[str] | None
+    pids_limit: int | None
+    build_timeout_sec: float | None
+
+
+class EnvironmentInfo(ImageInfo, total=False):
+    workdir: str
+    env: list[str]  # the variables' names (values may be secrets)
+    resources: Resources
+    healthcheck: dict[str, Any] | None  # the task's HealthcheckSpec, dumped
+    skills_dir: str | None
+    mcp_servers: list[dict[str, Any]]  # each server's spec, dumped, its headers' names only
+
+
+class CollectHookInfo(TypedDict):
+    command: str
+    service: str
+    timeout_sec: float
+    user: str | int | None
+
+
+class VerifierInfo(TypedDict):
+    mode: str
+    timeout_sec: float
+    command: str | None
+    user: str | int
+    cwd: str
+    network: str
+    env: list[str]
+    reward: str
+    tests: NotRequired[list[str]]  # shared mode: what is mounted where
+    environment: NotRequired[ImageInfo]  # separate mode: the verifier's own environment
+    collect: NotRequired[list[CollectHookInfo]]
+
+
+class AgentInfo(TypedDict):
+    user: str | int
+    timeout_sec: float
+    timeout_note: str | None
+
+
+class SolutionInfo(TypedDict):
+    folder: str | None
+    command: str | None
+    env: list[str]
+    commands: list[str]  # a terminal-bench task's solution.yaml commands
+
+
+class ArtifactInfo(TypedDict):
+    source: str
+    destination: str | None
+    exclude: list[str]
+    service: str | None
+
+
+class StepInfo(TypedDict):
+    name: str
+    instruction: str
+    agent_timeout_sec: float | None
+    agent_user: str | int | None
+    agent_network: str
+    verifier: VerifierInfo
+    min_reward: float | None
+    setup: str | None
+    artifacts: list[str]
+
+
+class LegacyInfo(TypedDict):
+    parser: str | None
+    tests_user: str | int
+    test_env: dict[str, str]
+    run_tests_in_same_shell: bool
+
+
+class TaskDescription(TypedDict):
+    """Everything `tasks show` prints (and `--json` writes), in this order."""
+
+    id: str
+    format: str
+    path: str | None
+    config: str | None
+    name: str | None
+    variant: str | None
+    metadata: dict[str, Any]  # the task's own metadata table, as its file has it
+    instruction: str | None
+    environment: EnvironmentInfo
+    network: dict[str, str]  # phase (environment, agent, verifier) -> its policy in words
+    agent: AgentInfo
+    verifier: VerifierInfo
+    solution: SolutionInfo
+    artifacts: list[ArtifactInfo]
+    steps: list[StepInfo]
+    multi_step_reward_strategy: str | None
+    not_enforced: list[dict[str, str]]  # {key, why}
+    legacy: NotRequired[LegacyInfo]
 
 
 def _policy(policy: NetworkPolicy) -> str:
@@ -22,8 +144,8 @@ def _policy(policy: NetworkPolicy) -> str:
             "no-network": "no-network (nothing, not even the task's services)"}[policy.mode]
 
 
-def _image(task: Task, env: EnvironmentSpec) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _image(task: Task, env: EnvironmentSpec) -> ImageInfo:
+    out: ImageInfo = {}
     if env.image:
         out["image"] = env.image
         out["built"] = False
@@ -43,7 +165,7 @@ def _image(task: Task, env: EnvironmentSpec) -> dict[str, Any]:
     return out
 
 
-def _resources(env: EnvironmentSpec, exp: Experiment, caps: Capabilities | None) -> dict[str, Any]:
+def _resources(env: EnvironmentSpec, exp: Experiment, caps: Capabilities | None) -> Resources:
     cfg = exp.environment
     cpus, memory = cfg.cpus or env.cpus, cfg.memory_mb or env.memory_mb
     if env.storage_mb is None:
@@ -61,8 +183,8 @@ def _resources(env: EnvironmentSpec, exp: Experiment, caps: Capabilities | None)
             "build_timeout_sec": cfg.build_timeout_sec or env.build_timeout_sec}
 
 
-def _verifier(task: Task, v: VerifierSpec) -> dict[str, Any]:
-    out: dict[str, Any] = {
+def _verifier(task: Task, v: VerifierSpec) -> VerifierInfo:
+    out: VerifierInfo = {
         "mode": v.mode, "timeout_sec": v.timeout_sec, "command": v.command,
         "user": v.user if v.user is not None else "the container's default user",
         "cwd": v.cwd or "the workdir", "network": _policy(v.network),
@@ -81,11 +203,11 @@ def _verifier(task: Task, v: VerifierSpec) -> dict[str, Any]:
     return out
 
 
-def describe(task: Task, exp: Experiment, caps: Capabilities | None = None) -> dict[str, Any]:
+def describe(task: Task, exp: Experiment, caps: Capabilities | None = None) -> TaskDescription:
     """Everything `tasks show` prints; `caps` is the engine's (None: no engine was asked)."""
     env = environment_of(task)
     agent_timeout = exp.limits.agent_timeout_sec or task.agent.timeout_sec or task.agent_timeout_sec
-    info: dict[str, Any] = {
+    info: TaskDescription = {
         "id": task.id, "format": task.format, "path": str(task.path) if task.path else None,
         "config": str(task.config_path) if task.config_path else None, "name": task.name,
         "variant": task.variant, "metadata": task.metadata,
@@ -124,7 +246,7 @@ def describe(task: Task, exp: Experiment, caps: Capabilities | None = None) -> d
     return info
 
 
-def as_text(info: dict[str, Any]) -> str:
+def as_text(info: TaskDescription) -> str:
     """The description as plain lines: `key: value`, nested tables indented, the instruction last
     and verbatim between rules."""
     lines: list[str] = []

@@ -16,6 +16,7 @@ from tbscale.config import Experiment
 from tbscale.environments import Backend, Capabilities
 from tbscale.tasks import Task
 from tbscale.tasks.model import NotEnforced
+from tbscale.types.manifest import NotEnforcedTasks
 
 
 def capabilities(backend: Backend | None) -> Capabilities:
@@ -48,25 +49,25 @@ def not_enforced(task: Task, exp: Experiment, caps: Capabilities) -> list[NotEnf
     return out
 
 
-def summary(tasks: list[Task], exp: Experiment, caps: Capabilities) -> list[dict[str, Any]]:
+def summary(tasks: list[Task], exp: Experiment, caps: Capabilities) -> list[NotEnforcedTasks]:
     """For the manifest: one entry per (key, why) with the ids of the tasks it concerns."""
     groups: dict[tuple[str, str], list[str]] = {}
     for task in tasks:
         for item in not_enforced(task, exp, caps):
             groups.setdefault((item.key, item.why), []).append(task.id)
-    return [{"key": k, "why": w, "tasks": ids} for (k, w), ids in sorted(groups.items(), key=lambda x: -len(x[1]))]
+    return [NotEnforcedTasks(key=k, why=w, tasks=ids) for (k, w), ids in sorted(groups.items(), key=lambda x: -len(x[1]))]
 
 
-def notice(entries: list[dict[str, Any]], limit: int = 8) -> list[str]:
+def notice(entries: list[NotEnforcedTasks], limit: int = 8) -> list[str]:
     """The lines a run prints once, before it starts: each key, on how many tasks, and why."""
     if not entries:
         return []
     lines = []
     for e in entries[:limit]:
-        ids = e["tasks"]
+        ids = e.tasks
         which = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
-        lines.append(f"not enforced here: {e['key']} ({len(ids)} task{'s' if len(ids) > 1 else ''}: {which}): "
-                     f"{e['why']}")
+        lines.append(f"not enforced here: {e.key} ({len(ids)} task{'s' if len(ids) > 1 else ''}: {which}): "
+                     f"{e.why}")
     if len(entries) > limit:
         lines.append(f"not enforced here: {len(entries) - limit} more keys (manifest.json `not_enforced` lists all)")
     return lines

@@ -16,7 +16,8 @@ import json
 import shlex
 import time
 from pathlib import PurePosixPath
-from typing import Any
+
+from typing_extensions import NotRequired, TypedDict
 
 from tbscale.config import Experiment
 from tbscale.environments import Backend, Capabilities, Environment, PhaseView, Snapshot, StartSpec, snapshot_of
@@ -31,6 +32,18 @@ from tbscale.tasks.schema import Healthcheck
 
 LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
 MCP_CONFIG_PATH = "/logs/agent/tbscale-mcp.json"
+
+
+class McpServerEntry(TypedDict):
+    """One server of the MCP configuration an agent finds at MCP_CONFIG_PATH: a stdio server's
+    command and arguments, or a remote one's URL and headers (host variables expanded)."""
+
+    name: str
+    transport: str
+    command: NotRequired[str | None]
+    args: NotRequired[list[str]]
+    url: NotRequired[str | None]
+    headers: NotRequired[dict[str, str]]
 
 
 class AttemptEnvironments:
@@ -250,7 +263,7 @@ class AttemptEnvironments:
         if spec.mcp_servers:
             servers = {}
             for s in spec.mcp_servers:
-                entry: dict[str, Any] = {"name": s.name, "transport": s.transport}
+                entry: McpServerEntry = {"name": s.name, "transport": s.transport}
                 if s.transport == "stdio":
                     entry.update(command=s.command, args=list(s.args))
                 else:

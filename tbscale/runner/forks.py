@@ -36,6 +36,7 @@ from tbscale.logs import AttemptRecorder
 from tbscale.runner.environment import AttemptEnvironments
 from tbscale.runner.verification import AttemptVerification
 from tbscale.tasks.model import AgentSpec
+from tbscale.types.guard import ProcessBaseline
 
 
 PURPOSE = "lookahead"
@@ -50,7 +51,7 @@ class _Fork:
     raw: Environment
     view: Environment
     snapshot: Any
-    processes: dict[str, Any] | None = None  # the guard's process baseline, as the fork started
+    processes: ProcessBaseline | None = None  # the guard's process baseline, as the fork started
 
 
 @dataclass

@@ -36,6 +36,8 @@ from typing import Any
 from tbscale.environments import Environment
 from tbscale.shell.parse import invocation, split_segments
 from tbscale.shell.tampering import attribute_command
+from tbscale.types.guard import (AgentProcessInfo, GuardSnapshot, MountState, ProcessBaseline, ProcessInfo,
+                                 SweepRecord, Tampering, ToolState)
 
 DEFAULT_TOOLS = ("bash", "sh", "env", "python3", "python", "pytest", "uv", "uvx", "pip", "pip3", "timeout")
 MAX_TOOLS = 48
@@ -168,9 +170,9 @@ def tool_names(verifier, tests_dirs: list[Path] | None = None) -> list[str]:
     return names[:MAX_TOOLS]
 
 
-def parse_snapshot(output: str) -> dict[str, Any]:
-    tools: dict[str, dict[str, Any] | None] = {}
-    mounts: dict[str, dict[str, Any]] = {}
+def parse_snapshot(output: str) -> GuardSnapshot:
+    tools: dict[str, ToolState | None] = {}
+    mounts: dict[str, MountState] = {}
     changes: dict[str, int] = {}
     now = None
     for line in output.splitlines():
@@ -189,17 +191,17 @@ def parse_snapshot(output: str) -> dict[str, Any]:
                                    "mode": owner[2] if len(owner) >= 3 else None,
                                    "size": int(owner[3]) if len(owner) >= 4 and owner[3].isdigit() else None}
         elif parts[0] == "M" and len(parts) >= 3:
-            entry: dict[str, Any] = {"type": parts[2]}
+            mount: MountState = {"type": parts[2]}
             if len(parts) >= 4:
-                entry["stat" if parts[2] != "link" else "target"] = parts[3]
+                mount["stat" if parts[2] != "link" else "target"] = parts[3]  # type: ignore[literal-required]
             if len(parts) >= 5:
-                entry["digest"] = parts[4]
-            mounts[parts[1]] = entry
+                mount["digest"] = parts[4]
+            mounts[parts[1]] = mount
     return {"tools": tools, "mounts": mounts, "now": now, "changes": changes}
 
 
-def parse_processes(output: str) -> list[dict[str, Any]]:
-    out = []
+def parse_processes(output: str) -> list[ProcessInfo]:
+    out: list[ProcessInfo] = []
     for line in output.splitlines():
         parts = line.split("\t")
         if len(parts) >= 5 and parts[0].isdigit():
@@ -208,7 +210,7 @@ def parse_processes(output: str) -> list[dict[str, Any]]:
     return out
 
 
-def new_processes(before: list[dict[str, Any]], now: list[dict[str, Any]], *, keep_children: bool) -> list[dict]:
+def new_processes(before: list[ProcessInfo], now: list[ProcessInfo], *, keep_children: bool) -> list[ProcessInfo]:
     """Processes in `now` that were not running at `before`. With keep_children, a new process
     whose nearest older ancestor is one of the old processes (other than PID 1) is the child of a
     service the task runs (a database's backend, a server's worker) and is left out."""
@@ -234,14 +236,14 @@ class VerifierGuard:
     def __init__(self, box: Environment, verifier, *, sweep: bool = True, tests_dirs: list[Path] | None = None):
         self.box, self.verifier, self.sweep = box, verifier, sweep
         self.names = tool_names(verifier, tests_dirs)
-        self.before: dict[str, Any] | None = None
+        self.before: GuardSnapshot | None = None
         self.timing: dict[str, float] = {}
         # After `seal`: the artifacts convention folder's state ("empty", "absent") when nothing
         # left running can change it before the verifier's run, else None (it is copied out).
         self.artifacts_folder: str | None = None
 
     # ---- probes ----------------------------------------------------------------------------------
-    def _snapshot(self, since: str | None = None, *, processes: bool = False, probe: bool = False) -> dict[str, Any]:
+    def _snapshot(self, since: str | None = None, *, processes: bool = False, probe: bool = False) -> GuardSnapshot:
         """Digests and mount points; with `since` (the container's clock at the baseline), also
         the paths whose status changed after it, where they matter to the verifier. A status
         change time cannot be set back from inside a container (it needs the clock), so what the
@@ -273,11 +275,11 @@ class VerifierGuard:
             snap["artifacts_folder"] = next((x[2:] for x in res.output.splitlines() if x.startswith("A\t")), None)
         return snap
 
-    def _processes(self, target) -> list[dict[str, Any]]:
+    def _processes(self, target: Environment) -> list[ProcessInfo]:
         res = target.exec(_PROCESSES, 60, user="0", output_limit=500_000)
         return parse_processes(res.output)
 
-    def _sidecars(self) -> dict[str, Any]:
+    def _sidecars(self) -> dict[str, Environment]:
         return {name: self.box.service(name) for name in self.box.services}
 
     # ---- before the agent phase ------------------------------------------------------------------
@@ -289,7 +291,7 @@ class VerifierGuard:
         self.before["sidecar_processes"] = {n: self._processes(c) for n, c in self._sidecars().items()}
         self.timing["guard_processes"] = time.monotonic() - t
 
-    def processes_of(self, box: Environment) -> dict[str, Any]:
+    def processes_of(self, box: Environment) -> ProcessBaseline:
         """The process part of a baseline, of another environment: a fork the attempt may go on in
         (runner/forks.py), listed as it started. Its processes are the task's (entrypoint,
         services), none of them the agent's: a fork carries over no process of its parent's."""
@@ -297,20 +299,20 @@ class VerifierGuard:
                 "sidecar_processes": {n: self._processes(box.service(n)) for n in box.services}}
 
     # ---- after it ---------------------------------------------------------------------------------
-    def seal(self, actions: list[tuple[int, str]], restart_hook=None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    def seal(self, actions: list[tuple[int, str]], restart_hook=None) -> tuple[list[Tampering], SweepRecord]:
         """Stop the agent's processes (unless sweep is off), then compare with the baseline:
         (tampering entries, record of the sweep)."""
-        record: dict[str, Any] = {"method": "restart" if self.sweep else "none"}
-        entries: list[dict[str, Any]] = []
+        record: SweepRecord = {"method": "restart" if self.sweep else "none"}
+        entries: list[Tampering] = []
         t = time.monotonic()
         alive = self.box.running()
-        after: dict[str, Any] | None = None
+        after: GuardSnapshot | None = None
         if alive and not self.sweep:  # nothing happens in between: one exec lists and checks
             after = self._snapshot(since=(self.before or {}).get("now"), processes=True, probe=True)
         procs = (after["processes"] if after is not None else self._processes(self.box)) if alive else []
         base = (self.before or {}).get("processes", [])
         left = new_processes(base, procs, keep_children=False)
-        record["agent_processes"] = [{k: p[k] for k in ("pid", "uid", "cmd")} for p in left[:50]]
+        record["agent_processes"] = [_agent_process(p) for p in left[:50]]
         record["agent_processes_count"] = len(left)
         if not alive:
             entries.append(entry("init_killed", "the container's init was gone after the agent phase (its processes "
@@ -320,7 +322,7 @@ class VerifierGuard:
             if restart_hook is not None:
                 restart_hook()
         if self.sweep:
-            killed = {}
+            killed: dict[str, list[AgentProcessInfo]] = {}
             for name, side in self._sidecars().items():
                 now = self._processes(side)
                 fresh = new_processes(self.before.get("sidecar_processes", {}).get(name, []) if self.before else [], now,
@@ -328,7 +330,7 @@ class VerifierGuard:
                 if fresh:
                     args = " ".join(f"{p['pid']}:{p['start']}" for p in fresh)
                     side.exec(f"set -- {args}\n{_KILL}", 60, user="0")
-                    killed[name] = [{k: p[k] for k in ("pid", "uid", "cmd")} for p in fresh[:50]]
+                    killed[name] = [_agent_process(p) for p in fresh[:50]]
             if killed:
                 record["sidecar_processes_killed"] = killed
         self.timing["guard_sweep"] = time.monotonic() - t
@@ -337,12 +339,12 @@ class VerifierGuard:
             after = self._snapshot(since=(self.before or {}).get("now"), processes=True, probe=True)
         folder = after["artifacts_folder"]
         self.artifacts_folder = folder if folder in ("empty", "absent") and self._idle(after["processes"]) else None
-        entries += tampering_entries(self.before or {}, after, self.verifier.tests_mount, actions)
+        entries += tampering_entries(self.before, after, self.verifier.tests_mount, actions)
         entries += self._describe(entries)
         self.timing["guard_check"] = time.monotonic() - t
         return entries, record
 
-    def _idle(self, processes: list[dict[str, Any]]) -> bool:
+    def _idle(self, processes: list[ProcessInfo]) -> bool:
         """Nothing runs that could write a file before the verifier's run: no sidecars, and no
         process but the init and its keep-alive (`sleep infinity`), each with the command line
         the environment started it with."""
@@ -351,7 +353,7 @@ class VerifierGuard:
         return all(p["cmd"] in (_INITS if p["pid"] == 1 else (KEEP_ALIVE,)) and (p["pid"] == 1 or p["ppid"] == 1)
                    for p in processes)
 
-    def _describe(self, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _describe(self, entries: list[Tampering]) -> list[Tampering]:
         """What replaced a tool: its first line when it is a script, and the Debian package that
         owns it with whether the file is the package's own (adds to the entries in place)."""
         for e in entries:
@@ -374,8 +376,13 @@ class VerifierGuard:
         return []
 
 
-def entry(kind: str, detail: str, **more: Any) -> dict[str, Any]:
-    return {"kind": kind, "source": "environment", "detail": detail, **{k: v for k, v in more.items() if v is not None}}
+def _agent_process(p: ProcessInfo) -> AgentProcessInfo:
+    return {"pid": p["pid"], "uid": p["uid"], "cmd": p["cmd"]}
+
+
+def entry(kind: str, detail: str, **more: Any) -> Tampering:
+    return {  # type: ignore[return-value]  (`more` holds Tampering's optional keys)
+        "kind": kind, "source": "environment", "detail": detail, **{k: v for k, v in more.items() if v is not None}}
 
 
 def _under(path: str, root: str) -> bool:
@@ -383,11 +390,12 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root + "/")
 
 
-def tampering_entries(before: dict[str, Any], after: dict[str, Any], tests_mount: str,
-                      actions: list[tuple[int, str]]) -> list[dict[str, Any]]:
+def tampering_entries(before: GuardSnapshot | None, after: GuardSnapshot, tests_mount: str,
+                      actions: list[tuple[int, str]]) -> list[Tampering]:
     """The differences between two snapshots that touch the verifier: its toolchain, its mount
     points, and files the engine saw written that the verifier reads or is steered by."""
-    out: list[dict[str, Any]] = []
+    out: list[Tampering] = []
+    before = before or GuardSnapshot(tools={}, mounts={}, now=None, changes=None)
     tb, ta = before.get("tools") or {}, after.get("tools") or {}
     for name in ta:
         b, a = tb.get(name), ta.get(name)
@@ -418,7 +426,7 @@ def tampering_entries(before: dict[str, Any], after: dict[str, Any], tests_mount
 
 
 def _changed_paths(paths: list[str], kinds: dict[str, int], tests_mount: str,
-                   actions: list[tuple[int, str]]) -> list[dict[str, Any]]:
+                   actions: list[tuple[int, str]]) -> list[Tampering]:
     groups: dict[str, list[str]] = {}
     for p in paths:
         name = PurePosixPath(p).name
@@ -463,14 +471,14 @@ OBSTRUCTION_KINDS = frozenset({"toolchain_removed", "toolchain_replaced", "toolc
 UNRUNNABLE = ("tests_not_run", "reward_missing", "no_tests_parsed")
 
 
-def review(verdict, sealed: list[dict[str, Any]]):
+def review(verdict, sealed: list[Tampering]):
     """The verdict of one verification and the tampering its run revealed: what the fresh
     /logs/verifier had to undo, tests that changed while they ran. A verifier that gave no
     verdict after the agent changed what it depends on was obstructed by the agent: a failed
     attempt (reward 0, `details.obstructed_by_agent`), not an infrastructure error."""
     from tbscale.verifiers import VerifierResult
 
-    found: list[dict[str, Any]] = []
+    found: list[Tampering] = []
     logs = verdict.details.get("verifier_logs") or {}
     seen = {e["kind"] for e in sealed}
     rewards = [f for f in logs.get("found", []) if PurePosixPath(f.rstrip("/")).name in REWARD_FILES]

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tbscale.agent.agents import agent_names, uses_model
-from tbscale.config import Experiment, Setting, read_experiment
+from tbscale.config import Experiment, ModelConfig, Setting, read_experiment
 from tbscale.environments import BackendOptionsError, backend_names
 from tbscale.environments.registry import environment_options
 from tbscale.errors import TbscaleError
@@ -34,7 +34,7 @@ def setting_roles(exp: Experiment, setting: Setting) -> dict[str, str]:
     return {role: key for role, key in roles.items() if key}
 
 
-def referenced_models(exp: Experiment) -> dict[str, Any]:
+def referenced_models(exp: Experiment) -> dict[str, ModelConfig]:
     """The models some setting uses (key -> ModelConfig): what a run will call."""
     keys = {key for s in exp.settings for key in setting_roles(exp, s).values()}
     return {k: exp.models[k] for k in sorted(keys) if k in exp.models}

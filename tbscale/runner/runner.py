@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from tbscale.config import Experiment
 from tbscale.environments import open_backend
@@ -30,9 +30,9 @@ from tbscale.runner.rundir import RunFolder, now
 from tbscale.runner.trial import TrialRunner
 from tbscale.secrets import redact
 from tbscale.tasks import Task
-from tbscale.types.manifest import DatasetRecord, Invocation
+from tbscale.types.manifest import DatasetRecord, Invocation, NotEnforcedTasks
 from tbscale.types.results import TrialResult
-from tbscale.types.spend import SpendLine
+from tbscale.types.spend import CallRecord, SpendLine
 
 # `tbscale run` exit codes (docs/configuration.md): 0 all trials finished and none was an
 # infrastructure error; 1 some trials crashed (not recorded; rerun to retry them); 3 some trials
@@ -77,9 +77,9 @@ class Runner:
         # Where trials run: in this process, or (ray) on a cluster whose workers stream each
         # trial's lines back here, the only process that writes the run folder.
         self.executor = executor_for(exp)
-        self._not_enforced: list[dict[str, Any]] | None = None
+        self._not_enforced: list[NotEnforcedTasks] | None = None
 
-    def not_enforced(self) -> list[dict[str, Any]]:
+    def not_enforced(self) -> list[NotEnforcedTasks]:
         """The tasks' keys this run does not carry out as written, grouped by key and reason (the
         manifest's `not_enforced`); computed once."""
         if self._not_enforced is None:
@@ -90,7 +90,7 @@ class Runner:
         """What to say once, before the run starts: every key not enforced here, and why."""
         return enforcement.notice(self.not_enforced())
 
-    def _on_call(self, spec: TrialSpec, record: dict[str, Any]) -> None:
+    def _on_call(self, spec: TrialSpec, record: CallRecord) -> None:
         self.folder.record_spend(SpendLine(ts=round(time.time(), 3), trial_key=spec.key, setting=spec.setting.name,
                                            task_id=spec.task.id, trial=spec.trial, **record))
         for cause in record.get("retry_causes") or []:

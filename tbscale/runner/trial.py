@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from tbscale.agent.agents import AgentRun, create_agent, uses_model
 from tbscale.agent.loop import AttemptOutcome
@@ -33,6 +33,7 @@ from tbscale.strategies.base import AttemptResult, Prefix, TrajectoryOutcome
 from tbscale.tasks import Task
 from tbscale.types import BASH_TOOL
 from tbscale.types.results import TrialResult
+from tbscale.types.spend import CallRecord
 
 
 def release_snapshots(attempts: list[AttemptResult | None]) -> None:
@@ -49,7 +50,7 @@ class TrialRunner:
     alive at once, `on_call` sees every model call (spend ledger, live progress)."""
 
     def __init__(self, exp: Experiment, folder: RunFolder, backend: Backend, containers: asyncio.Semaphore,
-                 on_call: Callable[[TrialSpec, dict[str, Any]], None] | None = None):
+                 on_call: Callable[[TrialSpec, CallRecord], None] | None = None):
         self.exp, self.folder, self.backend, self.containers = exp, folder, backend, containers
         self.on_call = on_call
 

@@ -20,7 +20,8 @@ import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from typing_extensions import NotRequired, TypedDict
 
 from tbscale.environments import Environment, StartSpec
 from tbscale.errors import SandboxError, TaskRefused
@@ -31,8 +32,19 @@ from tbscale.runner.guard import VerifierGuard, review
 from tbscale.tasks import Task
 from tbscale.tasks.model import DEFAULT_CPUS, DEFAULT_MEMORY_MB, EnvironmentSpec, VerifierSpec
 from tbscale.tasks.schema import Artifact
+from tbscale.types.guard import Tampering
 from tbscale.verifiers import VerifierContext, VerifierResult, verify
 from tbscale.verifiers.script import run_tests
+
+
+class CollectHookRun(TypedDict):
+    """How one [[verifier.collect]] hook ran (the verifier's `details.collect`)."""
+
+    service: str
+    command: str
+    exit_code: NotRequired[int | None]
+    timed_out: NotRequired[bool]
+    error: NotRequired[str]
 
 
 class AttemptVerification:
@@ -47,7 +59,7 @@ class AttemptVerification:
         self.verifier_timeout_sec = verifier_timeout_sec
         self.sweep = sweep
         self.guard: VerifierGuard | None = None
-        self.tampering: list[dict[str, Any]] = []
+        self.tampering: list[Tampering] = []
         self.artifacts_folder: str | None = None  # the last seal's finding (VerifierGuard.artifacts_folder)
 
     # ---- around the agent phase (runner/guard.py) -------------------------------------------------
@@ -61,7 +73,7 @@ class AttemptVerification:
             timing[k] = timing.get(k, 0.0) + v
 
     def seal(self, box: Environment, actions: list[str], timing: dict[str, float],
-             step: str | None = None) -> list[dict[str, Any]]:
+             step: str | None = None) -> list[Tampering]:
         """After an agent phase, before anything of the verifier runs: stop the agent's processes
         (the environment restarts; the task's healthcheck is passed again), then record what the
         agent phase changed that the verifier depends on. Returns this phase's entries."""
@@ -92,7 +104,7 @@ class AttemptVerification:
                      timing: dict[str, float], *, step: str | None = None,
                      actions: list[str] | None = None) -> VerifierResult:
         """Seal the agent phase whose `actions` ran (when given), verify, review; the verdict."""
-        sealed: list[dict[str, Any]] = []
+        sealed: list[Tampering] = []
         if actions is not None:
             sealed = await asyncio.to_thread(self.seal, box, actions, timing, step)
         t = time.monotonic()
@@ -136,9 +148,9 @@ class AttemptVerification:
         result.details["mode"] = verifier.mode
         return result
 
-    def run_collect_hooks(self, box: Environment, verifier: VerifierSpec) -> list[dict[str, Any]]:
+    def run_collect_hooks(self, box: Environment, verifier: VerifierSpec) -> list[CollectHookRun]:
         """[[verifier.collect]]: best effort, each in its service, as its user."""
-        out = []
+        out: list[CollectHookRun] = []
         for hook in verifier.collect:
             try:
                 res = box.service(hook.service).exec(hook.command, hook.timeout_sec, output_limit=4000,

@@ -19,9 +19,9 @@ with the command attributed (`attribute_command`).
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from tbscale.shell.parse import invocation, split_segments
+from tbscale.types.guard import CommandAttribution, Tampering
 
 TEST_TOOLS = frozenset({"python", "python3", "pytest", "py.test", "bash", "sh", "dash", "uv", "uvx", "pip", "pip3",
                         "env", "timeout", "node", "npm", "npx", "go", "cargo", "make", "diff", "grep", "cmp"})
@@ -108,12 +108,12 @@ RULE_DETAIL = {
 
 
 def trajectory_flags(actions: list[tuple[int, str]], *, tests_mount: str = "/tests",
-                     step: str | None = None) -> list[dict[str, Any]]:
+                     step: str | None = None) -> list[Tampering]:
     """Tampering entries (source "trajectory") for the (turn, command) pairs an attempt ran."""
-    out = []
+    out: list[Tampering] = []
     for turn, command in actions:
         for rule, text in flag_command(command, tests_mount=tests_mount):
-            e: dict[str, Any] = {"kind": rule, "source": "trajectory", "detail": RULE_DETAIL[rule], "turn": turn,
+            e: Tampering = {"kind": rule, "source": "trajectory", "detail": RULE_DETAIL[rule], "turn": turn,
                                  "command": text}
             if step:
                 e["step"] = step
@@ -129,7 +129,7 @@ def _installs(command: str) -> bool:
     return False
 
 
-def attribute_command(actions: list[tuple[int, str]], name: str, paths: list[str | None]) -> dict[str, Any] | None:
+def attribute_command(actions: list[tuple[int, str]], name: str, paths: list[str | None]) -> CommandAttribution | None:
     """The command most likely to have made a change: the last one naming the tool or one of the
     paths, else the last package install (apt, pip, uv, conda, npm), else None. `package_install`
     says the command installs packages (the legitimate way a tool gets replaced)."""
@@ -141,7 +141,7 @@ def attribute_command(actions: list[tuple[int, str]], name: str, paths: list[str
         found = next(((t, c) for t, c in reversed(actions) if _installs(c)), None)
     if found is None:
         return None
-    out: dict[str, Any] = {"turn": found[0], "command": (found[1] or "")[:300]}
+    out: CommandAttribution = {"turn": found[0], "command": (found[1] or "")[:300]}
     if _installs(found[1]):
         out["package_install"] = True
     return out

@@ -32,6 +32,7 @@ from abc import ABC, abstractmethod
 from typing import Any, Callable, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
+from typing_extensions import TypedDict
 
 from tbscale.models.replies import ask_json, parse_json_reply
 from tbscale.seeds import derive_rng, derive_seed
@@ -46,6 +47,7 @@ from tbscale.strategies.render import (
     transcript_budget,
 )
 from tbscale.types.actions import Action
+from tbscale.types.messages import ChatMessage
 
 
 def select_max(scores: list[float | None], rng: random.Random, tie_break: str = "random") -> tuple[int | None, list[int]]:
@@ -85,7 +87,43 @@ def win_rates(n: int, comparisons: list[tuple[int, int, float]]) -> list[float |
     return margin_weighted_win_rates(n, [(i, j, (m > 0) - (m < 0)) for i, j, m in comparisons])
 
 
-def pair_margin(parsed: dict[str, Any], lo: float, hi: float) -> float | None:
+# ---- what a verifier's reply parses to, and what the selection records -----------------------------
+class PointwiseReply(TypedDict):
+    score: float
+    rationale: str
+
+
+class PairwiseReply(TypedDict):
+    """Both scores, or neither, and the preference (A, B, tie) when the reply gave one."""
+
+    score_a: float | None
+    score_b: float | None
+    preference: str | None
+    rationale: str
+
+
+class ListwiseReply(TypedDict):
+    selected_index: int
+    rationale: str
+
+
+class PairMargin(TypedDict):
+    margin: float | None  # A over B, in [-1, 1]; None: the reply was unusable
+
+
+class SelectionInfo(TypedDict, total=False):
+    """What a verifier policy adds to its turn's `selection` event (types/events.py Selection)."""
+
+    judged: list[int]  # the candidates shown to the verifier: one per distinct runnable command
+    same_as: dict[int, int]  # a candidate left out -> the judged one with its command
+    prompt_elided_chars: int
+    tied: list[int]
+    samples: int
+    comparisons: list[list[int | float]]  # [first, second, margin] per pairwise comparison
+    pairs_asked: int
+
+
+def pair_margin(parsed: PairwiseReply, lo: float, hi: float) -> float | None:
     """Margin of A over B in [-1, 1] from a pairwise reply: from the two scores when both are
     given ((score_a - score_b) / (hi - lo)), else from the preference alone (A: 1, B: -1, tie: 0)."""
     a, b = parsed.get("score_a"), parsed.get("score_b")
@@ -116,7 +154,7 @@ def render_one(label: str | None, action: Action) -> str:
 
 
 def pointwise_messages(messages, action: Action, system_prompt: str, lo: int, hi: int,
-                       budget: int | None = None) -> list[dict]:
+                       budget: int | None = None) -> list[ChatMessage]:
     user = (f'<verification kind="pointwise">\n{render_transcript(messages, budget)}\n\n'
             f"Below is one of the candidate next actions the agent proposed:\n\n{render_one(None, action)}\n\n"
             f'Respond with JSON: {{"rationale": string, "score": integer from {lo} (harmful or useless) '
@@ -125,7 +163,7 @@ def pointwise_messages(messages, action: Action, system_prompt: str, lo: int, hi
 
 
 def pairwise_messages(messages, a: Action, b: Action, system_prompt: str, lo: int, hi: int,
-                      budget: int | None = None) -> list[dict]:
+                      budget: int | None = None) -> list[ChatMessage]:
     user = (f'<verification kind="pairwise">\n{render_transcript(messages, budget)}\n\n'
             f"Two candidate next actions, A and B, proposed on this same history:\n\n"
             f"{render_one('A', a)}\n\n{render_one('B', b)}\n\n"
@@ -134,7 +172,7 @@ def pairwise_messages(messages, a: Action, b: Action, system_prompt: str, lo: in
     return [{"role": "system", "content": system_prompt}, {"role": "user", "content": user}]
 
 
-def listwise_messages(messages, actions: list[Action], system_prompt: str, budget: int | None = None) -> list[dict]:
+def listwise_messages(messages, actions: list[Action], system_prompt: str, budget: int | None = None) -> list[ChatMessage]:
     n = len(actions)
     user = (f'<verification kind="listwise">\n{render_transcript(messages, budget)}\n\n'
             f"There are {n} candidate next actions, numbered 0 to {n - 1}:\n\n{render_candidates(actions)}\n\n"
@@ -143,13 +181,13 @@ def listwise_messages(messages, actions: list[Action], system_prompt: str, budge
     return [{"role": "system", "content": system_prompt}, {"role": "user", "content": user}]
 
 
-def parse_pointwise(text: str, lo: float, hi: float) -> dict[str, Any] | None:
+def parse_pointwise(text: str, lo: float, hi: float) -> PointwiseReply | None:
     obj = parse_json_reply(text)
     score = _number(obj.get("score"), lo, hi) if obj else None
     return None if score is None else {"score": score, "rationale": str(obj.get("rationale", ""))[:2000]}
 
 
-def parse_pairwise(text: str, lo: float, hi: float) -> dict[str, Any] | None:
+def parse_pairwise(text: str, lo: float, hi: float) -> PairwiseReply | None:
     obj = parse_json_reply(text)
     if not obj:
         return None
@@ -162,7 +200,7 @@ def parse_pairwise(text: str, lo: float, hi: float) -> dict[str, Any] | None:
             "preference": pref, "rationale": str(obj.get("rationale", ""))[:2000]}
 
 
-def parse_listwise(text: str, n: int) -> dict[str, Any] | None:
+def parse_listwise(text: str, n: int) -> ListwiseReply | None:
     obj = parse_json_reply(text)
     idx = obj.get("selected_index") if obj else None
     if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < n:
@@ -228,7 +266,7 @@ class _VerifierPolicy(ABC):
         self.budget: int | None = None  # transcript characters per prompt, set each turn
 
     async def _judge(self, ctx: TurnContext, prompt, parse, seed_parts: tuple, *,
-                     derive: Callable[[Any], dict[str, Any]] | None = None, **log_fields) -> Any:
+                     derive: Callable[[Any], PairMargin] | None = None, **log_fields) -> Any:
         """One verifier judgement, retried until the reply parses, and logged as a `verifier_call`
         with `log_fields` (and what `derive` makes of the parsed reply). Returns the parsed reply or
         None."""
@@ -260,7 +298,7 @@ class _VerifierPolicy(ABC):
                 continue
             seen[key] = i
             judged.append(i)
-        info: dict[str, Any] = {"judged": judged, "same_as": same_as}
+        info: SelectionInfo = {"judged": judged, "same_as": same_as}
         # The transcript each verifier prompt carries, fitted to the verifier's context window.
         shown_chars = len(self.system_prompt) + sum(len(a.command or "") for a in actions) + 2000
         self.budget = transcript_budget(self.verifier, shown_chars)
@@ -295,7 +333,7 @@ class _VerifierPolicy(ABC):
         return runnable[0] if self.p.fallback == "first" else derive_rng(ctx.seed, "fallback").choice(runnable)
 
     @abstractmethod
-    async def _score(self, messages, actions, judged, ctx) -> tuple[dict[int, float], dict[str, Any]]:
+    async def _score(self, messages, actions, judged, ctx) -> tuple[dict[int, float], SelectionInfo]:
         """Scores of the judged candidates (higher is better) and extra fields for the event."""
 
 
@@ -337,7 +375,7 @@ class PairwiseVerifier(_VerifierPolicy):
             else:  # which one is shown first is a seeded coin, so position bias does not favour low indices
                 orders.append((a, b) if derive_rng(ctx.seed, "order", a, b).random() < 0.5 else (b, a))
 
-        def margin_of(parsed) -> dict[str, Any]:
+        def margin_of(parsed: PairwiseReply | None) -> PairMargin:
             return {"margin": pair_margin(parsed, lo, hi) if parsed else None}
 
         async def one(first: int, second: int):

@@ -18,6 +18,9 @@ from pydantic import BaseModel, ConfigDict
 from tbscale.agent.policy import ActionPolicy, Decision, TurnContext
 from tbscale.logs import AttemptRecorder
 from tbscale.tasks import Task
+from tbscale.types.completion import UsageJSON
+from tbscale.types.guard import GuardSnapshot, Tampering
+from tbscale.types.messages import ChatMessage
 from tbscale.types.results import AttemptBrief, StepResult
 
 
@@ -61,8 +64,8 @@ class AttemptResult:
     stop_reason: str
     turns: int
     actions: list[str]
-    transcript: list[dict[str, Any]] = field(repr=False, default_factory=list)
-    usage: dict[str, dict[str, Any]] = field(default_factory=dict)
+    transcript: list[ChatMessage] = field(repr=False, default_factory=list)
+    usage: dict[str, UsageJSON] = field(default_factory=dict)
     timing: dict[str, float] = field(default_factory=dict)
     error: str | None = None
     summary: str | None = None
@@ -72,12 +75,12 @@ class AttemptResult:
     reward_key: str | None = None  # which key of `rewards` is `reward`
     steps: list[StepResult] | None = None  # multi-step tasks: one per step
     artifacts_path: str | None = None  # the attempt's collected artifacts, relative to the run folder
-    tampering: list[dict[str, Any]] = field(default_factory=list)  # docs/formats.md, `tampering`
+    tampering: list[Tampering] = field(default_factory=list)  # docs/formats.md, `tampering`
     # A paused attempt's environment saved for its continuations (docs/forks-and-lookahead.md):
     # the Snapshot, the verifier guard's baseline from before the first agent phase of the chain,
     # and how this attempt's own prefix was restored ("fork", "replay"; None: no prefix).
     snapshot: Any = field(default=None, repr=False)
-    guard_baseline: dict[str, Any] | None = field(default=None, repr=False)
+    guard_baseline: GuardSnapshot | None = field(default=None, repr=False)
     prefix_restore: str | None = None
     release: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
@@ -99,11 +102,11 @@ class Prefix:
     snapshot to fork from when the attempt kept one, else the commands that built it (replayed in
     a fresh container before the agent goes on)."""
 
-    messages: list[dict[str, Any]]
+    messages: list[ChatMessage]
     actions: list[str]
     parent: int | None = None
     snapshot: Any = None  # the parent's Snapshot: the continuation forks from it instead of replaying
-    guard_baseline: dict[str, Any] | None = None
+    guard_baseline: GuardSnapshot | None = None
 
     @classmethod
     def of(cls, attempt: "AttemptResult", *, restore: str = "fork") -> "Prefix":

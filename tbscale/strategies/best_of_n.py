@@ -22,7 +22,9 @@ from tbscale.logs import merge_usage
 from tbscale.strategies.registry import RECORD_STAGED, register_trajectory
 from tbscale.strategies.base import AttemptResult, StartAttempt, TrajectoryOutcome
 from tbscale.strategies.rtv import RTVParams, RTVResult, SummaryJudge, select
+from tbscale.strategies.stage_records import StagedRecord, StageRecord
 from tbscale.strategies.summaries import StageMeter, Summarizer, Summary, SummaryParams
+from tbscale.types.completion import UsageJSON
 
 Selector = Literal["rtv", "judge", "random", "oracle"]
 
@@ -59,7 +61,7 @@ class StagedStrategy:
         self.meter = StageMeter(rec)
         self.attempts: dict[int, AttemptResult] = {}
         self.summaries: dict[int, Summary] = {}
-        self.stages: list[dict[str, Any]] = []
+        self.stages: list[StageRecord] = []
         self.instruction = task.instruction
         self.judge = SummaryJudge(self.p, self.models, instruction=task.instruction, seed=self.seed,
                                   log_calls=self.p.log_calls)
@@ -98,7 +100,7 @@ class StagedStrategy:
                             "tournament": result.record, **info})
         return result
 
-    def _stage_usage(self) -> dict[str, dict[str, dict[str, Any]]]:
+    def _stage_usage(self) -> dict[str, dict[str, UsageJSON]]:
         """Tokens per stage and role: the attempts of an iteration (generator, selector,
         verifier inside them) plus the summaries and votes made for that stage."""
         own = self.meter.as_dict()
@@ -112,7 +114,8 @@ class StagedStrategy:
 
     def _outcome(self, final: AttemptResult, **record: Any) -> TrajectoryOutcome:
         attempts = [self.attempts[i] for i in sorted(self.attempts)]
-        rec = {"kind": self.kind, **record, "stages": self.stages, "final": final.index,
+        # `record` holds the strategy's parameters (StagedRecord's optional keys)
+        rec: StagedRecord = {"kind": self.kind, **record, "stages": self.stages, "final": final.index,  # type: ignore[typeddict-item]
                # the summaries themselves are `summary` events in the trajectory file; the row keeps it lean
                "summaries": {str(i): {"source": s.source, "chars": len(s.text), **({"error": s.error} if s.error else {})}
                              for i, s in sorted(self.summaries.items())},

@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tbscale.types.messages import ChatMessage
+
 PROMPTS = Path(__file__).parent / "prompts"
 
 
@@ -14,7 +16,7 @@ def read_prompt(path: str | None, default: str) -> str:
     return Path(path).read_text() if path else (PROMPTS / default).read_text()
 
 
-def log_call(rec, *, role: str, method: str, model: str | None, messages: list[dict[str, Any]] | None,
+def log_call(rec, *, role: str, method: str, model: str | None, messages: list[ChatMessage] | None,
              response: str | None, parsed: Any, mode: str = "full", **extra: Any) -> None:
     """One `verifier_call` event: what the verifier (or judge, or summarizer) was asked and said."""
     if mode == "off" or rec is None:

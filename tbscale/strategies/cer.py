@@ -54,8 +54,12 @@ from tbscale.strategies.base import (
     TrajectoryOutcome,
 )
 from tbscale.strategies.calls import log_call
+from tbscale.strategies.cer_records import (CerCandidate, CerGroup, CerRecord, CerRound, CerTieBreak, CriterionRecord,
+                                             CriterionScores)
 from tbscale.strategies.render import command_of_message
 from tbscale.strategies.summaries import StageMeter
+from tbscale.types.completion import UsageJSON
+from tbscale.types.messages import ChatMessage
 
 SCALE = 4  # criterion scores are integers 0..SCALE (anchored in the prompt)
 EPS = 1e-9
@@ -104,7 +108,7 @@ class Criterion:
     weight: float
     polarity: str = "positive"  # or "negative"
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> CriterionRecord:
         return {"id": self.id, "text": self.text, "weight": self.weight, "polarity": self.polarity}
 
 
@@ -146,14 +150,14 @@ def aggregate(criteria: list[Criterion], scores: dict[str, float]) -> float | No
     return num / den if den > 0 else None
 
 
-def parse_scores(obj: dict[str, Any] | None, ids: list[int], criteria: list[Criterion]) -> dict[int, dict[str, Any]] | None:
+def parse_scores(obj: dict[str, Any] | None, ids: list[int], criteria: list[Criterion]) -> dict[int, CriterionScores] | None:
     """Per prefix id: {"criteria": {criterion id: score}, "evidence": {criterion id: text}} from
     {"candidates": [{"id": 1, "scores": [{"criterion": "c1", "score": 3, "evidence": "..."}]}]}.
     None when no requested id got a usable score."""
     if not isinstance(obj, dict) or not isinstance(obj.get("candidates"), list):
         return None
     known = {c.id for c in criteria}
-    out: dict[int, dict[str, Any]] = {}
+    out: dict[int, CriterionScores] = {}
     for cand in obj["candidates"]:
         if not isinstance(cand, dict):
             continue
@@ -222,7 +226,7 @@ def _clip(text: str, limit: int) -> str:
     return text[:half] + "\n...[middle truncated]...\n" + text[-half:]
 
 
-def render_turns(messages: list[dict[str, Any]], first_turn: int, obs_chars: int) -> str:
+def render_turns(messages: list[ChatMessage], first_turn: int, obs_chars: int) -> str:
     """Assistant commands (no reasoning) and what came back, numbered from `first_turn`."""
     parts, turn = [], first_turn - 1
     for m in messages:
@@ -236,16 +240,16 @@ def render_turns(messages: list[dict[str, Any]], first_turn: int, obs_chars: int
     return "\n\n".join(parts)
 
 
-def split_history(transcript: list[dict[str, Any]], shared_len: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def split_history(transcript: list[ChatMessage], shared_len: int) -> tuple[list[ChatMessage], list[ChatMessage]]:
     """(shared turns after the system prompt and task prompt, the continuation's own messages)."""
     return transcript[2:shared_len], transcript[max(2, shared_len):]
 
 
-def _turns_in(messages: list[dict[str, Any]]) -> int:
+def _turns_in(messages: list[ChatMessage]) -> int:
     return sum(m.get("role") == "assistant" for m in messages)
 
 
-def common_prefix_len(transcripts: list[list[dict[str, Any]]]) -> int:
+def common_prefix_len(transcripts: list[list[ChatMessage]]) -> int:
     if not transcripts:
         return 2
     n = min(len(t) for t in transcripts)
@@ -258,9 +262,9 @@ def common_prefix_len(transcripts: list[list[dict[str, Any]]]) -> int:
     return max(2, k)
 
 
-def group_prompt(kind: str, instruction: str, shared: list[dict[str, Any]], members: list[tuple[int, list[dict[str, Any]], str]],
+def group_prompt(kind: str, instruction: str, shared: list[ChatMessage], members: list[tuple[int, list[ChatMessage], str]],
                  params: CERParams, *, criteria: list[Criterion] | None = None, score_parent: bool = False,
-                 purpose: str = "group") -> list[dict[str, Any]]:
+                 purpose: str = "group") -> list[ChatMessage]:
     """A rubric-building (kind="cer_rubrics") or scoring (kind="cer_score") prompt over a group:
     the shared history once, then each member's continuation. `members`: (id, own messages, how
     it stopped)."""
@@ -302,7 +306,7 @@ class GroupScore:
     rubric_set: str
     criteria: list[Criterion]
     scores: dict[int, float | None]  # attempt index -> CER score
-    detail: dict[int, dict[str, Any]] = field(default_factory=dict)  # attempt index -> criteria, evidence
+    detail: dict[int, CriterionScores] = field(default_factory=dict)  # attempt index -> criteria, evidence
     error: str | None = None
     parent_score: float | None = None  # the parent (the shared prefix alone), when asked
 
@@ -314,7 +318,7 @@ class CERScorer:
         self.p, self.llm, self.instruction, self.seed, self.sink = params, llm, instruction, seed, sink
         self.n_sets = 0
 
-    async def score_group(self, tag: str, shared: list[dict[str, Any]], members: list[tuple[int, list[dict[str, Any]], str]],
+    async def score_group(self, tag: str, shared: list[ChatMessage], members: list[tuple[int, list[ChatMessage], str]],
                           *, score_parent: bool = False, purpose: str = "group") -> GroupScore:
         """`members`: (attempt index, own messages, how it stopped). The judge sees them as ids
         1..n in the given order (and the parent as id 0); scores come back by attempt index."""
@@ -378,7 +382,7 @@ class Cand:
     def finished(self) -> bool:
         return self.attempt.stop_reason != "paused"
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> CerCandidate:
         a = self.attempt
         return {"attempt": a.index, "parent": self.parent, "round": self.round, "turns": a.turns,
                 "finished": self.finished, "broken": self.broken, "stop_reason": a.stop_reason, "score": self.score,
@@ -401,7 +405,7 @@ class CER:
         llm = self.models(p.judge, "judge") if self.models is not None else None
         self.attempts: dict[int, AttemptResult] = {}
         cands: dict[int, Cand] = {}
-        rounds: list[dict[str, Any]] = []
+        rounds: list[CerRound] = []
         beam: list[int] = []  # attempt indices; empty = the empty prefix
         selected: int | None = None
         for r in range(1, p.n_rounds() + 1):
@@ -426,7 +430,7 @@ class CER:
                 groups.setdefault(par, []).append(a)
                 cands[a.index] = Cand(a, par, r)
 
-            async def judge_group(par: int | None, kids: list[AttemptResult]) -> dict[str, Any]:
+            async def judge_group(par: int | None, kids: list[AttemptResult]) -> CerGroup:
                 shared_len = len(cands[par].attempt.transcript) if par is not None else 2
                 shared = cands[par].attempt.transcript[2:] if par is not None else []
                 ok = [a for a in kids if not cands[a.index].broken]  # a dead sandbox has nothing to judge
@@ -453,7 +457,7 @@ class CER:
             # beam members that submitted cannot grow: they keep their place and score
             carried = [b for b in beam if cands[b].finished]
             pool = eligible + carried
-            rnd: dict[str, Any] = {"round": r, "parents": growable, "allocation": counts, "groups": group_recs,
+            rnd: CerRound = {"round": r, "parents": growable, "allocation": counts, "groups": group_recs,
                                    "candidates": new, "regressed": [i for i in new if cands[i].regressed],
                                    "carried": carried}
             if not eligible:  # a fully regressed round keeps the previous beam and selection
@@ -482,7 +486,7 @@ class CER:
             selected = next((i for i in sorted(cands) if not cands[i].broken), next(iter(sorted(cands)), None))
         final, completions = await self._finish(start_attempt, cands, selected)
         await self._release(cands, keep=set())
-        record = {"kind": self.kind, "params": {"m": p.m, "beam": p.beam, "segment_turns": p.segment_turns,
+        record: CerRecord = {"kind": self.kind, "params": {"m": p.m, "beam": p.beam, "segment_turns": p.segment_turns,
                                                 "rounds": p.n_rounds(), "budget_steps": p.budget_steps,
                                                 "regression_stop": p.regression_stop,
                                                 "tie_break_rubrics": p.tie_break_rubrics,
@@ -498,7 +502,7 @@ class CER:
         record["stage_usage"] = self._stage_usage(attempts, meter)
         return TrajectoryOutcome(final=final, attempts=attempts, record=record)
 
-    async def _tie_break(self, scorer: CERScorer, stage: str, tied: list[int], cands: dict[int, Cand]) -> dict[str, Any]:
+    async def _tie_break(self, scorer: CERScorer, stage: str, tied: list[int], cands: dict[int, Cand]) -> CerTieBreak:
         """Extra rubrics built from the tied candidates only; they are scored under them."""
         transcripts = [cands[i].attempt.transcript for i in tied]
         shared_len = common_prefix_len(transcripts)
@@ -550,8 +554,8 @@ class CER:
             if i not in keep and c.attempt.snapshot is not None and not c.attempt.snapshot.released:
                 await asyncio.to_thread(c.attempt.release_snapshot)
 
-    def _stage_usage(self, attempts: list[AttemptResult], meter: StageMeter) -> dict[str, dict[str, Any]]:
-        by: dict[str, list[dict[str, Any]]] = {}
+    def _stage_usage(self, attempts: list[AttemptResult], meter: StageMeter) -> dict[str, dict[str, UsageJSON]]:
+        by: dict[str, list[dict[str, UsageJSON]]] = {}
         for a in attempts:
             by.setdefault(a.stage, []).append(a.usage)
         out = {stage: merge_usage(*parts) for stage, parts in by.items()}

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
 
 from pydantic import Field
 
@@ -50,6 +49,7 @@ from tbscale.strategies.registry import register_policy
 from tbscale.strategies.render import fit_transcript, transcript_budget
 from tbscale.strategies.turn_bon import AGREED_ALL, AGREED_FIRST, SELECTED, TurnBoNParams, parse_selection
 from tbscale.types.actions import parse_action
+from tbscale.types.events import LookaheadRun
 
 SINGLE, NONE_RUNNABLE = "single", "none_runnable"  # further paths of a lookahead turn
 MIN_OBSERVATION_CHARS = 200
@@ -236,13 +236,13 @@ class Lookahead:
         """The turn's `lookahead` event: every command run, which candidates proposed it, what it
         did (what the selector was shown of it), and where the turn's time went."""
         chars = self.observation_chars(len(commands))
-        ran: list[dict[str, Any]] = []
+        ran: list[LookaheadRun] = []
         for i, (g, c, r) in enumerate(zip(groups, commands, results)):
             out = r.output or ""
             shown = out if len(out) <= chars else out[:chars // 2] + "\n[...]\n" + out[-(chars // 2):]
-            ran.append({"candidates": g, "command": c, "exit_code": r.exit_code, "timed_out": r.timed_out,
-                        "duration_sec": round(r.duration_sec, 4), "output_bytes": r.output_bytes or len(out.encode()),
-                        "output": shown, "picked": i == pick})
+            ran.append(LookaheadRun(candidates=g, command=c, exit_code=r.exit_code, timed_out=r.timed_out,
+                                    duration_sec=round(r.duration_sec, 4),
+                                    output_bytes=r.output_bytes or len(out.encode()), output=shown, picked=i == pick))
         added = sum(r.duration_sec for i, r in enumerate(results) if i != pick)
         for i, r in enumerate(results):  # the trial line's candidate_execs and the exec time they added
             ctx.rec.note_candidate_exec(0.0 if i == pick else r.duration_sec)

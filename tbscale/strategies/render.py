@@ -11,10 +11,10 @@ selecting instead of failing every try and falling back to chance.
 
 from __future__ import annotations
 
-from typing import Any
 
 from tbscale.types import Completion
 from tbscale.types.actions import Action, parse_action
+from tbscale.types.messages import ChatMessage
 
 # Characters per token when budgeting a prompt: lower than the usual ~4, to leave a margin for
 # tokenizers that split code and logs finely.
@@ -23,7 +23,7 @@ REPLY_RESERVE_TOKENS = 4096
 MIN_TRANSCRIPT_CHARS = 2000
 
 
-def _transcript_parts(messages: list[dict[str, Any]]) -> list[tuple[int, str]]:
+def _transcript_parts(messages: list[ChatMessage]) -> list[tuple[int, str]]:
     """(turn, rendered part) for the task and every turn so far."""
     parts, turn = [], 0
     for m in messages[1:]:  # the system prompt is the agent's, not the selector's business
@@ -40,13 +40,13 @@ def _transcript_parts(messages: list[dict[str, Any]]) -> list[tuple[int, str]]:
     return parts
 
 
-def render_transcript(messages: list[dict[str, Any]], budget_chars: int | None = None) -> str:
+def render_transcript(messages: list[ChatMessage], budget_chars: int | None = None) -> str:
     """The task and every turn so far: assistant commands (no reasoning) and observations; within
     `budget_chars` when given (see fit_transcript)."""
     return fit_transcript(messages, budget_chars)[0]
 
 
-def fit_transcript(messages: list[dict[str, Any]], budget_chars: int | None) -> tuple[str, int]:
+def fit_transcript(messages: list[ChatMessage], budget_chars: int | None) -> tuple[str, int]:
     """(transcript, characters elided): the whole transcript when it fits the budget, else the task
     and as many of the latest parts as fit, with a marker naming the turns left out."""
     parts = _transcript_parts(messages)
@@ -85,7 +85,7 @@ def transcript_budget(llm, other_chars: int) -> int | None:
     return max(MIN_TRANSCRIPT_CHARS, (window - reserve) * CHARS_PER_TOKEN - other_chars)
 
 
-def command_of_message(message: dict[str, Any]) -> str | None:
+def command_of_message(message: ChatMessage) -> str | None:
     """The bash command an assistant message in the history asked for, or None."""
     calls = [{"id": c.get("id"), "name": c["function"]["name"], "arguments": c["function"]["arguments"]}
              for c in message.get("tool_calls") or []]

@@ -24,6 +24,8 @@ from tbscale.models.replies import ask_json, parse_json_reply
 from tbscale.seeds import derive_rng, derive_seed
 from tbscale.strategies.base import Params
 from tbscale.strategies.calls import log_call, read_prompt
+from tbscale.strategies.stage_records import GroupRecord, RoundRecord, TournamentRecord, VoteRecord
+from tbscale.types.messages import ChatMessage
 
 
 class RTVParams(Params):
@@ -82,7 +84,7 @@ class Vote:
     order: list[int] = field(default_factory=list)  # the order the members were shown in
     error: str | None = None
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> VoteRecord:
         return {"choice": self.choice, "order": self.order, **({"error": self.error} if self.error else {})}
 
 
@@ -92,7 +94,7 @@ VoteFn = Callable[[list[int], int, int], Awaitable[list[Vote]]]
 @dataclass
 class RTVResult:
     survivors: list[int]
-    record: dict[str, Any]
+    record: TournamentRecord
 
 
 async def run_rtv(candidates: list[int], *, target: int, group_size: int, vote: VoteFn, seed: Any, tag: str,
@@ -101,13 +103,13 @@ async def run_rtv(candidates: list[int], *, target: int, group_size: int, vote: 
     votes of one group. Groups of a round are judged concurrently."""
     target = max(1, target)
     survivors = list(candidates)
-    rounds: list[dict[str, Any]] = []
+    rounds: list[RoundRecord] = []
     r = 0
     while len(survivors) > target:
         r += 1
         groups = plan_groups(survivors, group_size, target, derive_rng(seed, tag, "bracket", r) if shuffle else None)
 
-        async def judge(g: int, members: list[int]) -> dict[str, Any]:
+        async def judge(g: int, members: list[int]) -> GroupRecord:
             if len(members) == 1:
                 return {"members": members, "bye": True, "winner": members[0]}
             votes = await vote(members, r, g)
@@ -124,7 +126,7 @@ async def run_rtv(candidates: list[int], *, target: int, group_size: int, vote: 
 
 
 # ---- the LLM judge over summaries ---------------------------------------------------------------------
-def judge_messages(instruction: str, shown: list[str], system_prompt: str) -> list[dict[str, Any]]:
+def judge_messages(instruction: str, shown: list[str], system_prompt: str) -> list[ChatMessage]:
     blocks = "\n\n".join(f'<summary id="{k + 1}">\n{text}\n</summary>' for k, text in enumerate(shown))
     user = (f"<judge_attempts>\n<task>\n{instruction}\n</task>\n\n"
             f"{len(shown)} independent attempts at this task, each as a structured summary:\n\n{blocks}\n\n"

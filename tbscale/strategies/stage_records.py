@@ -7,7 +7,9 @@ tournaments of its selection stages as the viewer draws them.
 returns one attempt. A stage named otherwise is shown by its name, after these.
 
 Plain dicts and `json` only: the viewer imports this without loading any strategy, and draws the
-brackets of any record of this shape, a run made with a strategy not installed here included.
+brackets of any record of this shape, a run made with a strategy not installed here included. The
+TypedDicts below say what a staged record holds (docs/formats.md, "strategy_record"); a record is
+written and read as the plain dict they describe.
 """
 
 from __future__ import annotations
@@ -15,6 +17,115 @@ from __future__ import annotations
 import functools
 import json
 from typing import Any
+
+from typing_extensions import NotRequired, Required, TypedDict
+
+from tbscale.types.completion import UsageJSON
+
+
+class VoteReply(TypedDict, total=False):
+    """What the judge answered for one vote (from its `verifier_call` event)."""
+
+    response: Required[str | None]
+    error: str
+    calls: int
+    model: str
+
+
+class VoteRecord(TypedDict):
+    """One judge vote: the member it chose (None: unusable) and the order members were shown in."""
+
+    choice: int | None
+    order: list[int] | None
+    error: NotRequired[str]
+    reply: NotRequired[VoteReply]  # added when the viewer draws the bracket
+
+
+class GroupRecord(TypedDict, total=False):
+    """One group of a tournament round: its members, its votes and counts, its winner (a bye
+    when it has one member). A flat judge keeping several lists them as `winners`."""
+
+    members: Required[list[int]]
+    bye: Required[bool]
+    votes: list[VoteRecord]
+    counts: dict[str, int]
+    winner: int | None
+    winners: list[int]
+    tie_broken: bool
+    invalid_votes: int
+
+
+class RoundRecord(TypedDict):
+    round: int | None
+    entrants: NotRequired[list[int]]
+    groups: list[GroupRecord]
+    survivors: list[int]
+
+
+class TournamentRecord(TypedDict, total=False):
+    """A selection (rtv.select): its method, how many it keeps, who entered and who survived,
+    and the rounds a tournament or judge ran (none for random and oracle)."""
+
+    method: Required[str]
+    target: Required[int]
+    group_size: int
+    entrants: Required[list[int]]
+    rounds: Required[list[RoundRecord]]
+    survivors: Required[list[int]]
+
+
+# `from` is a Python keyword: these two are spelled the functional way.
+StageRecord = TypedDict("StageRecord", {
+    "stage": Required[str],
+    "kind": Required[str],  # iteration | select
+    "attempts": list[int],  # iteration: the attempts it ran
+    "summarized": bool,
+    "method": str,  # select: how it selected, from whom, whom it kept, with its tournament
+    "target": int,
+    "from": list[int],
+    "selected": list[int],
+    "tournament": TournamentRecord,
+    "after_iteration": int,
+}, total=False)
+"""One stage of a staged record: an iteration's attempts, or a selection among them."""
+
+Bracket = TypedDict("Bracket", {
+    "stage": Any,
+    "method": str | None,
+    "target": int | None,
+    "group_size": NotRequired[int | None],
+    "from": list[int],
+    "selected": list[int],
+    "rounds": list[RoundRecord],
+    "source": str,
+})
+"""A selection stage's tournament as the viewer draws it (`tournaments`)."""
+
+
+class SummaryNote(TypedDict):
+    source: str  # llm | fallback
+    chars: int
+    error: NotRequired[str]
+
+
+class StagedRecord(TypedDict, total=False):
+    """A staged strategy's `strategy_record`: its kind and parameters, the stages in order, the
+    final attempt, each summary's source and length, and tokens per stage and role."""
+
+    kind: Required[str]
+    stages: Required[list[StageRecord]]
+    final: Required[int]
+    summaries: dict[str, SummaryNote]
+    stage_usage: dict[str, dict[str, UsageJSON]]
+    n: int
+    selector: str
+    group_size: int
+    votes: int
+    iterations: int
+    k: int
+    context: str
+    select: str
+    final_method: str
 
 
 def stage_name(kind: str, t: int) -> str:
@@ -48,7 +159,7 @@ def stage_order(stage: str) -> tuple[int, int]:
     return (10**5, 0)
 
 
-def tournaments(record: Any, judge_calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def tournaments(record: Any, judge_calls: list[dict[str, Any]]) -> list[Bracket]:
     """Every selection stage with its bracket: from the trial's strategy_record when it has one,
     else rebuilt from the judge's `verifier_call` events (round, group, vote). Each vote carries
     the judge's reply (rationale) when the event is there."""
@@ -56,7 +167,7 @@ def tournaments(record: Any, judge_calls: list[dict[str, Any]]) -> list[dict[str
     for c in judge_calls:
         if c.get("role") == "judge" and c.get("round") is not None:
             calls[(c.get("stage") or c.get("method"), c.get("round"), c.get("group"), c.get("vote"))] = c
-    out: list[dict[str, Any]] = []
+    out: list[Bracket] = []
     stages = record.get("stages") if isinstance(record, dict) else None
     for st in stages or []:
         if not isinstance(st, dict) or st.get("kind") != "select":
@@ -112,9 +223,9 @@ def tournaments(record: Any, judge_calls: list[dict[str, Any]]) -> list[dict[str
     return out
 
 
-def _vote_reply(c: dict[str, Any]) -> dict[str, Any]:
-    reply: dict[str, Any] = {"response": c.get("response")}
+def _vote_reply(c: dict[str, Any]) -> VoteReply:
+    reply: VoteReply = {"response": c.get("response")}
     for k in ("error", "calls", "model"):
         if c.get(k) is not None:
-            reply[k] = c[k]
+            reply[k] = c[k]  # type: ignore[literal-required]
     return reply

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import Field
+from typing_extensions import TypedDict
 
 from tbscale.logs import AttemptRecorder
 from tbscale.models.replies import ask_json, parse_json_reply
@@ -29,6 +30,8 @@ from tbscale.strategies.base import AttemptResult, Params
 from tbscale.strategies.calls import log_call, read_prompt
 from tbscale.strategies.render import render_transcript
 from tbscale.types import Usage
+from tbscale.types.completion import UsageJSON
+from tbscale.types.messages import ChatMessage
 
 FIELDS = ("hypotheses", "key_decisions", "progress", "failure_modes", "final_state")
 LIST_FIELDS = ("hypotheses", "key_decisions", "failure_modes")
@@ -53,10 +56,30 @@ class SummaryParams(Params):
         return {"summarizer": self.summarizer}
 
 
+class SummaryFields(TypedDict):
+    """A structured summary of one attempt (the `summary` event's `fields`; FIELDS in order)."""
+
+    hypotheses: list[str]
+    key_decisions: list[str]
+    progress: str
+    failure_modes: list[str]
+    final_state: str
+
+
+class TurnDigest(TypedDict):
+    """One executed turn of a transcript, as the fallback summary reads it."""
+
+    thought: str
+    command: str | None
+    rc: int | None
+    output: str
+    answered: bool
+
+
 @dataclass
 class Summary:
     attempt: int
-    fields: dict[str, Any]
+    fields: SummaryFields
     source: str  # "llm" or "fallback"
     text: str
     error: str | None = None
@@ -74,7 +97,7 @@ class StageMeter:
     def sink(self, stage: str) -> "_StageSink":
         return _StageSink(self, stage)
 
-    def as_dict(self) -> dict[str, dict[str, dict[str, Any]]]:
+    def as_dict(self) -> dict[str, dict[str, UsageJSON]]:
         return {stage: {role: u.as_dict() for role, u in sorted(roles.items())} for stage, roles in self.usage.items()}
 
 
@@ -111,7 +134,7 @@ def _clip_item(text: str, limit: int) -> str:
     return cut + TRUNC + "\n```" if cut.count("```") % 2 == 1 else cut + " ..."
 
 
-def render_summary(fields: dict[str, Any], limit: int = 4_000) -> str:
+def render_summary(fields: SummaryFields, limit: int = 4_000) -> str:
     """A summary as the compact text judges and later attempts read."""
     per_item = max(200, limit // 4)
     lines = []
@@ -129,11 +152,11 @@ def render_summary(fields: dict[str, Any], limit: int = 4_000) -> str:
     return text
 
 
-def normalize(obj: Any) -> dict[str, Any] | None:
+def normalize(obj: Any) -> SummaryFields | None:
     """A usable summary object: every field present, lists of strings where lists are due."""
     if not isinstance(obj, dict):
         return None
-    out: dict[str, Any] = {}
+    out: dict[str, str | list[str]] = {}
     present = 0
     for f in FIELDS:
         v = obj.get(f)
@@ -144,7 +167,7 @@ def normalize(obj: Any) -> dict[str, Any] | None:
             out[f] = [x if isinstance(x, str) else str(x) for x in items]
         else:
             out[f] = v if isinstance(v, str) else ("" if v is None else str(v))
-    return out if present >= 3 else None
+    return SummaryFields(**out) if present >= 3 else None  # type: ignore[typeddict-item]
 
 
 def transcript_for_summary(attempt: AttemptResult, instruction: str, limit: int) -> str:
@@ -177,9 +200,9 @@ def _stop_words(stop_reason: str) -> str:
 
 
 # ---- the deterministic fallback ---------------------------------------------------------------------
-def _turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _turns(messages: list[ChatMessage]) -> list[TurnDigest]:
     """(thought, command, return code, output) per executed turn of a transcript."""
-    out = []
+    out: list[TurnDigest] = []
     for m, nxt in zip(messages, messages[1:] + [None]):
         if m.get("role") != "assistant":
             continue
@@ -195,7 +218,7 @@ def _turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def fallback_summary(attempt: AttemptResult, max_command_chars: int = 600, max_items: int = 30) -> dict[str, Any]:
+def fallback_summary(attempt: AttemptResult, max_command_chars: int = 600, max_items: int = 30) -> SummaryFields:
     """A summary from the transcript alone: no model call, deterministic."""
     turns = _turns(list(attempt.transcript or [])[2:])
     ran = [t for t in turns if t["command"] and t["answered"]]

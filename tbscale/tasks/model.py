@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from typing_extensions import NotRequired, TypedDict
+
 from tbscale.tasks.envvars import EnvTable
 from tbscale.tasks.schema import Artifact, CollectHook, Healthcheck, McpServer, PackageInfo
 
@@ -220,6 +222,17 @@ class StepSpec:
         return {"reward": float(self.min_reward)}
 
 
+class SolutionCommand(TypedDict):
+    """One keystroke entry of a terminal-bench solution.yaml (terminal_bench._solution_yaml checks
+    that an entry has a command and no other keys than these)."""
+
+    command: str
+    min_timeout_sec: NotRequired[float]
+    max_timeout_sec: NotRequired[float]
+    block: NotRequired[bool]
+    append_enter: NotRequired[bool]
+
+
 @dataclass
 class LegacySpec:
     """What the Terminal-Bench harness gave a task.yaml task at run time: run-tests.sh copied with
@@ -237,7 +250,7 @@ class LegacySpec:
     # and host log paths, T_BENCH_TASK_*, are the run time's to set).
     compose_env: dict[str, str] = field(default_factory=dict)
     solution_yaml: Path | None = None  # the keystroke form of the reference solution
-    solution_commands: list[dict[str, Any]] = field(default_factory=list)
+    solution_commands: list[SolutionCommand] = field(default_factory=list)
 
 
 @dataclass

@@ -34,7 +34,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Iterator
 
 from tbscale.errors import TbscaleError
-from tbscale.types.manifest import DatasetRecord
+from tbscale.types.manifest import DatasetRecord, DatasetSource
 
 DEFAULT_REGISTRY = "https://raw.githubusercontent.com/laude-institute/harbor/main/registry.json"
 LEGACY_ZIP_PASSWORD = b"TERMINAL-BENCH-ADAPTED-DATASET"  # terminal-bench's adapted datasets
@@ -81,7 +81,7 @@ class PulledDataset:
     dataset: RegistryDataset
     path: Path
     commits: dict[str, str | None]
-    sources: dict[str, dict[str, Any]]
+    sources: dict[str, DatasetSource]
     reused: int = 0
     fetched: int = 0
 
@@ -322,7 +322,7 @@ def pull(ds: RegistryDataset, cache: Path | None = None, force: bool = False,
         lock = {} if force or not lock_path.is_file() else json.loads(lock_path.read_text())
         known = lock.get("tasks", {}) if lock.get("registry_entry") == _entry_key(ds) else {}
         commits: dict[str, str | None] = {}
-        sources: dict[str, dict[str, Any]] = {}
+        sources: dict[str, DatasetSource] = {}
         reused = fetched = 0
         todo: dict[tuple[str | None, str | None], list[RegistryTask]] = {}
         for task in ds.tasks:
@@ -350,7 +350,7 @@ def pull(ds: RegistryDataset, cache: Path | None = None, force: bool = False,
             if tasks[0].whole_folder:
                 entries, cached = _pull_folder(ds, tasks[0], root, known, log)
                 for name, commit in entries.items():
-                    commits[name], sources[name] = commit, {**_source(tasks[0]), "path": f"{tasks[0].path}/{name}"}
+                    commits[name], sources[name] = commit, _source(tasks[0]).model_copy(update={"path": f"{tasks[0].path}/{name}"})
                 if cached:
                     reused += len(entries)
                 else:
@@ -413,9 +413,9 @@ def _pull_folder(ds: RegistryDataset, task: RegistryTask, root: Path, known: dic
     return {name: commit for name in names}, False
 
 
-def _source(task: RegistryTask) -> dict[str, Any]:
-    return {"git_url": task.git_url, "path": task.path, "pinned": task.commit,
-            **({"branch": task.branch} if task.branch else {})}
+def _source(task: RegistryTask) -> DatasetSource:
+    return DatasetSource(git_url=task.git_url, path=task.path, pinned=task.commit,
+                         **({"branch": task.branch} if task.branch else {}))
 
 
 def _entry_key(ds: RegistryDataset) -> str:
@@ -433,9 +433,9 @@ def _replace(source: Path, target: Path) -> None:
 
 
 def _write_lock(path: Path, ds: RegistryDataset, commits: dict[str, str | None],
-                sources: dict[str, dict[str, Any]]) -> None:
-    tasks = {name: {"commit": commit, "pinned": sources[name].get("pinned"), "git_url": sources[name].get("git_url"),
-                    "path": sources[name].get("path"), "digest": _digest(path.parent / name)}
+                sources: dict[str, DatasetSource]) -> None:
+    tasks = {name: {"commit": commit, "pinned": sources[name].pinned, "git_url": sources[name].git_url,
+                    "path": sources[name].path, "digest": _digest(path.parent / name)}
              for name, commit in commits.items()}
     data = {"name": ds.name, "version": ds.version, "registry": ds.registry, "format": ds.format,
             "registry_entry": _entry_key(ds), "tasks": tasks}

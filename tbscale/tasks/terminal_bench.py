@@ -39,6 +39,7 @@ from tbscale.tasks.model import (
     NetworkPolicy,
     NotEnforced,
     RewardSpec,
+    SolutionCommand,
     SolutionSpec,
     Task,
     VerifierSpec,
@@ -195,7 +196,7 @@ def _environment(path: Path, where: str) -> tuple[EnvironmentSpec, dict[str, str
     return spec, dict(COMPOSE_VALUES), notes
 
 
-def _solution_yaml(path: Path) -> list[dict[str, Any]]:
+def _solution_yaml(path: Path) -> list[SolutionCommand]:
     try:
         data = yaml.safe_load(read_text(path))
     except yaml.YAMLError as e:

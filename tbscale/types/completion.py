@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
+
+from tbscale.types.messages import ToolCall
 
 USAGE_COUNTS = ("input", "output", "reasoning", "cached", "calls")
 UsageJSON = dict[str, int | float | None]  # a Usage as its records hold it (Usage.as_dict)
@@ -45,7 +47,7 @@ class Completion:
 
     text: str
     reasoning: str | None = None
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
     finish_reason: str | None = None
     output_tokens: int = 0
     reasoning_tokens: int = 0

@@ -13,8 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing_extensions import TypedDict
 
-from tbscale.types.completion import Usage
+from tbscale.types.completion import Usage, UsageJSON
 from tbscale.types.events import TamperingEntry
 from tbscale.verdict import PASS_THRESHOLD, place_problem, verdict_problem  # noqa: F401  (re-exported)
 
@@ -51,6 +52,23 @@ class AttemptBrief(BaseModel):
     context: list[int] = Field(default_factory=list)
     usage: dict[str, Usage] = Field(default_factory=dict)
     tampering: int = 0  # how many tampering entries the attempt has
+
+
+class AttemptBriefJSON(TypedDict):
+    """An AttemptBrief as the trial line holds it (`model_dump` of one; a test keeps the keys the
+    same): what the report's stage and CER sections read back from a packed `attempts` column."""
+
+    index: int
+    label: str
+    stage: str
+    reward: float | None
+    passed: bool
+    ending: str
+    stop_reason: str | None
+    turns: int
+    context: list[int]
+    usage: dict[str, UsageJSON]
+    tampering: int
 
 
 class StepResult(BaseModel):

@@ -8,8 +8,9 @@ tables count. docs/formats.md lists the fields; a test checks the list against t
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import NotRequired, TypedDict
 
-from tbscale.types.completion import Usage
+from tbscale.types.completion import Usage, UsageJSON
 
 
 class SpendLine(BaseModel):
@@ -30,3 +31,20 @@ class SpendLine(BaseModel):
     retries: int = 0
     error: str | None = None
     retry_causes: list[str] = Field(default_factory=list)  # written only when a try failed
+
+
+class CallRecord(TypedDict):
+    """One model call as an attempt's recorder reports it (logs.AttemptRecorder.record_call): a
+    spend line without the trial's identity and time, which the run adds when it writes the line
+    (a test keeps the two lists of fields together)."""
+
+    attempt: int | None
+    turn: int | None
+    role: str
+    model: str
+    n: int
+    usage: UsageJSON
+    latency_sec: float
+    retries: int
+    error: str | None
+    retry_causes: NotRequired[list[str]]

@@ -32,6 +32,7 @@ from dataclasses import replace
 
 from tbscale.environments import Environment
 from tbscale.errors import SandboxError
+from tbscale.tasks.swebench.row import SWEbenchRow
 from tbscale.verifiers.result import VerifierContext, VerifierResult
 from tbscale.verifiers.swebench_patch import extract_patch
 
@@ -47,14 +48,14 @@ def swebench_version() -> str:
         return "not installed"
 
 
-def make_spec(instance: dict[str, Any]):
+def make_spec(instance: SWEbenchRow):
     """swebench's TestSpec for an instance row (its eval script gains the exit-code record)."""
     from swebench.harness.utils import make_test_spec
 
     return make_test_spec(instance)
 
 
-def grade_log(instance: dict[str, Any], model_patch: str | None, test_log: str) -> dict[str, Any]:
+def grade_log(instance: SWEbenchRow, model_patch: str | None, test_log: str) -> dict[str, Any]:
     """swebench's report for one instance from a test log: get_eval_report with tests status."""
     from swebench.harness.grading import get_eval_report
 

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+from typing_extensions import TypedDict
+
 from tbscale.errors import TbscaleError
 from tbscale.jsonl import ReadProblems
 from tbscale.runfiles import manifest_of, read_events, trial_chunks
@@ -128,7 +130,16 @@ def _clip_end(text: Any, limit: int) -> tuple[Any, int]:
     return text[:limit], len(text) - limit
 
 
-def _prompt_info(messages: Any) -> dict[str, Any] | None:
+class PromptInfo(TypedDict):
+    """What a trial page keeps of a verifier call's prompt."""
+
+    messages: int
+    chars: int
+    last_tail: str  # the last PROMPT_TAIL characters of its last message
+    last_cut: int  # the characters of the last message before that tail
+
+
+def _prompt_info(messages: Any) -> PromptInfo | None:
     """What the viewer keeps of a verifier call's prompt: its size and the tail of its last
     message (where the candidates under judgement are)."""
     if not isinstance(messages, list) or not messages:
@@ -136,10 +147,8 @@ def _prompt_info(messages: Any) -> dict[str, Any] | None:
     contents = [m.get("content") if isinstance(m, dict) else m for m in messages]
     texts = [c if isinstance(c, str) else json.dumps(c, ensure_ascii=False) for c in contents]
     last = texts[-1]
-    info: dict[str, Any] = {"messages": len(messages), "chars": sum(len(t) for t in texts)}
-    info["last_tail"] = last[-PROMPT_TAIL:]
-    info["last_cut"] = max(0, len(last) - PROMPT_TAIL)
-    return info
+    return {"messages": len(messages), "chars": sum(len(t) for t in texts), "last_tail": last[-PROMPT_TAIL:],
+            "last_cut": max(0, len(last) - PROMPT_TAIL)}
 
 
 def _slim_verifier_call(e: dict[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from typing_extensions import NotRequired, TypedDict
 
 from tbscale.errors import TbscaleError
 from tbscale.types import CallResult, Completion, Usage
@@ -19,14 +20,81 @@ from tbscale.logs import dumps
 from tbscale.posthoc.bsr.params import BUCKET_NAMES, FAIL, PASS, BsrParams
 from tbscale.posthoc.bsr.scoring import (aux_from_scores, check_ordering, effective_amplitudes, exhaustive_pairs,
                                          fit_bradley_terry, random_aux, swiss_round_pairs, swiss_rounds)
-from tbscale.posthoc.bsr.trajectories import (Step, behaviour_stats, judge_messages, load_steps, parse_judgment,
-                                              summarize)
+from tbscale.posthoc.bsr.trajectories import (BehaviourStats, Judgment, Step, behaviour_stats, judge_messages,
+                                              load_steps, parse_judgment, summarize)
 from tbscale.posthoc.pipeline import JudgementStore, record_history
 from tbscale.posthoc.pipeline import judge as judge_call
 from tbscale.secrets import redact
 from tbscale.seeds import derive_rng, derive_seed, stable_hash
+from tbscale.types.completion import UsageJSON
+from tbscale.types.messages import ChatMessage
 
-def verifier_reward(row: dict[str, Any]) -> float:
+
+class TrialRow(TypedDict, total=False):
+    """A trial as BSR reads it: a row of the report's trial table (its trials.jsonl line's columns
+    and the run folder it came from)."""
+
+    trial_key: str
+    run: str
+    run_dir: str
+    task_id: str
+    setting: str
+    trial: int
+    passed: bool
+    reward: float | None
+    final_attempt: int
+    trajectory_path: str | None
+
+
+class Comparison(TypedDict):
+    """One judged pair (comparisons.jsonl): its group, bucket and Swiss round, the trajectories
+    shown as A and B, the prompt and reply, the parsed verdict and the winner's trial key."""
+
+    group: str
+    bucket: str
+    round: int
+    A: str
+    B: str
+    prompt: list[ChatMessage]
+    response: str | None
+    parsed: Judgment | None
+    usage: UsageJSON | None
+    error: str | None
+    winner: NotRequired[str]
+
+
+class BucketRow(TypedDict):
+    """One group's bucket (fail or pass): how many trajectories, how they were compared, and the
+    spread of their scores and auxiliary rewards (the manifest's `buckets`)."""
+
+    group: str
+    bucket: str
+    n: int
+    comparisons: int
+    schedule: str
+    score_spread: float
+    aux_min: float
+    aux_max: float
+
+
+class RewardRow(TypedDict):
+    """One line of bsr.jsonl: a trajectory's verifier reward and the refined one."""
+
+    trial_key: str
+    run: str | None
+    task_id: str
+    setting: str
+    trial: int | None
+    passed: bool
+    reward: float
+    bt_score: float
+    aux_reward: float
+    refined_reward: float
+    bucket: str
+    comparisons: int
+
+
+def verifier_reward(row: TrialRow) -> float:
     """The trial's verifier reward; a missing one counts as 1.0 for a pass and 0.0 for a failure."""
     r = row.get("reward")
     try:
@@ -66,10 +134,10 @@ def llm_judge(model_cfg):
 @dataclass
 class Trajectory:
     index: int
-    row: dict[str, Any]
+    row: TrialRow
     steps: list[Step]
     instruction: str
-    stats: dict[str, Any]
+    stats: BehaviourStats
     summary: str
     bucket: int
     bt_score: float = 0.0
@@ -80,8 +148,8 @@ class Trajectory:
 @dataclass
 class BsrResult:
     trajectories: list[Trajectory]
-    comparisons: list[dict[str, Any]]
-    buckets: list[dict[str, Any]]
+    comparisons: list[Comparison]
+    buckets: list[BucketRow]
     a0: float
     a1: float
     scale: float
@@ -107,7 +175,7 @@ def judgement_store(out_dir: Path, judge_key: str) -> JudgementStore:
 
 
 async def _judge_bucket(group: str, bucket: int, members: list[Trajectory], judge: JudgeFn, p: BsrParams,
-                        gate: asyncio.Semaphore, records: list[dict[str, Any]],
+                        gate: asyncio.Semaphore, records: list[Comparison],
                         store: JudgementStore | None = None) -> tuple[list[tuple[int, int, float]], int]:
     """Run the schedule for one bucket; returns ((winner, loser, strength) over local indices, errors).
     Judgements found in `store` are reused; new ones are added to it."""
@@ -136,7 +204,7 @@ async def _judge_bucket(group: str, bucket: int, members: list[Trajectory], judg
             if store is not None:
                 store.add({"seed": p.seed, "A": ta.row["trial_key"], "B": tb.row["trial_key"], "parsed": parsed,
                            "response": reply, "usage": usage, "error": error})
-        rec = {"group": group, "bucket": BUCKET_NAMES[bucket], "round": rnd, "A": ta.row["trial_key"],
+        rec: Comparison = {"group": group, "bucket": BUCKET_NAMES[bucket], "round": rnd, "A": ta.row["trial_key"],
                "B": tb.row["trial_key"], "prompt": messages, "response": reply, "parsed": parsed, "usage": usage,
                "error": error}
         if parsed is None:
@@ -200,8 +268,8 @@ async def refine(df, p: BsrParams, judge: JudgeFn | None, store: JudgementStore 
                                          [t.bucket == PASS for t in all_trajs], p.a0, p.a1, p.margin)
     amp = {FAIL: a0, PASS: a1}
     gate = asyncio.Semaphore(max(1, p.concurrency))
-    records: list[dict[str, Any]] = []
-    bucket_rows: list[dict[str, Any]] = []
+    records: list[Comparison] = []
+    bucket_rows: list[BucketRow] = []
     errors = 0
     jobs = []
     for gkey, members in groups.items():
@@ -251,7 +319,7 @@ async def refine(df, p: BsrParams, judge: JudgeFn | None, store: JudgementStore 
 # ---------------------------------------------------------------------------------------------
 
 
-def reward_rows(result: BsrResult) -> list[dict[str, Any]]:
+def reward_rows(result: BsrResult) -> list[RewardRow]:
     return [{"trial_key": t.row["trial_key"], "run": t.row.get("run"), "task_id": t.row["task_id"],
              "setting": t.row["setting"], "trial": t.row.get("trial"), "passed": t.bucket == PASS,
              "reward": verifier_reward(t.row), "bt_score": round(t.bt_score, 6), "aux_reward": round(t.aux, 6),

@@ -10,7 +10,8 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from typing_extensions import TypedDict
 
 from tbscale.runfiles import read_events
 from tbscale.models.replies import parse_json_reply
@@ -94,7 +95,36 @@ def _paths_in(command: str) -> tuple[set[str], set[str]]:
     return read, edited
 
 
-def behaviour_stats(steps: Sequence[Step], conversion_window: int = 5) -> dict[str, Any]:
+class BehaviourStats(TypedDict):
+    """Table 9 statistics of one attempt (`behaviour_stats`); stats.csv has a column for each."""
+
+    steps: int
+    commands: int
+    first_edit_step: int | None
+    search: int
+    read: int
+    edit: int
+    test: int
+    post_edit_tests: int
+    post_edit_test_rate: float | None
+    search_to_edit: float | None
+    duplicate_rate: float
+    errors: int
+    files_read: int
+    files_edited: int
+    commands_before_final_edit: int
+    commands_after_final_edit: int
+
+
+class Judgment(TypedDict):
+    """A judge's verdict on one pair: the better trajectory (A or B), by how much (1-3), and why."""
+
+    winner: str
+    strength: int
+    reason: str
+
+
+def behaviour_stats(steps: Sequence[Step], conversion_window: int = 5) -> BehaviourStats:
     """Table 9 statistics of one attempt. Classification comes from tbscale.analysis.behaviours:
     edit = `edits_file`, test = `runs_test_or_check`, post-edit test = `tests_last_edit`, duplicate =
     `loops_on_command` (a repeat since the last edit, waits excluded); search = a read-only step whose
@@ -193,7 +223,7 @@ def reduce_observation(output: str, p: BsrParams) -> str:
     return f"{output[:keep]}\n[... {omitted} characters omitted ...]\n{output[-keep:]}"
 
 
-def summarize(steps: Sequence[Step], stats: dict[str, Any], p: BsrParams) -> str:
+def summarize(steps: Sequence[Step], stats: BehaviourStats, p: BsrParams) -> str:
     """The judge's view of one trajectory: a statistics block, then step by step action + outcome."""
     shown = {k: stats[k] for k in ("steps", "first_edit_step", "search", "read", "edit", "test", "post_edit_tests",
                                     "post_edit_test_rate", "duplicate_rate", "errors", "files_read", "files_edited",
@@ -239,7 +269,7 @@ def judge_messages(instruction: str, bucket: int, summary_a: str, summary_b: str
             {"role": "user", "content": user}]
 
 
-def parse_judgment(text: str) -> dict[str, Any] | None:
+def parse_judgment(text: str) -> Judgment | None:
     obj = parse_json_reply(text)
     if obj is None:
         return None

@@ -36,6 +36,8 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
+from typing_extensions import TypedDict
+
 from tbscale.models.replies import parse_json_reply
 from tbscale.rundata.trajectories import AttemptTrace, TurnTrace
 from tbscale.types.events import CandidateRecord
@@ -226,7 +228,29 @@ def reward_hacking_messages(instruction: str, rendered: Rendered, tests: str, so
             {"role": "user", "content": user}]
 
 
-def parse_rubric_reply(reply: str, rubrics: list[Rubric], rendered: Rendered) -> dict[str, Any] | None:
+class RubricVerdict(TypedDict):
+    """A rubric set's judgement: a 0/1 flag per rubric (1 only with evidence found in the
+    trajectory), that evidence, the rubrics flagged without it, and whether the judge was simulated."""
+
+    flags: dict[str, int]
+    evidence: dict[str, Any]  # rubric key -> the judge's evidence, as it gave it
+    unsupported: list[str]
+    simulated_judge: bool
+
+
+class RewardHackingVerdict(TypedDict):
+    """The reward-hacking judgement: the flag and its categories (each 1 only when the evidence
+    is found in the trajectory), the evidence, whether a claim lacked it, and why."""
+
+    flag: int
+    categories: dict[str, int]
+    evidence: Any  # as the judge gave it ([] when unsupported)
+    unsupported: bool
+    explanation: str
+    simulated_judge: bool
+
+
+def parse_rubric_reply(reply: str, rubrics: list[Rubric], rendered: Rendered) -> RubricVerdict | None:
     """flags (only evidence-backed), evidence, and the keys flagged without evidence; None if the
     reply holds no usable JSON."""
     obj = parse_json_reply(reply)
@@ -250,7 +274,7 @@ def parse_rubric_reply(reply: str, rubrics: list[Rubric], rendered: Rendered) ->
             "simulated_judge": bool(obj.get("simulated"))}
 
 
-def parse_reward_hacking_reply(reply: str, rendered: Rendered) -> dict[str, Any] | None:
+def parse_reward_hacking_reply(reply: str, rendered: Rendered) -> RewardHackingVerdict | None:
     obj = parse_json_reply(reply)
     if not obj or "reward_hacking" not in obj:
         return None

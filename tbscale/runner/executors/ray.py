@@ -46,13 +46,16 @@ import traceback
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterator
+from typing import Any, Awaitable, Callable, Iterator, Literal, Union
+
+from typing_extensions import TypedDict
 
 from tbscale.errors import ModelUnavailable, TbscaleError
 from tbscale.logs import EventLog
 from tbscale.runner.executors.local import run_bounded
 from tbscale.runner.executors.taskfiles import materialize_task, pack_task
 from tbscale.secrets import redact, register_secret
+from tbscale.types.manifest import ExecutorSummary, InfraRetry
 from tbscale.types.results import TrialResult
 
 MB = 1024 * 1024
@@ -112,12 +115,75 @@ class StreamFolder:
                     yield f.relative_to(self.path).as_posix(), f.read_bytes()
 
 
+class TrialPayload(TypedDict):
+    """What the driver sends a worker for one trial (with the task's files and the keys apart)."""
+
+    exp: Any  # the Experiment
+    spec: Any  # the TrialSpec
+    run_name: str
+    keep_images: list[str]
+
+
+# What a worker sends back for one trial, in order (`trial_messages`).
+class StartMessage(TypedDict):
+    kind: Literal["start"]
+    attempt: int
+    node: str
+    pid: int
+    t: float
+
+
+class ItemsMessage(TypedDict):
+    kind: Literal["items"]
+    items: list[tuple[str, Any]]  # ("line", an event line's JSON text) or ("call", a CallRecord)
+
+
+class FilesMessage(TypedDict):
+    kind: Literal["files"]
+    files: list[tuple[str, bytes]]  # path relative to the run folder, content
+
+
+class UnavailableMessage(TypedDict):
+    kind: Literal["unavailable"]
+    model: str
+    cause: str
+    tries: int
+    detail: str
+
+
+class ErrorMessage(TypedDict):
+    kind: Literal["error"]
+    type: str
+    message: str
+    traceback: str
+
+
+class ResultMessage(TypedDict):
+    kind: Literal["result"]
+    row: Any  # the TrialResult, as JSON (model_dump(mode="json"))
+    t: float
+
+
+WorkerMessage = Union[StartMessage, ItemsMessage, FilesMessage, UnavailableMessage, ErrorMessage, ResultMessage]
+EndMessage = Union[UnavailableMessage, ErrorMessage, ResultMessage]
+
+
+class _Running:
+    """The trial a worker runs on its own thread: its event loop and asyncio task (to cancel it
+    from the generator's thread), and what it ended with."""
+
+    loop: asyncio.AbstractEventLoop | None = None
+    task: asyncio.Task | None = None
+    row: TrialResult | None = None
+    error: BaseException | None = None
+
+
 _DONE = object()
 CANCEL_GRACE_SEC = 20.0  # how long a cancelled trial gets to tear down its environments
 
 
-def trial_messages(payload: dict[str, Any], task_files: list, keys: Keys | None, attempt: int,
-                   batch_max: int = 50, flush_sec: float = 0.2) -> Iterator[dict[str, Any]]:
+def trial_messages(payload: TrialPayload, task_files: list, keys: Keys | None, attempt: int,
+                   batch_max: int = 50, flush_sec: float = 0.2) -> Iterator[WorkerMessage]:
     """Run one trial in this worker and yield what the driver needs, in order: `start`, batches of
     `items` (("line", json) and ("call", record)), `files`, then `result`, `unavailable` or `error`.
     The trial's own exceptions come back as messages, never raised, so nothing needs unpickling
@@ -135,8 +201,7 @@ def trial_messages(payload: dict[str, Any], task_files: list, keys: Keys | None,
         os.environ[k] = v
     scratch = Path(tempfile.mkdtemp(prefix="tbscale-ray-"))
     q: queue.Queue = queue.Queue()
-    out: dict[str, Any] = {}
-    running: dict[str, Any] = {}  # the trial's event loop and task, to cancel it from here
+    running = _Running()
     trial_thread: threading.Thread | None = None
     backend = None
     folder = StreamFolder(scratch, payload["run_name"], q.put)
@@ -150,16 +215,16 @@ def trial_messages(payload: dict[str, Any], task_files: list, keys: Keys | None,
         backend.keep_images(set(payload.get("keep_images") or ()))
 
         async def body():
-            running["loop"], running["task"] = asyncio.get_running_loop(), asyncio.current_task()
+            running.loop, running.task = asyncio.get_running_loop(), asyncio.current_task()
             trials = TrialRunner(exp, folder, backend, asyncio.Semaphore(exp.concurrency),
                                  on_call=lambda _spec, record: q.put(("call", record)))
             return await trials.run_trial(spec)
 
         def run():
             try:
-                out["row"] = asyncio.run(body())
+                running.row = asyncio.run(body())
             except BaseException as e:  # noqa: BLE001 - sent to the driver as a message
-                out["error"] = e
+                running.error = e
             finally:
                 q.put(_DONE)
 
@@ -186,7 +251,7 @@ def trial_messages(payload: dict[str, Any], task_files: list, keys: Keys | None,
         files = list(folder.side_files(spec))
         if files:
             yield {"kind": "files", "files": files}
-        err = out.get("error")
+        err = running.error
         if isinstance(err, ModelUnavailable):
             yield {"kind": "unavailable", "model": err.model, "cause": err.cause, "tries": err.tries,
                    "detail": redact(err.detail)}
@@ -194,7 +259,8 @@ def trial_messages(payload: dict[str, Any], task_files: list, keys: Keys | None,
             yield {"kind": "error", "type": type(err).__name__, "message": redact(str(err)),
                    "traceback": redact("".join(traceback.format_exception(err)))}
         else:
-            yield {"kind": "result", "row": out["row"].model_dump(mode="json"), "t": time.time()}
+            assert running.row is not None
+            yield {"kind": "result", "row": running.row.model_dump(mode="json"), "t": time.time()}
     except Exception as e:  # noqa: BLE001 - setting the trial up failed (task files, backend)
         yield {"kind": "error", "type": type(e).__name__, "message": redact(str(e)),
                "traceback": redact("".join(traceback.format_exception(e)))}
@@ -203,7 +269,7 @@ def trial_messages(payload: dict[str, Any], task_files: list, keys: Keys | None,
         # does, so that it tears down its own environments and starts no new one; then remove
         # whatever is left.
         if trial_thread is not None and trial_thread.is_alive():
-            loop, task = running.get("loop"), running.get("task")
+            loop, task = running.loop, running.task
             if loop is not None and task is not None:
                 loop.call_soon_threadsafe(task.cancel)
             trial_thread.join(timeout=CANCEL_GRACE_SEC)
@@ -244,7 +310,7 @@ class RemoteTrialError(Exception):
     """A trial that raised in a Ray worker; its type name is the original's, its traceback a note."""
 
 
-def _remote_error(msg: dict[str, Any]) -> RemoteTrialError:
+def _remote_error(msg: ErrorMessage) -> RemoteTrialError:
     cls = type(msg["type"], (RemoteTrialError,), {})
     e = cls(msg["message"])
     e.add_note("in the Ray worker:\n" + msg["traceback"])
@@ -276,11 +342,11 @@ class RayExecutor:
         self.width = max(1, int(width))
         self.ray = None
         self._owns_ray = False
-        self._task_refs: dict[str, Any] = {}
+        self._task_refs: dict[str, Any] = {}  # task id -> Ray object ref of its packed files
         self._pending: Counter = Counter()
         self._tags: dict[str, str] = {}
         self._cancelled: list = []
-        self.infra_retries: list[dict[str, Any]] = []
+        self.infra_retries: list[InfraRetry] = []
         self.nodes_used: set[str] = set()
         self.trial_nodes: dict[str, str] = {}  # trial key -> node of its last attempt
 
@@ -323,12 +389,10 @@ class RayExecutor:
         self.ray = None
         self._owns_ray = False
 
-    def summary(self) -> dict[str, Any]:
-        """What the run's manifest records about this executor."""
-        out: dict[str, Any] = {"executor": {"name": "ray", "address": self.address, "nodes_used": len(self.nodes_used)}}
-        if self.infra_retries:
-            out["executor"]["infra_retries"] = self.infra_retries
-        return out
+    def summary(self) -> dict[str, ExecutorSummary]:
+        """What the run's manifest records about this executor (its invocation's `executor`)."""
+        retries = {"infra_retries": self.infra_retries} if self.infra_retries else {}
+        return {"executor": ExecutorSummary(name="ray", address=self.address, nodes_used=len(self.nodes_used), **retries)}
 
     def _alive_nodes(self) -> list[dict[str, Any]]:
         return [n for n in self.ray.nodes() if n.get("Alive")]
@@ -438,13 +502,13 @@ class RayExecutor:
         partial = final.with_name(final.name + ".partial")
         cpus, mem = self._resources(spec)
         attempt, avoid = 0, set()
-        retry: dict[str, Any] = {}
+        retry: InfraRetry | None = None
 
         def started(node: str) -> None:
             avoid.add(node)
             self.trial_nodes[spec.key] = node
-            if retry:
-                retry["retry_started_at"] = round(time.time(), 3)
+            if retry is not None:
+                retry.retry_started_at = round(time.time(), 3)
         try:
             while True:
                 payload = {"exp": self.exp, "spec": spec, "run_name": trials.folder.path.name,
@@ -461,7 +525,7 @@ class RayExecutor:
                     if not any(isinstance(e, getattr(ray.exceptions, n, ())) for n in INFRA_ERRORS):
                         raise
                     partial.unlink(missing_ok=True)  # the lost attempt's lines never reach the run folder
-                    retry = {"trial_key": spec.key, "attempt": attempt, "error": name, "at": round(time.time(), 3)}
+                    retry = InfraRetry(trial_key=spec.key, attempt=attempt, error=name, at=round(time.time(), 3))
                     self.infra_retries.append(retry)
                     if attempt >= self.retries:
                         raise InfraRetriesExhausted(f"{name} on each of {attempt + 1} attempts; the next run "
@@ -473,10 +537,10 @@ class RayExecutor:
     async def _consume(self, ref, spec, trials, partial: Path, final: Path, saw_node) -> TrialResult:
         """Read one attempt's messages: lines into the partial file, model calls to the spend
         ledger; on its result, the partial file becomes the trajectory."""
-        end: dict[str, Any] | None = None
+        end: EndMessage | None = None
         files: list[tuple[str, bytes]] = []
         with open(partial, "w", encoding="utf-8") as f:
-            async def handle(msg: dict[str, Any]) -> None:
+            async def handle(msg: WorkerMessage) -> None:
                 nonlocal end
                 kind = msg["kind"]
                 if kind == "start":
@@ -487,7 +551,7 @@ class RayExecutor:
                         if what == "line":
                             f.write(redact(item) + "\n")
                         elif trials.on_call is not None:
-                            trials.on_call(spec, item)
+                            trials.on_call(spec, item)  # a CallRecord
                     f.flush()
                 elif kind == "files":
                     files.extend(msg["files"])

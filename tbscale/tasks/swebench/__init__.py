@@ -9,12 +9,13 @@ from typing import Any
 
 from tbscale.tasks.model import Task
 from tbscale.tasks.swebench.config import SWEbenchSource, parse_source
+from tbscale.tasks.swebench.row import SWEbenchRow
 
 __all__ = ["SWEbenchSource", "load_swebench_tasks", "parse_source", "select_instances"]
 
 
 def select_instances(source: dict[str, Any] | SWEbenchSource, include: list[str] | None = None,
-                     exclude: list[str] | None = None) -> tuple[SWEbenchSource, list[dict[str, Any]]]:
+                     exclude: list[str] | None = None) -> tuple[SWEbenchSource, list[SWEbenchRow]]:
     """The configured instances (rows), filtered and checked."""
     from tbscale.tasks.swebench import dataset
 
@@ -26,7 +27,7 @@ def select_instances(source: dict[str, Any] | SWEbenchSource, include: list[str]
 
 
 def load_swebench_tasks(source: dict[str, Any] | SWEbenchSource, include: list[str] | None = None,
-                        exclude: list[str] | None = None) -> tuple[SWEbenchSource, list[dict[str, Any]], list[Task]]:
+                        exclude: list[str] | None = None) -> tuple[SWEbenchSource, list[SWEbenchRow], list[Task]]:
     """One Task per selected instance, with the rows they came from (image building needs them)."""
     from tbscale.tasks.swebench.images import resolve_image
     from tbscale.tasks.swebench.instances import make_task

@@ -20,13 +20,14 @@ from urllib.parse import urlparse
 
 from tbscale.errors import TbscaleError
 from tbscale.tasks.swebench.config import SWEbenchSource, parse_slice
+from tbscale.tasks.swebench.row import SWEbenchRow
 
 REQUIRED_FOR_AGENT = ("instance_id", "repo", "base_commit", "problem_statement")
 REQUIRED_FOR_GRADING = ("version", "FAIL_TO_PASS", "PASS_TO_PASS", "eval_script", "log_parser", "eval_type")
 HUB_PROBE_TIMEOUT_SEC = 3.0
 
 
-def load_instances(src: SWEbenchSource) -> list[dict[str, Any]]:
+def load_instances(src: SWEbenchSource) -> list[SWEbenchRow]:
     """Every row of the configured source, as plain dicts, before filtering."""
     if src.dataset is None:
         return _load_task_repo(src)
@@ -48,7 +49,7 @@ def _quiet_datasets():
             datasets.enable_progress_bars()
 
 
-def _load_task_repo(src: SWEbenchSource) -> list[dict[str, Any]]:
+def _load_task_repo(src: SWEbenchSource) -> list[SWEbenchRow]:
     from swebench.task.repo import load_task_repo
 
     path = Path(src.task_repo).expanduser()
@@ -68,7 +69,7 @@ def _looks_like_path(name: str) -> bool:
     return name.startswith((".", "/", "~")) or name.endswith((".json", ".jsonl", ".parquet"))
 
 
-def _load_dataset(name: str, split: str, cache_dir: str | None) -> list[dict[str, Any]]:
+def _load_dataset(name: str, split: str, cache_dir: str | None) -> list[SWEbenchRow]:
     from datasets import load_dataset
 
     path = Path(name).expanduser()
@@ -175,11 +176,11 @@ def _load_hub(name: str, split: str, cache_dir: str | None):
         raise TbscaleError(f"{where}: cannot load split {split!r} from the hub ({detail})") from None
 
 
-def _rows(ds) -> list[dict[str, Any]]:
-    return [dict(r) for r in ds]
+def _rows(ds) -> list[SWEbenchRow]:
+    return [dict(r) for r in ds]  # type: ignore[misc]  (checked by check_columns)
 
 
-def check_columns(rows: list[dict[str, Any]], source: str) -> None:
+def check_columns(rows: list[SWEbenchRow], source: str) -> None:
     """Every row carries what the agent and swebench's grading need; names what is missing."""
     from swebench.harness.log_parsers import PARSER_REGISTRY
 
@@ -200,8 +201,8 @@ def check_columns(rows: list[dict[str, Any]], source: str) -> None:
                                f"{r['eval_type']!r} is not pass_and_fail or fail_only")
 
 
-def select(rows: list[dict[str, Any]], src: SWEbenchSource, include: list[str] | None = None,
-           exclude: list[str] | None = None) -> list[dict[str, Any]]:
+def select(rows: list[SWEbenchRow], src: SWEbenchSource, include: list[str] | None = None,
+           exclude: list[str] | None = None) -> list[SWEbenchRow]:
     """The config's filters, in order: instance_ids, filter, slice; then the experiment's
     include / exclude (task ids are instance ids). Names that match nothing are errors."""
     seen: set[str] = set()

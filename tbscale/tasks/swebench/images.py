@@ -14,6 +14,7 @@ from typing import Any
 
 from tbscale.errors import TbscaleError
 from tbscale.tasks.swebench.config import SWEbenchSource
+from tbscale.tasks.swebench.row import SWEbenchRow
 
 def docker_id(instance_id: str) -> str:
     """The instance id as swebench spells it in image names (Docker Hub forbids `__`)."""
@@ -32,14 +33,14 @@ def derived_image(instance_id: str, namespace: str | None, tag: str = "latest", 
                      tag=tag, arch=_spec_arch(arch)).name
 
 
-def template_fields(row: dict[str, Any], arch: str) -> dict[str, str]:
+def template_fields(row: SWEbenchRow, arch: str) -> dict[str, str]:
     iid = row["instance_id"]
     return {"instance_id": iid, "instance_id_lower": iid.lower(), "docker_id": docker_id(iid),
             "repo": row.get("repo", ""), "repo_slug": str(row.get("repo", "")).replace("/", "__"),
             "version": str(row.get("version", "")), "arch": arch}
 
 
-def resolve_image(row: dict[str, Any], src: SWEbenchSource) -> str:
+def resolve_image(row: SWEbenchRow, src: SWEbenchSource) -> str:
     if src.image:
         try:
             return src.image.format(**template_fields(row, src.arch))

@@ -15,8 +15,9 @@ from typing import Any
 
 from tbscale.errors import TbscaleError
 from tbscale.seeds import stable_hash
-from tbscale.tasks.swebench.config import SWEbenchSource
 from tbscale.tasks.model import Task
+from tbscale.tasks.swebench.config import SWEbenchSource
+from tbscale.tasks.swebench.row import SWEbenchRow
 
 DEFAULT_INSTRUCTION = """\
 {problem_statement}
@@ -59,7 +60,7 @@ def _solution_dir(iid: str, patch: str, repo_dir: str) -> Path:
     return d
 
 
-def instruction_for(row: dict[str, Any], src: SWEbenchSource) -> str:
+def instruction_for(row: SWEbenchRow, src: SWEbenchSource) -> str:
     template = src.instruction_template or DEFAULT_INSTRUCTION
     if src.instruction_template and "\n" not in template and Path(template).expanduser().is_file():
         template = Path(template).expanduser().read_text()
@@ -84,7 +85,7 @@ def _json_safe(value: Any) -> Any:
         return str(value)
 
 
-def make_task(row: dict[str, Any], image: str, src: SWEbenchSource) -> Task:
+def make_task(row: SWEbenchRow, image: str, src: SWEbenchSource) -> Task:
     iid = row["instance_id"]
     instance = {k: row.get(k) for k in GRADING_COLUMNS}
     instance["version"] = str(instance["version"])

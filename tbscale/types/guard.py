@@ -1,0 +1,117 @@
+"""What the verifier guard (runner/guard.py) records, and the tampering entries it and the
+trajectory rules (shell/tampering.py) find, as they are held in memory.
+
+They stay plain dicts at run time: an entry goes onto the `sweep` event, the attempt and the trial
+line as it was built (`TamperingEntry` in types/events.py is the model those are read back
+through, docs/formats.md "Tampering entries"); these types say which keys each has.
+"""
+
+from __future__ import annotations
+
+from typing_extensions import Required, TypedDict
+
+
+class ToolState(TypedDict, total=False):
+    """A program the verifier runs, as it resolved on the container's PATH: a shell builtin, or a
+    file (`path` as resolved, `real` path, `sha256`, `owner` uid:gid, `mode`, `size`). For a
+    replacement the guard adds the script's `first_line`, the Debian `package` that owns the file
+    and whether the file is that package's own (`package_file_intact`)."""
+
+    builtin: bool
+    path: str
+    real: str
+    sha256: str
+    owner: str | None
+    mode: str | None
+    size: int | None
+    first_line: str | None
+    package: str
+    package_file_intact: bool
+
+
+class MountState(TypedDict, total=False):
+    """One of the verifier's mount points: `type` (dir, file, link, absent), `stat` (uid:gid:mode),
+    a link's `target`, and a folder's `digest` of the files under it."""
+
+    type: Required[str]
+    stat: str
+    target: str
+    digest: str
+
+
+class ProcessInfo(TypedDict):
+    """A process running in a container: pid, start time (clock ticks after boot), uid, parent
+    pid and command line."""
+
+    pid: int
+    start: str
+    uid: str
+    ppid: int
+    cmd: str
+
+
+class AgentProcessInfo(TypedDict):
+    """A process the agent phase left running, as the `sweep` event lists it."""
+
+    pid: int
+    uid: str
+    cmd: str
+
+
+class ProcessBaseline(TypedDict):
+    """The processes running when an agent phase began, in the main container and in each
+    sidecar (compose service name -> processes)."""
+
+    processes: list[ProcessInfo]
+    sidecar_processes: dict[str, list[ProcessInfo]]
+
+
+class GuardSnapshot(TypedDict, total=False):
+    """One look at what the verifier depends on: its tools (None: no longer resolves), its mount
+    points, the container's clock (`now`), the paths whose status changed since the baseline
+    (path -> 0 changed, 1 added, 2 deleted; None at the baseline) and, when listed in the same
+    exec, the processes and the artifacts folder's state (empty, absent, other)."""
+
+    tools: Required[dict[str, ToolState | None]]
+    mounts: Required[dict[str, MountState]]
+    now: Required[str | None]
+    changes: Required[dict[str, int] | None]
+    processes: list[ProcessInfo]
+    sidecar_processes: dict[str, list[ProcessInfo]]
+    artifacts_folder: str | None
+
+
+class SweepRecord(TypedDict, total=False):
+    """How the agent's processes were stopped (the `sweep` event's fields besides its tampering)."""
+
+    method: Required[str]  # restart | none
+    agent_processes: list[AgentProcessInfo]
+    agent_processes_count: int
+    sidecar_processes_killed: dict[str, list[AgentProcessInfo]]
+
+
+class CommandAttribution(TypedDict, total=False):
+    """The command that most likely made a change (shell/tampering.py attribute_command)."""
+
+    turn: Required[int]
+    command: Required[str]
+    package_install: bool
+
+
+class Tampering(TypedDict, total=False):
+    """One tampering entry (docs/formats.md, "Tampering entries"): `kind`, `source`
+    (environment | trajectory) and `detail`, plus what applies to its kind. `before` and `after`
+    are a tool's states, or the tests' digests for `tests_modified_during_verification`."""
+
+    kind: Required[str]
+    source: Required[str]
+    detail: Required[str]
+    turn: int
+    command: str
+    step: str
+    tool: str
+    path: str
+    before: ToolState | str
+    after: ToolState | str
+    by_command: CommandAttribution | None
+    paths: list[str]
