@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
 
@@ -46,6 +47,12 @@ def docker_available() -> None:
 
 
 def pytest_configure(config):
+    # A shell starts a background job without job control (`(make test &)`, some CI runners) with
+    # SIGINT ignored, and every process it starts inherits that: a `tbscale run` the Ctrl-C tests
+    # interrupt would never hear their SIGINT, and finish. Tests send it on purpose, so they get it
+    # back (a handler, unlike an ignored signal, resets to the default in the programs they start).
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     # Known without pytest-xdist too (a plain `pytest` run ignores it).
     config.addinivalue_line("markers", "xdist_group(name): run on one xdist worker with the rest of its group")
 

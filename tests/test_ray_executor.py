@@ -37,6 +37,7 @@ from tbscale.runner.executors.ray import FAST_HEALTH_CHECK, Keys  # noqa: E402  
 from tbscale.tasks import load_task, load_tasks  # noqa: E402
 from tbscale.types.actions import FINISH_MARKER  # noqa: E402
 from tbscale_testing import LoopbackModel, auth_error  # noqa: E402
+from tbscale_testing.engine import containers  # noqa: E402
 from tbscale_testing.tasks import write_harbor_task  # noqa: E402
 
 pytestmark = [pytest.mark.docker]
@@ -58,11 +59,6 @@ def cluster():
     yield c
     ray.shutdown()
     c.shutdown()
-
-
-def containers(label: str) -> list[str]:
-    out = subprocess.run(["docker", "ps", "-aq", "--filter", f"label={label}"], capture_output=True, text=True)
-    return out.stdout.split()
 
 
 def rows_of(run_dir: Path) -> list[dict]:
@@ -212,7 +208,7 @@ def test_killing_a_node_mid_run_finishes_every_trial_once(tmp_path, cluster):
 
     cleanup_orphans()
     for i in range(3):
-        assert containers(f"org.tbscale.task=slow{i}") == []
+        assert containers(f"org.tbscale.task=slow{i}", under=tmp_path) == []
 
 
 KEY_ENV = "TBSCALE_RAY_TEST_KEY"
@@ -292,10 +288,10 @@ def test_sigint_stops_a_ray_run_and_leaves_no_container(tmp_path, cluster):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         end = time.monotonic() + 180
-        while time.monotonic() < end and not (len(containers("org.tbscale.task=rayslow")) == 2
+        while time.monotonic() < end and not (len(containers("org.tbscale.task=rayslow", under=tmp_path)) == 2
                                               and index.exists() and len(index.read_text().splitlines()) == 2):
             time.sleep(0.2)
-        assert len(containers("org.tbscale.task=rayslow")) == 2, "the slow trials never started"
+        assert len(containers("org.tbscale.task=rayslow", under=tmp_path)) == 2, "the slow trials never started"
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=300)
     finally:
@@ -304,9 +300,9 @@ def test_sigint_stops_a_ray_run_and_leaves_no_container(tmp_path, cluster):
     assert proc.returncode == 130, err[-3000:]
     assert "resume" in err
     end = time.monotonic() + 300
-    while containers("org.tbscale.task=rayslow") and time.monotonic() < end:
+    while containers("org.tbscale.task=rayslow", under=tmp_path) and time.monotonic() < end:
         time.sleep(0.5)
-    assert containers("org.tbscale.task=rayslow") == []
+    assert containers("org.tbscale.task=rayslow", under=tmp_path) == []
     rows = rows_of(tmp_path / "results" / "raysig")
     assert {r["task_id"] for r in rows} == {"rayquick"} and len(rows) == 2
     manifest = json.loads((tmp_path / "results" / "raysig" / "manifest.json").read_text())

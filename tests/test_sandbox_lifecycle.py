@@ -23,6 +23,7 @@ from tbscale.runner import Runner, plan_trials  # noqa: E402
 from tbscale.strategies.base import Decision  # noqa: E402
 from tbscale.tasks import load_task  # noqa: E402
 from tbscale_testing.tasks import write_harbor_task  # noqa: E402
+from tbscale_testing.engine import containers  # noqa: E402
 from tbscale_testing.waiting import wait_for  # noqa: E402
 
 
@@ -30,11 +31,6 @@ def make_task(root: Path, name: str, solve: str = "echo done > /app/out.txt", ag
     return write_harbor_task(root, name, instruction=f"Write 'done' into /app/out.txt. ({name})\n",
                              task_toml=f"[agent]\ntimeout_sec = {agent_timeout}\n[verifier]\ntimeout_sec = 30\n",
                              solve=f"#!/bin/bash\n{solve}\n")
-
-
-def containers(label: str) -> list[str]:
-    out = subprocess.run(["docker", "ps", "-aq", "--filter", f"label={label}"], capture_output=True, text=True)
-    return out.stdout.split()
 
 
 def experiment(tmp_path: Path, agent: str = "oracle", trials: int = 1, **extra) -> Experiment:
@@ -88,7 +84,7 @@ def test_agent_cannot_read_tests_or_solution(tmp_path):
     # The verifier passed it, but looking for the solution is recorded and never a plain pass.
     assert row["reward"] == 1.0 and row["ending"] == "tampered" and not row["passed"] and row["turns"] == 3
     assert [(e["kind"], e["turn"]) for e in row["tampering"]] == [("reads_solution", 1)]
-    assert containers(f"org.tbscale.trial={spec.key}") == []
+    assert containers(f"org.tbscale.trial={spec.key}", under=tmp_path) == []
 
 
 def test_command_timeout_kills_and_continues(tmp_path):
@@ -105,7 +101,7 @@ def test_command_timeout_kills_and_continues(tmp_path):
 def test_agent_time_limit_ending_and_no_container_left(tmp_path):
     row, _, spec = run_scripted(tmp_path, ["sleep 20", "echo done > /app/out.txt"], agent_timeout=3)
     assert row["ending"] == "time_limit" and not row["passed"]
-    assert containers(f"org.tbscale.trial={spec.key}") == []
+    assert containers(f"org.tbscale.trial={spec.key}", under=tmp_path) == []
 
 
 def test_step_limit_and_wrong_submission_endings(tmp_path):
@@ -130,7 +126,7 @@ def test_container_removed_when_agent_raises(tmp_path):
     (tmp_path / "run").mkdir()
     with pytest.raises(RuntimeError, match="agent exploded"):
         asyncio.run(runner.run_trial(spec))
-    assert seen["id"] and containers(f"org.tbscale.trial={spec.key}") == []
+    assert seen["id"] and containers(f"org.tbscale.trial={spec.key}", under=tmp_path) == []
 
 
 def _write_config(tmp_path: Path, agent: str, trials: int, concurrency: int) -> Path:
@@ -158,7 +154,7 @@ def test_sigint_removes_containers_and_keeps_finished(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "tbscale.cli", "run", str(cfg), "--no-report"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        assert _wait_for(lambda: len(containers("org.tbscale.task=slow")) == 2), "containers never started"
+        assert _wait_for(lambda: len(containers("org.tbscale.task=slow", under=tmp_path)) == 2), "containers never started"
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=300)
     finally:
@@ -166,7 +162,7 @@ def test_sigint_removes_containers_and_keeps_finished(tmp_path):
             proc.kill()
     assert proc.returncode == 130, err
     assert "resume" in err
-    assert containers("org.tbscale.task=slow") == []
+    assert containers("org.tbscale.task=slow", under=tmp_path) == []
     manifest = json.loads((tmp_path / "results" / "killtest" / "manifest.json").read_text())
     assert manifest["invocations"][-1]["finished_at"]
 
@@ -201,8 +197,8 @@ def test_sigkill_then_rerun_finishes_each_trial_once(tmp_path):
     manifest = json.loads((tmp_path / "results" / "killtest" / "manifest.json").read_text())
     assert manifest["invocations"][-1]["trials_run"] == 9 - first
     # The killed process's containers were orphans; the rerun removed them.
-    assert _wait_for(lambda: containers("org.tbscale.task=t0") + containers("org.tbscale.task=t1")
-                     + containers("org.tbscale.task=t2") == [], timeout=300)
+    assert _wait_for(lambda: containers("org.tbscale.task=t0", under=tmp_path) + containers("org.tbscale.task=t1", under=tmp_path)
+                     + containers("org.tbscale.task=t2", under=tmp_path) == [], timeout=300)
 
 
 def test_a_crashing_trial_does_not_stop_the_run_and_is_retried(tmp_path):
@@ -229,7 +225,7 @@ def test_a_crashing_trial_does_not_stop_the_run_and_is_retried(tmp_path):
     again = Runner(exp, tasks, tmp_path / "run")
     counters = asyncio.run(again.run())
     assert counters.skipped == 2 and counters.done == 2 and counters.crashed == 0
-    assert containers("org.tbscale.task=crash-task") == []
+    assert containers("org.tbscale.task=crash-task", under=tmp_path) == []
 
 
 def test_retry_stop_reasons_reruns_infrastructure_failures(tmp_path):

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tbscale_testing.tasks import write_harbor_task
+from tbscale_testing.engine import containers
 from tbscale_testing.waiting import wait_for
 
 
@@ -51,11 +52,6 @@ def test_tasks_list_on_a_thousand_tasks_leaves_the_temp_folder_unchanged(tmp_pat
     assert result.returncode == 0, result.stderr
     assert "1053 tasks in" in result.stdout  # 1050 + two variants + one Harbor task
     assert leftovers(tmpdir) == []
-
-
-def containers(label: str) -> list[str]:
-    return subprocess.run(["docker", "ps", "-aq", "--filter", f"label={label}"], capture_output=True,
-                          text=True).stdout.split()
 
 
 def _wait_for(predicate, timeout=120.0) -> bool:
@@ -101,7 +97,7 @@ def test_an_interrupted_check_or_run_leaves_nothing(tmp_path, command):
     proc = subprocess.Popen([sys.executable, "-m", "tbscale.cli", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
     try:
-        assert _wait_for(lambda: bool(containers(f"org.tbscale.task={name}"))), "no container started"
+        assert _wait_for(lambda: bool(containers(f"org.tbscale.task={name}", under=tmp_path))), "no container started"
         assert leftovers(tmpdir) != [] or command == "run"  # a check keeps its run folder there while it runs
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=300)
@@ -109,5 +105,5 @@ def test_an_interrupted_check_or_run_leaves_nothing(tmp_path, command):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, err
-    assert containers(f"org.tbscale.task={name}") == []
+    assert containers(f"org.tbscale.task={name}", under=tmp_path) == []
     assert leftovers(tmpdir) == []
