@@ -76,3 +76,10 @@ def test_stdout_and_stderr_come_back_in_the_order_they_were_written() -> None:
             res = box.exec(script, 60)
             assert "\nFAILED t.py::test_ok\n" in res.output, res.output
             assert parse_test_output("pytest", res.output).passed is False
+
+
+def test_the_folder_test_double_keeps_the_order_of_writes_too(tmp_path) -> None:
+    from tbscale_testing.forks import FolderBackend
+
+    box = FolderBackend(tmp_path).start()
+    assert box.exec("printf out; printf err >&2; printf out2", 30).output == "outerrout2"
