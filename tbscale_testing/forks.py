@@ -46,11 +46,12 @@ class FolderEnvironment:
         self.commands.append(command)
         t = time.monotonic()
         try:
-            done = subprocess.run(["bash", "-c", command], cwd=workdir or self.root, capture_output=True,
-                                  timeout=timeout_sec, env={"PATH": "/usr/bin:/bin", **(env or {})})
-            code, raw, timed_out = done.returncode, done.stdout + done.stderr, False
+            # stderr on stdout: one pipe, the output in the order it was written (as Container.exec)
+            done = subprocess.run(["bash", "-c", command], cwd=workdir or self.root, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, timeout=timeout_sec, env={"PATH": "/usr/bin:/bin", **(env or {})})
+            code, raw, timed_out = done.returncode, done.stdout, False
         except subprocess.TimeoutExpired as e:
-            code, raw, timed_out = 124, (e.stdout or b"") + (e.stderr or b""), True
+            code, raw, timed_out = 124, e.stdout or b"", True
         out = BoundedOutput(output_limit)
         out.add(raw)
         return ExecResult(code, out.text(), timed_out, time.monotonic() - t, output_bytes=out.total,
