@@ -176,10 +176,35 @@ def remove_session_snapshots(engine) -> int:
     return removed
 
 
-def _commit(container, snap_id: str, service: str) -> tuple[str, str]:
+# The processes of a container started by the docker backend and doing nothing: the init and its
+# keep-alive (environments/docker.py, Container.start).
+IDLE_PROCESSES = ("/sbin/docker-init -- sleep infinity", "sleep infinity")
+
+
+def quiet(container) -> bool:
+    """Whether nothing in `container` can write while it is committed, so the commit needs no
+    pause: no process runs but the init and its keep-alive (as the engine lists them, `docker
+    top`), and the image has no Docker HEALTHCHECK (the engine would exec it at any moment). Only
+    an exec can start a process in such a container; the harness runs none in an environment
+    while it is being snapshotted. Anything else, or a listing the engine cannot give, pauses."""
+    config = (container.attrs or {}).get("Config") or {}
+    test = (config.get("Healthcheck") or {}).get("Test") or []
+    if test and test[0] != "NONE":
+        return False
+    try:
+        top = container.client.api.top(container.id, ps_args="-o pid,args")  # the engine needs the pid column
+        column = (top.get("Titles") or []).index("COMMAND")
+        commands = sorted(str(row[column]).strip() for row in top.get("Processes") or [])
+    except Exception:  # noqa: BLE001 - no listing (an engine without ps): pause
+        return False
+    return commands == sorted(IDLE_PROCESSES)
+
+
+def _commit(container, snap_id: str, service: str, *, pause: bool = True) -> tuple[str, str]:
     """Commit one container's filesystem to `tbscale-snapshot:<id>-<service>`, labelled with this
     process as its owner (and the container's run) so that every clean-up path finds it; returns
-    its tag and id."""
+    its tag and id. (The engine call itself: the SDK's `Container.commit` inspects the new image
+    once more, which nothing here needs.)"""
     labels = {**owner_labels(), LABEL_SNAPSHOT: snap_id}
     run = (container.labels or {}).get(LABEL_RUN)
     if run:
@@ -187,19 +212,26 @@ def _commit(container, snap_id: str, service: str) -> tuple[str, str]:
     tag = f"{snap_id}-{service}"
     changes = [f"LABEL {key}={json.dumps(value)}" for key, value in labels.items()]
     try:
-        image = container.commit(repository=SNAPSHOT_REPO, tag=tag, changes=changes, pause=True)
+        image = container.client.api.commit(container.id, repository=SNAPSHOT_REPO, tag=tag, changes=changes,
+                                            pause=pause)
     except Exception as e:  # noqa: BLE001 - docker.errors.APIError, a container that died
         raise SandboxError(f"could not snapshot container {container.id[:12]}: {type(e).__name__}: {e}") from None
-    return f"{SNAPSHOT_REPO}:{tag}", image.id
+    return f"{SNAPSHOT_REPO}:{tag}", image["Id"]
 
 
-def _own_size(engine, tag: str) -> int:
+_SIZES: dict[str, int] = {}  # image id -> its Size: an image never changes, and a snapshot's parent
+# is often the previous snapshot (a lookahead chain) or the task's image (CER), inspected before
+
+
+def _own_size(engine, image_id: str) -> int:
     """Bytes a committed image adds to its parent image (its own layer)."""
     try:
-        attrs = engine.api.inspect_image(tag)
+        attrs = engine.api.inspect_image(image_id)
+        size = _SIZES[attrs["Id"]] = int(attrs.get("Size") or 0)
         parent = attrs.get("Parent")
-        base = engine.api.inspect_image(parent).get("Size", 0) if parent else 0
-        return max(0, int(attrs.get("Size") or 0) - int(base or 0))
+        if parent and parent not in _SIZES:
+            _SIZES[parent] = int(engine.api.inspect_image(parent).get("Size") or 0)
+        return max(0, size - (_SIZES.get(parent, 0) if parent else 0))
     except Exception:  # noqa: BLE001
         return 0
 
@@ -240,9 +272,14 @@ def take(box, containers: dict[str, Any], backend: str, after: Callable[[Snapsho
                     network=_policy_of(box))
     STORE.add(snap, engine)  # from here on every exit path removes what was committed
     try:
+        # One container doing nothing is committed as it is; anything else (a compose project's
+        # services, a process the agent left running) is paused so the copy is consistent.
+        pause = len(containers) > 1 or not quiet(next(iter(containers.values())))
+        snap.extra["paused"] = pause
         for service, container in containers.items():
-            images[service], snap.extra.setdefault("ids", {})[service] = _commit(container, snap_id, service)
-        snap.size_bytes = sum(_own_size(engine, tag) for tag in images.values())
+            images[service], snap.extra.setdefault("ids", {})[service] = _commit(container, snap_id, service,
+                                                                                 pause=pause)
+        snap.size_bytes = sum(_own_size(engine, image_id) for image_id in snap.extra["ids"].values())
         snap.taken_sec = time.monotonic() - started
         if after is not None:
             after(snap)
