@@ -4,44 +4,71 @@ left: containers, compose projects and the networks a project made."""
 from __future__ import annotations
 
 import json
+import queue
 import subprocess
+import threading
+import time
 
 
 class ContainerCreations:
     """The engine's container-create events for one label, streamed while the block runs. (The
     engine keeps only its last 1,024 events for `--since` queries, which a busy engine overwrites
     within seconds, so the stream is opened before and read after.) Opening waits until the stream
-    has shown a container of its own, so nothing created inside the block is missed."""
+    has shown a container of its own, created again until one is seen (a container created before
+    the stream has subscribed is never shown in it), so nothing created inside the block is
+    missed; closing waits for a last one."""
 
     def __init__(self, label: str):
         self.label, self.events = label, []
+        self._lines: queue.Queue = queue.Queue()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._lines.put(json.loads(line))
+        self._lines.put(None)
+
+    def _mark(self, value: str, keep: bool) -> bool:
+        """Create (and remove) a container labelled `value`; whether the stream showed it within a
+        while. Events before it are kept in `events` when `keep`."""
+        made = subprocess.run(["docker", "create", "--label", self.label, "--label", f"org.tbscale.sentinel={value}",
+                               "debian:bookworm-slim", "true"], capture_output=True, text=True, check=True)
+        subprocess.run(["docker", "rm", "-f", made.stdout.strip()], capture_output=True, check=True)
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            try:
+                event = self._lines.get(timeout=1)
+            except queue.Empty:
+                continue
+            if event is None:
+                raise RuntimeError("docker events ended")
+            mark = event["Actor"]["Attributes"].get("org.tbscale.sentinel")
+            if mark == value:
+                return True
+            if keep and mark is None:
+                self.events.append(event)
+        return False
 
     def __enter__(self) -> "ContainerCreations":
         self.proc = subprocess.Popen(["docker", "events", "--filter", "type=container", "--filter", "event=create",
                                       "--filter", f"label={self.label}", "--format", "{{json .}}"],
                                      stdout=subprocess.PIPE, text=True)
-        sentinel = subprocess.run(["docker", "create", "--label", self.label, "--label", "org.tbscale.sentinel=1",
-                                   "debian:bookworm-slim", "true"], capture_output=True, text=True, check=True)
-        subprocess.run(["docker", "rm", "-f", sentinel.stdout.strip()], capture_output=True, check=True)
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:  # blocks until the sentinel's create arrives
-            if json.loads(line)["Actor"]["Attributes"].get("org.tbscale.sentinel"):
-                break
-        return self
+        threading.Thread(target=self._read, daemon=True).start()
+        for attempt in range(20):
+            if self._mark(f"open-{attempt}", keep=False):
+                return self
+        self.proc.kill()
+        raise RuntimeError("the docker events stream never showed a container of its own")
 
     def __exit__(self, *exc) -> None:
-        # A last container of our own marks the end of the stream's part we need.
-        end = subprocess.run(["docker", "create", "--label", self.label, "--label", "org.tbscale.sentinel=2",
-                              "debian:bookworm-slim", "true"], capture_output=True, text=True, check=True)
-        subprocess.run(["docker", "rm", "-f", end.stdout.strip()], capture_output=True, check=True)
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            event = json.loads(line)
-            if event["Actor"]["Attributes"].get("org.tbscale.sentinel") == "2":
-                break
-            self.events.append(event)
-        self.proc.kill()
-        self.proc.wait()
+        try:
+            for attempt in range(20):
+                if self._mark(f"close-{attempt}", keep=True):
+                    return
+            raise RuntimeError("the docker events stream never showed its closing container")
+        finally:
+            self.proc.kill()
+            self.proc.wait()
 
     def attribute(self, key: str) -> set[str]:
         """The values of one label over every container created (a compose project's name, say)."""

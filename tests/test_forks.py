@@ -101,7 +101,6 @@ def test_a_fork_keeps_files_limits_user_workdir_and_network_but_no_process(tmp_p
         assert parent.exec(running, 30).output.strip() == "1"
         parent.set_network(NetworkPolicy("no-network"))
         snap = parent.snapshot()
-        assert snap.extra["paused"]  # a process of the agent's runs: the commit pauses the container
         assert snap.images.keys() == {"main"} and snap.parent == parent.id and snap.network == "no-network"
         assert 0 < snap.size_bytes < 10_000_000  # its own layer, not the base image again
         assert _images(f"org.tbscale.snapshot={snap.id}")
@@ -130,40 +129,6 @@ def test_a_fork_keeps_files_limits_user_workdir_and_network_but_no_process(tmp_p
             fork.stop()
         parent.stop()
     assert _containers(tag) == []
-
-
-@pytest.mark.docker
-def test_a_container_doing_nothing_is_committed_without_a_pause_and_anything_else_with_one(tmp_path):
-    from tbscale.environments.docker_backend import DockerBackend
-    from tbscale.environments.snapshots import quiet
-    from tbscale.tasks import load_task
-    from tbscale_testing.tasks import write_harbor_task
-
-    task = load_task(write_harbor_task(tmp_path / "tasks", "fork-quiet"))
-    backend = DockerBackend()
-    image, _ = backend.prepare(task)
-    parent = backend.start(StartSpec(image=image, workdir="/app", labels={"org.tbscale.test": f"quiet-{os.getpid()}"}))
-    snaps, forks = [], []
-    try:
-        assert parent.exec("echo one > /app/f", 30).exit_code == 0
-        assert _wait_for(lambda: quiet(parent.container), timeout=120)  # the init and its keep-alive only
-        snaps.append(parent.snapshot())
-        assert snaps[-1].extra["paused"] is False
-        forks.append(backend.fork(snaps[-1]))
-        assert forks[-1].exec("cat /app/f", 30).output.strip() == "one"
-        # a writer left running: not quiet, so the commit pauses it
-        parent.exec("(nohup sh -c 'while :; do date +%s%N > /app/w; sleep 0.05; done' >/dev/null 2>&1 &)", 30)
-        assert not quiet(parent.container)
-        snaps.append(parent.snapshot())
-        assert snaps[-1].extra["paused"] is True
-        forks.append(backend.fork(snaps[-1]))
-        assert forks[-1].exec("cat /app/f", 30).output.strip() == "one"
-    finally:
-        for box in forks:
-            box.stop()
-        for snap in snaps:
-            backend.release(snap)
-        parent.stop()
 
 
 STATE = 'd=$(mktemp -d) && echo "$(date +%s%N) $RANDOM $d" | tee /app/state'

@@ -22,7 +22,8 @@ from tbscale_testing.docker_events import ContainerCreations, leftovers
 from tbscale_testing.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
-pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_available")]
+# A whole run on a loaded engine takes minutes; the bound is ten times a loaded run's time.
+pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_available"), pytest.mark.timeout(1800)]
 NOTHING = {"containers": [], "images": [], "networks": []}
 
 

@@ -176,31 +176,7 @@ def remove_session_snapshots(engine) -> int:
     return removed
 
 
-# The processes of a container started by the docker backend and doing nothing: the init and its
-# keep-alive (environments/docker.py, Container.start).
-IDLE_PROCESSES = ("/sbin/docker-init -- sleep infinity", "sleep infinity")
-
-
-def quiet(container) -> bool:
-    """Whether nothing in `container` can write while it is committed, so the commit needs no
-    pause: no process runs but the init and its keep-alive (as the engine lists them, `docker
-    top`), and the image has no Docker HEALTHCHECK (the engine would exec it at any moment). Only
-    an exec can start a process in such a container; the harness runs none in an environment
-    while it is being snapshotted. Anything else, or a listing the engine cannot give, pauses."""
-    config = (container.attrs or {}).get("Config") or {}
-    test = (config.get("Healthcheck") or {}).get("Test") or []
-    if test and test[0] != "NONE":
-        return False
-    try:
-        top = container.client.api.top(container.id, ps_args="-o pid,args")  # the engine needs the pid column
-        column = (top.get("Titles") or []).index("COMMAND")
-        commands = sorted(str(row[column]).strip() for row in top.get("Processes") or [])
-    except Exception:  # noqa: BLE001 - no listing (an engine without ps): pause
-        return False
-    return commands == sorted(IDLE_PROCESSES)
-
-
-def _commit(container, snap_id: str, service: str, *, pause: bool = True) -> tuple[str, str]:
+def _commit(container, snap_id: str, service: str) -> tuple[str, str]:
     """Commit one container's filesystem to `tbscale-snapshot:<id>-<service>`, labelled with this
     process as its owner (and the container's run) so that every clean-up path finds it; returns
     its tag and id. (The engine call itself: the SDK's `Container.commit` inspects the new image
@@ -213,7 +189,7 @@ def _commit(container, snap_id: str, service: str, *, pause: bool = True) -> tup
     changes = [f"LABEL {key}={json.dumps(value)}" for key, value in labels.items()]
     try:
         image = container.client.api.commit(container.id, repository=SNAPSHOT_REPO, tag=tag, changes=changes,
-                                            pause=pause)
+                                            pause=True)
     except Exception as e:  # noqa: BLE001 - docker.errors.APIError, a container that died
         raise SandboxError(f"could not snapshot container {container.id[:12]}: {type(e).__name__}: {e}") from None
     return f"{SNAPSHOT_REPO}:{tag}", image["Id"]
@@ -272,13 +248,8 @@ def take(box, containers: dict[str, Any], backend: str, after: Callable[[Snapsho
                     network=_policy_of(box))
     STORE.add(snap, engine)  # from here on every exit path removes what was committed
     try:
-        # One container doing nothing is committed as it is; anything else (a compose project's
-        # services, a process the agent left running) is paused so the copy is consistent.
-        pause = len(containers) > 1 or not quiet(next(iter(containers.values())))
-        snap.extra["paused"] = pause
         for service, container in containers.items():
-            images[service], snap.extra.setdefault("ids", {})[service] = _commit(container, snap_id, service,
-                                                                                 pause=pause)
+            images[service], snap.extra.setdefault("ids", {})[service] = _commit(container, snap_id, service)
         snap.size_bytes = sum(_own_size(engine, image_id) for image_id in snap.extra["ids"].values())
         snap.taken_sec = time.monotonic() - started
         if after is not None:
