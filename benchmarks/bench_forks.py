@@ -20,8 +20,11 @@ the fork and its preparation; replay: image lookup, create, preparation and the 
 commands, from the attempts' `timing`), with the trials' wall time. The simulated agent's commands
 are the prefix here (SIMULATED: no language model).
 
-Usage: .venv/bin/python benchmarks/bench_forks.py [--reps 3] [--tasks a,b] [--cer-tasks a,b]; writes
-benchmarks/out/forks.json.
+`--engine-calls` also times every Docker Engine API call per phase (snapshot, fork, replay start):
+what the engine itself takes (commit, container start) against the client's round trips.
+
+Usage: .venv/bin/python benchmarks/bench_forks.py [--reps 3] [--tasks a,b] [--cer-tasks a,b]
+[--engine-calls]; writes benchmarks/out/forks.json.
 """
 
 from __future__ import annotations
@@ -55,6 +58,42 @@ PREFIX = [
 LENGTHS = (5, 10, 20)
 
 
+class EngineCalls:
+    """`--engine-calls`: every Docker Engine API call the client makes, timed and counted per phase
+    of a sample (snapshot, fork, replay start), so that where a fork's time goes is measured, not
+    guessed: the engine's own work (commit, container start) against the client's round trips."""
+
+    CALLS = ("commit", "inspect_image", "create_container", "start", "inspect_container", "exec_create",
+             "exec_start", "exec_inspect", "top", "connect_container_to_network", "disconnect_container_from_network")
+
+    def __init__(self) -> None:
+        self.phase = ""
+        self.sec: dict[str, dict[str, list[float]]] = {}
+
+    def install(self) -> None:
+        from docker.api.client import APIClient
+
+        for name in self.CALLS:
+            original = getattr(APIClient, name)
+
+            def timed(api, *a, _original=original, _name=name, **k):
+                t = time.monotonic()
+                try:
+                    return _original(api, *a, **k)
+                finally:
+                    if self.phase:
+                        self.sec.setdefault(self.phase, {}).setdefault(_name, []).append(time.monotonic() - t)
+            setattr(APIClient, name, timed)
+
+    def summary(self, samples: int) -> dict:
+        return {phase: {name: {"calls_per_sample": round(len(v) / samples, 2), "p50": pct(v, 0.5),
+                               "sec_per_sample": round(sum(v) / samples, 3)} for name, v in sorted(calls.items())}
+                for phase, calls in self.sec.items()}
+
+
+ENGINE = EngineCalls()
+
+
 def pct(values: list[float], q: float) -> float:
     s = sorted(values)
     return round(s[min(len(s) - 1, int(q * (len(s) - 1) + 0.5))], 3)
@@ -76,13 +115,16 @@ def one(backend: DockerBackend, image: str, task) -> dict[str, float]:
     try:
         for command in PREFIX:
             parent.exec(command, 60)
+        ENGINE.phase = "snapshot"
         t = time.monotonic()
         snap = parent.snapshot()
         out["snapshot"] = time.monotonic() - t
+        ENGINE.phase = "fork"
         t = time.monotonic()
         fork = backend.fork(snap, labels=dict(LABEL))
         res = fork.exec("cat /tmp/work/rand", 30)
         out["fork"] = time.monotonic() - t
+        ENGINE.phase = ""
         assert res.exit_code == 0 and res.output.strip() == parent.exec("cat /tmp/work/rand", 30).output.strip()
         out["fork_latency"] = out["snapshot"] + out["fork"]
         out["snapshot_mb"] = snap.size_bytes / 1e6
@@ -93,9 +135,11 @@ def one(backend: DockerBackend, image: str, task) -> dict[str, float]:
             backend.release(snap)
         parent.stop()
     for n in LENGTHS:
+        ENGINE.phase = "replay_start"
         t = time.monotonic()
         box = start(backend, image, task)
         started = time.monotonic() - t
+        ENGINE.phase = ""
         try:
             t = time.monotonic()
             for command in PREFIX[:n]:
@@ -163,7 +207,11 @@ def main() -> None:
     parser.add_argument("--tasks", default="", help="comma-separated task ids (default: every bundled task)")
     parser.add_argument("--cer-tasks", default="extract-emails,fix-python-inventory,csv-sales-summary",
                         help="tasks of the CER fork-vs-replay comparison (empty: skip it)")
+    parser.add_argument("--engine-calls", action="store_true",
+                        help="time every engine API call per phase (snapshot, fork, replay start)")
     args = parser.parse_args()
+    if args.engine_calls:
+        ENGINE.install()
     tasks, _ = load_tasks(REPO / "tasks")
     if args.tasks:
         tasks = [t for t in tasks if t.id in set(args.tasks.split(","))]
@@ -184,7 +232,10 @@ def main() -> None:
                   round(stats["fork_latency"]["p50"] / stats["replay_commands_10"]["p50"], 3)}
     cer = cer_compare([t for t in args.cer_tasks.split(",") if t]) if args.cer_tasks else {}
     result = {"tasks": len(tasks), "reps": args.reps, "samples": len(samples), "sec": stats,
-              "snapshot_mb_median": round(mb, 3), "ratios_p50": ratios, "cer_simulated": cer, "per_sample": samples}
+              "snapshot_mb_median": round(mb, 3), "ratios_p50": ratios, "cer_simulated": cer, "per_sample": samples,
+              "load_average": [round(x, 2) for x in os.getloadavg()]}
+    if args.engine_calls:
+        result["engine_calls"] = ENGINE.summary(len(samples))
     out = HERE / "out"
     out.mkdir(exist_ok=True)
     (out / "forks.json").write_text(json.dumps(result, indent=2))
@@ -194,6 +245,10 @@ def main() -> None:
     print(f"snapshot's own layer: {mb:.2f} MB median")
     for k, v in ratios.items():
         print(f"  {k}: {v:.2f}")
+    for phase, calls in result.get("engine_calls", {}).items():
+        print(f"engine calls in {phase}, seconds per sample: "
+              + ", ".join(f"{name} {c['sec_per_sample']:.3f} ({c['calls_per_sample']:g}x)" for name, c in calls.items()))
+    print(f"load average at the end: {result['load_average']}")
     for mode, m in cer.items():
         print(f"CER (SIMULATED models) prefix_restore {mode}: {m}")
 

@@ -9,6 +9,8 @@ that uses it says so. See docs/simulated-model.md.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tbscale_sim import bsr, cer, judge_rubrics, judges  # noqa: F401  (each registers its roles)
 from tbscale_sim.provider import register, register_task
 
@@ -22,6 +24,11 @@ def prepare(tasks) -> None:
     """Learn the reference solutions of the run's tasks (the answer key the simulation plays from)."""
     for t in tasks:
         register_task(t.instruction, t.solution_steps())
+        for step in t.steps:  # a multi-step task: each step's instruction and its own solution
+            if step.instruction:
+                register_task(step.instruction, replace(t, instruction=step.instruction,
+                                                        solution_dir=step.solution_dir or t.solution_dir,
+                                                        steps=[]).solution_steps())
 
 
 __all__ = ["accepts_n", "prepare", "prices", "register", "register_task"]

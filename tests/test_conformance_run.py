@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tbscale_testing.docker_events import ContainerCreations
+
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 CONFORMANCE = Path(__file__).parent / "conformance"
@@ -128,41 +130,6 @@ def test_network_override_public_breaks_the_no_network_task(tmp_path: Path) -> N
                        "--network", "public")
     assert {t: r["category"] for t, r in data["reasons"].items()} == {"network-no-network": "oracle failed",
                                                                        "network-public": "ok"}
-
-
-class ContainerCreations:
-    """The engine's container-create events for one label, streamed while the block runs. (The
-    engine keeps only its last 1,024 events for `--since` queries, which a busy engine overwrites
-    within seconds, so the stream is opened before and read after.) Opening waits until the stream
-    has shown a container of its own, so nothing created inside the block is missed."""
-
-    def __init__(self, label: str):
-        self.label, self.events = label, []
-
-    def __enter__(self) -> "ContainerCreations":
-        self.proc = subprocess.Popen(["docker", "events", "--filter", "type=container", "--filter", "event=create",
-                                      "--filter", f"label={self.label}", "--format", "{{json .}}"],
-                                     stdout=subprocess.PIPE, text=True)
-        sentinel = subprocess.run(["docker", "create", "--label", self.label, "--label", "org.tbscale.sentinel=1",
-                                   "debian:bookworm-slim", "true"], capture_output=True, text=True, check=True)
-        subprocess.run(["docker", "rm", "-f", sentinel.stdout.strip()], capture_output=True, check=True)
-        for line in self.proc.stdout:  # blocks until the sentinel's create arrives
-            if json.loads(line)["Actor"]["Attributes"].get("org.tbscale.sentinel"):
-                break
-        return self
-
-    def __exit__(self, *exc) -> None:
-        # A last container of our own marks the end of the stream's part we need.
-        end = subprocess.run(["docker", "create", "--label", self.label, "--label", "org.tbscale.sentinel=2",
-                              "debian:bookworm-slim", "true"], capture_output=True, text=True, check=True)
-        subprocess.run(["docker", "rm", "-f", end.stdout.strip()], capture_output=True, check=True)
-        for line in self.proc.stdout:
-            event = json.loads(line)
-            if event["Actor"]["Attributes"].get("org.tbscale.sentinel") == "2":
-                break
-            self.events.append(event)
-        self.proc.kill()
-        self.proc.wait()
 
 
 def test_compose_projects_leave_nothing_behind(tmp_path: Path) -> None:

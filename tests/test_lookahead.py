@@ -18,6 +18,7 @@ from tbscale.logs import event_line
 from tbscale.models.llm import LLM
 from tbscale.runner.environment import AttemptEnvironments
 from tbscale.runner.forks import AttemptForks
+from tbscale.runner.guard import VerifierGuard
 from tbscale.runner.verification import AttemptVerification
 from tbscale.strategies import entry, validate_component
 from tbscale.strategies.base import TurnContext
@@ -300,14 +301,22 @@ def test_a_fork_that_fails_to_start_is_a_sandbox_error_and_leaks_nothing(loopbac
 
 # ---- the verifier guard follows the environment -----------------------------------------------------
 
-class FakeGuard:
-    def __init__(self, box):
-        self.box = box
+class FakeGuard(VerifierGuard):
+    """The real guard's bookkeeping (`go_on_in`, the reference clock, the carried changes), with
+    its container probes stood in for."""
+
+    def __init__(self, box):  # noqa: D107 - no verifier: the probes below stand in for its execs
+        self.box, self.since, self.carried = box, None, {}
         self.before = {"now": "100.0", "tools": {"bash": {"sha256": "x"}}, "processes": [{"pid": 7}],
                        "sidecar_processes": {}}
+        self.left: list = []
 
     def processes_of(self, box):
-        return {"processes": [{"pid": 1, "of": box.id}], "sidecar_processes": {}}
+        return {"processes": [{"pid": 1, "of": box.id}], "sidecar_processes": {}, "now": f"200.{box.id}"}
+
+    def carry_changes(self, box):
+        self.left.append((box, self._reference()))
+        self.carried[f"/logs/verifier/changed-in-{box.id}"] = 0
 
 
 def test_adopting_a_fork_points_the_guard_at_it_and_keeps_its_baseline(loopback_model, tmp_path) -> None:
@@ -317,10 +326,16 @@ def test_adopting_a_fork_points_the_guard_at_it_and_keeps_its_baseline(loopback_
     try:
         s.run(make_policy(loopback_model, n=2).decide([dict(m) for m in MESSAGES], s.ctx()))
         assert guard.box is s.forks.box and guard.box is not s.box
-        # The filesystem baseline (clock, toolchain) is the one from before the agent phase; the
-        # processes are the fork's own, listed as it started.
+        # The toolchain baseline is the one from before the agent phase; the processes are the
+        # fork's own, listed as it started, and so is the clock its own changes are found against.
         assert guard.before["now"] == "100.0" and guard.before["tools"] == {"bash": {"sha256": "x"}}
         assert guard.before["processes"] == [{"pid": 1, "of": s.forks.box.id}]
+        assert guard.since == f"200.{s.forks.box.id}" and guard._reference() == guard.since
+        # What changed in the environment the turn left was found there, against the baseline's clock,
+        # and is kept for the check after the agent phase.
+        assert guard.left == [(s.box, "100.0")]
+        after = guard._with_carried({"changes": {"/app/x": 0}})
+        assert after["changes"] == {f"/logs/verifier/changed-in-{s.box.id}": 0, "/app/x": 0}
     finally:
         s.close()
 

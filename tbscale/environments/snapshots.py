@@ -179,7 +179,8 @@ def remove_session_snapshots(engine) -> int:
 def _commit(container, snap_id: str, service: str) -> tuple[str, str]:
     """Commit one container's filesystem to `tbscale-snapshot:<id>-<service>`, labelled with this
     process as its owner (and the container's run) so that every clean-up path finds it; returns
-    its tag and id."""
+    its tag and id. (The engine call itself: the SDK's `Container.commit` inspects the new image
+    once more, which nothing here needs.)"""
     labels = {**owner_labels(), LABEL_SNAPSHOT: snap_id}
     run = (container.labels or {}).get(LABEL_RUN)
     if run:
@@ -187,19 +188,26 @@ def _commit(container, snap_id: str, service: str) -> tuple[str, str]:
     tag = f"{snap_id}-{service}"
     changes = [f"LABEL {key}={json.dumps(value)}" for key, value in labels.items()]
     try:
-        image = container.commit(repository=SNAPSHOT_REPO, tag=tag, changes=changes, pause=True)
+        image = container.client.api.commit(container.id, repository=SNAPSHOT_REPO, tag=tag, changes=changes,
+                                            pause=True)
     except Exception as e:  # noqa: BLE001 - docker.errors.APIError, a container that died
         raise SandboxError(f"could not snapshot container {container.id[:12]}: {type(e).__name__}: {e}") from None
-    return f"{SNAPSHOT_REPO}:{tag}", image.id
+    return f"{SNAPSHOT_REPO}:{tag}", image["Id"]
 
 
-def _own_size(engine, tag: str) -> int:
+_SIZES: dict[str, int] = {}  # image id -> its Size: an image never changes, and a snapshot's parent
+# is often the previous snapshot (a lookahead chain) or the task's image (CER), inspected before
+
+
+def _own_size(engine, image_id: str) -> int:
     """Bytes a committed image adds to its parent image (its own layer)."""
     try:
-        attrs = engine.api.inspect_image(tag)
+        attrs = engine.api.inspect_image(image_id)
+        size = _SIZES[attrs["Id"]] = int(attrs.get("Size") or 0)
         parent = attrs.get("Parent")
-        base = engine.api.inspect_image(parent).get("Size", 0) if parent else 0
-        return max(0, int(attrs.get("Size") or 0) - int(base or 0))
+        if parent and parent not in _SIZES:
+            _SIZES[parent] = int(engine.api.inspect_image(parent).get("Size") or 0)
+        return max(0, size - (_SIZES.get(parent, 0) if parent else 0))
     except Exception:  # noqa: BLE001
         return 0
 
@@ -242,7 +250,7 @@ def take(box, containers: dict[str, Any], backend: str, after: Callable[[Snapsho
     try:
         for service, container in containers.items():
             images[service], snap.extra.setdefault("ids", {})[service] = _commit(container, snap_id, service)
-        snap.size_bytes = sum(_own_size(engine, tag) for tag in images.values())
+        snap.size_bytes = sum(_own_size(engine, image_id) for image_id in snap.extra["ids"].values())
         snap.taken_sec = time.monotonic() - started
         if after is not None:
             after(snap)

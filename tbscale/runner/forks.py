@@ -8,9 +8,14 @@ agent phase sees its environment (its user and env; the backend starts a fork un
 network policy, which is the agent phase's). `adopt(fork)` makes a fork the
 attempt's environment: the former environment and every other open fork are stopped, and
 verification later runs in the adopted fork, sealed as ever (runner/verification.py):
-- the verifier guard's baseline of toolchain digests, mount points and the clock stays the one
-  taken before the agent phase began (the fork's filesystem is the parent's, so what the agent
-  changed before or after the fork is compared with the state it started from);
+- the verifier guard's baseline of toolchain digests and mount points stays the one taken before
+  the agent phase began (the fork's filesystem is the parent's, so what the agent changed before
+  or after the fork is compared with the state it started from);
+- the files whose status changed are found per environment: a commit gives every file it carries
+  a new status change time, so in a fork everything ever written since the image (by the harness
+  too: a previous step's tests, a step's workdir files) would look changed. So when a turn forks,
+  the changes in the environment being left are found against its own reference and kept, and an
+  adopted fork's reference becomes its clock as it started;
 - its baseline of processes is replaced by the fork's own, listed as it started and before any
   candidate ran: processes are not carried into a fork, and the ones the task's entrypoint and
   services start there again are the task's, not the agent's (a sidecar's would otherwise be
@@ -93,7 +98,13 @@ class AttemptForks:
             self.rec.event("fork", op="snapshot", snapshot=_id(snapshot), container=self.box.id,
                            images=getattr(snapshot, "images", None), sec=round(took, 4), purpose=PURPOSE,
                            node=getattr(snapshot, "node", None))
-            results = await asyncio.gather(*(self._start_fork(snapshot) for _ in range(count)), return_exceptions=True)
+            # Meanwhile, what the agent changed in the environment it is leaving (the guard's
+            # reference moves to each fork's start: module doc).
+            guard = self.checks.guard
+            jobs = [self._start_fork(snapshot) for _ in range(count)]
+            if guard is not None:
+                jobs.append(asyncio.to_thread(guard.carry_changes, self.box))
+            results = await asyncio.gather(*jobs, return_exceptions=True)  # a failed carry fails the turn
             self.open_forks = [r for r in results if isinstance(r, _Fork)]
             failed = [r for r in results if isinstance(r, BaseException)]
             if failed:
@@ -110,9 +121,7 @@ class AttemptForks:
             old, self.box = self.box, chosen.raw
             guard = self.checks.guard
             if guard is not None:
-                guard.box = chosen.raw
-                if guard.before is not None and chosen.processes is not None:
-                    guard.before.update(chosen.processes)
+                guard.go_on_in(chosen.raw, chosen.processes or {})
             others = [f for f in self.open_forks if f is not chosen]
             self.open_forks = []
             self.snapshot = None  # the chosen fork's: released at the attempt's end (see the module doc)

@@ -57,6 +57,21 @@ _SHELL_WORDS = frozenset("""! [ [[ ]] { } alias bg break builtin case cd command
 _CLEAR_VERIFIER_LOGS = (f"[ -d {VERIFIER_LOGS} ] && [ ! -L {VERIFIER_LOGS} ] && "
                         f"find {VERIFIER_LOGS} -mindepth 1 -delete 2>/dev/null\n")
 
+# The paths whose status changed after $TBSCALE_SINCE, where they matter to the verifier.
+_CHANGES = r'''
+if [ -n "${TBSCALE_SINCE:-}" ]; then
+  { find / -xdev -maxdepth 1 -newerct "@$TBSCALE_SINCE" 2>/dev/null
+    find /logs "$TBSCALE_TESTS" /solution -xdev -newerct "@$TBSCALE_SINCE" 2>/dev/null
+    find /etc/ld.so.preload -newerct "@$TBSCALE_SINCE" 2>/dev/null
+    [ -n "${TBSCALE_WORKDIR:-}" ] && find "$TBSCALE_WORKDIR" -xdev -maxdepth 4 -newerct "@$TBSCALE_SINCE" \
+      \( -name pytest.py -o -path '*/pytest/__init__.py' -o -path '*/_pytest/__init__.py' -o -name conftest.py \
+      -o -name sitecustomize.py -o -name usercustomize.py \) 2>/dev/null
+    for d in /usr/lib/python3* /usr/local/lib/python3* /root/.local/lib/python3*; do [ -d "$d" ] || continue
+      find "$d" -xdev -newerct "@$TBSCALE_SINCE" \( -name sitecustomize.py -o -name usercustomize.py -o -name '*.pth' \
+        -o -path '*/_pytest/*' -o -path '*/pytest/*' -o -path '*/pluggy/*' -o -name pytest.py \) 2>/dev/null; done
+  } | head -n 2000 | sed 's/^/C\t/'
+fi
+'''
 # Few programs per line: a program run costs far more in a busy container than a builtin.
 _SNAPSHOT = r'''
 for name in "$@"; do
@@ -71,18 +86,6 @@ for name in "$@"; do
   esac
 done
 printf 'N\t%s\n' "$(date +%s.%N)"
-if [ -n "${TBSCALE_SINCE:-}" ]; then
-  { find / -xdev -maxdepth 1 -newerct "@$TBSCALE_SINCE" 2>/dev/null
-    find /logs "$TBSCALE_TESTS" /solution -xdev -newerct "@$TBSCALE_SINCE" 2>/dev/null
-    find /etc/ld.so.preload -newerct "@$TBSCALE_SINCE" 2>/dev/null
-    [ -n "${TBSCALE_WORKDIR:-}" ] && find "$TBSCALE_WORKDIR" -xdev -maxdepth 4 -newerct "@$TBSCALE_SINCE" \
-      \( -name pytest.py -o -path '*/pytest/__init__.py' -o -path '*/_pytest/__init__.py' -o -name conftest.py \
-      -o -name sitecustomize.py -o -name usercustomize.py \) 2>/dev/null
-    for d in /usr/lib/python3* /usr/local/lib/python3* /root/.local/lib/python3*; do [ -d "$d" ] || continue
-      find "$d" -xdev -newerct "@$TBSCALE_SINCE" \( -name sitecustomize.py -o -name usercustomize.py -o -name '*.pth' \
-        -o -path '*/_pytest/*' -o -path '*/pytest/*' -o -path '*/pluggy/*' -o -name pytest.py \) 2>/dev/null; done
-  } | head -n 2000 | sed 's/^/C\t/'
-fi
 for m in /logs /logs/verifier "$TBSCALE_TESTS"; do
   if [ -L "$m" ]; then printf 'M\t%s\tlink\t%s\n' "$m" "$(readlink -- "$m")"
   elif [ -d "$m" ]; then
@@ -241,6 +244,11 @@ class VerifierGuard:
         # After `seal`: the artifacts convention folder's state ("empty", "absent") when nothing
         # left running can change it before the verifier's run, else None (it is copied out).
         self.artifacts_folder: str | None = None
+        # When the attempt goes on in a fork (runner/forks.py): the fork's clock as it started
+        # (the reference its own changes are found against: a commit gives every file it carries
+        # a new status change time), and the changes found in the environments it grew from.
+        self.since: str | None = None
+        self.carried: dict[str, int] = {}
 
     # ---- probes ----------------------------------------------------------------------------------
     def _snapshot(self, since: str | None = None, *, processes: bool = False, probe: bool = False) -> GuardSnapshot:
@@ -249,14 +257,8 @@ class VerifierGuard:
         change time cannot be set back from inside a container (it needs the clock), so what the
         agent phase changed there cannot hide. With `processes`, the same exec also lists the
         processes running (`processes`), as `_processes` does: one round trip instead of two."""
-        env = dict(self.verifier.env.resolve()) if hasattr(self.verifier.env, "resolve") else {}
-        env["TBSCALE_TESTS"] = self.verifier.tests_mount
-        if since:
-            env["TBSCALE_SINCE"] = since
-            workdir = getattr(self.box, "workdir", None) or self.verifier.cwd
-            if workdir:
-                env["TBSCALE_WORKDIR"] = workdir
-        cmd = "set -- " + " ".join(shlex.quote(n) for n in self.names) + "\n" + _SNAPSHOT
+        env = self._env(self.box, since)
+        cmd = "set -- " + " ".join(shlex.quote(n) for n in self.names) + "\n" + _SNAPSHOT + _CHANGES
         if not since:
             # What an earlier verification (a previous step's) left in /logs/verifier is not the
             # agent's: clear it before this agent phase, so that anything found there later is.
@@ -274,6 +276,26 @@ class VerifierGuard:
         if probe:
             snap["artifacts_folder"] = next((x[2:] for x in res.output.splitlines() if x.startswith("A\t")), None)
         return snap
+
+    def _env(self, box: Environment, since: str | None) -> dict[str, str]:
+        env = dict(self.verifier.env.resolve()) if hasattr(self.verifier.env, "resolve") else {}
+        env["TBSCALE_TESTS"] = self.verifier.tests_mount
+        if since:
+            env["TBSCALE_SINCE"] = since
+            workdir = getattr(box, "workdir", None) or self.verifier.cwd
+            if workdir:
+                env["TBSCALE_WORKDIR"] = workdir
+        return env
+
+    def _reference(self) -> str | None:
+        """The clock the current environment's changes are found against: the baseline's, or the
+        fork's own as it started when the attempt went on in one."""
+        return self.since or (self.before or {}).get("now")
+
+    def _with_carried(self, after: GuardSnapshot) -> GuardSnapshot:
+        if after.get("changes") is not None and self.carried:
+            after["changes"] = {**self.carried, **after["changes"]}
+        return after
 
     def _processes(self, target: Environment) -> list[ProcessInfo]:
         res = target.exec(_PROCESSES, 60, user="0", output_limit=500_000)
@@ -293,10 +315,30 @@ class VerifierGuard:
 
     def processes_of(self, box: Environment) -> ProcessBaseline:
         """The process part of a baseline, of another environment: a fork the attempt may go on in
-        (runner/forks.py), listed as it started. Its processes are the task's (entrypoint,
-        services), none of them the agent's: a fork carries over no process of its parent's."""
-        return {"processes": self._processes(box),
+        (runner/forks.py), listed as it started, with its clock then (`now`, the reference of its
+        own changes). Its processes are the task's (entrypoint, services), none of them the
+        agent's: a fork carries over no process of its parent's."""
+        res = box.exec("printf 'N\\t%s\\n' \"$(date +%s.%N)\"\n" + _PROCESSES, 60, user="0", output_limit=500_000)
+        return {"processes": parse_processes(res.output), "now": parse_snapshot(res.output)["now"],
                 "sidecar_processes": {n: self._processes(box.service(n)) for n in box.services}}
+
+    def carry_changes(self, box: Environment) -> None:
+        """Before the attempt leaves `box` for a fork of it: the changes found there (against its
+        reference) are kept, since in the fork every file the commit carried looks changed at the
+        commit's time, which precedes the fork's own reference."""
+        since = self._reference()
+        if not since:
+            return
+        res = box.exec(_CHANGES, 120, user="0", env=self._env(box, since), output_limit=400_000)
+        self.carried.update(parse_snapshot(res.output)["changes"])
+
+    def go_on_in(self, box: Environment, started: ProcessBaseline) -> None:
+        """The attempt goes on in `box`, a fork that started as `started` (`processes_of`)."""
+        self.box = box
+        if self.before is not None:
+            self.before.update({k: v for k, v in started.items() if k != "now"})
+        if started.get("now"):
+            self.since = started["now"]
 
     # ---- after it ---------------------------------------------------------------------------------
     def seal(self, actions: list[tuple[int, str]], restart_hook=None) -> tuple[list[Tampering], SweepRecord]:
@@ -308,7 +350,7 @@ class VerifierGuard:
         alive = self.box.running()
         after: GuardSnapshot | None = None
         if alive and not self.sweep:  # nothing happens in between: one exec lists and checks
-            after = self._snapshot(since=(self.before or {}).get("now"), processes=True, probe=True)
+            after = self._with_carried(self._snapshot(since=self._reference(), processes=True, probe=True))
         procs = (after["processes"] if after is not None else self._processes(self.box)) if alive else []
         base = (self.before or {}).get("processes", [])
         left = new_processes(base, procs, keep_children=False)
@@ -336,7 +378,7 @@ class VerifierGuard:
         self.timing["guard_sweep"] = time.monotonic() - t
         t = time.monotonic()
         if after is None:
-            after = self._snapshot(since=(self.before or {}).get("now"), processes=True, probe=True)
+            after = self._with_carried(self._snapshot(since=self._reference(), processes=True, probe=True))
         folder = after["artifacts_folder"]
         self.artifacts_folder = folder if folder in ("empty", "absent") and self._idle(after["processes"]) else None
         entries += tampering_entries(self.before, after, self.verifier.tests_mount, actions)

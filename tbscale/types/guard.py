@@ -8,7 +8,7 @@ through, docs/formats.md "Tampering entries"); these types say which keys each h
 
 from __future__ import annotations
 
-from typing_extensions import Required, TypedDict
+from typing_extensions import NotRequired, Required, TypedDict
 
 
 class ToolState(TypedDict, total=False):
@@ -64,6 +64,8 @@ class ProcessBaseline(TypedDict):
 
     processes: list[ProcessInfo]
     sidecar_processes: dict[str, list[ProcessInfo]]
+    # A fork's, as it started: the clock its own changes are found against.
+    now: NotRequired[str | None]
 
 
 class GuardSnapshot(TypedDict, total=False):
