@@ -86,7 +86,7 @@ class Attempt:
         self.artifacts_dir = trial.artifacts_dir(spec, req.index)
         self.envs = AttemptEnvironments(self.exp, trial.backend, self.task, rec,
                                         labels={"org.tbscale.trial": spec.key, "org.tbscale.task": self.task.id,
-                                                LABEL_RUN: str(trial.folder.path.resolve())})
+                                                LABEL_RUN: trial.folder.run_label})
         self.checks = AttemptVerification(self.envs, rec, verifier_timeout_sec=self.exp.limits.verifier_timeout_sec,
                                           sweep=self.exp.environment.agent_processes == "stop",
                                           artifacts_root=self.artifacts_dir.parent.parent)

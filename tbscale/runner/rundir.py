@@ -55,6 +55,11 @@ class RunFolder:
         self.ledger = AppendedLines(self.path / "spend.jsonl", sync=False)
 
     @property
+    def run_label(self) -> str:
+        """The run folder as the resources a trial starts are labelled with (`org.tbscale.run`)."""
+        return str(self.path.resolve())
+
+    @property
     def manifest_path(self) -> Path:
         return self.path / "manifest.json"
 

@@ -98,9 +98,12 @@ class StreamFolder:
     the trial's event log goes to `emit`; side files land in a scratch folder and are sent at the
     end."""
 
-    def __init__(self, scratch: Path, run_name: str, emit: Callable[[tuple], None]):
+    def __init__(self, scratch: Path, run_name: str, emit: Callable[[tuple], None], run_label: str):
         self.path = scratch / run_name
         self.emit = emit
+        # The driver's run folder, not the scratch: the containers a worker starts belong to that
+        # run, for `tbscale clean RUN` and the run's own checks to find.
+        self.run_label = run_label
 
     def event_log(self, spec, **base: Any) -> EventLog:
         return EventLog(self.path / spec.trajectory_relpath, sink=lambda line: self.emit(("line", line)), **base)
@@ -121,6 +124,7 @@ class TrialPayload(TypedDict):
     exp: Any  # the Experiment
     spec: Any  # the TrialSpec
     run_name: str
+    run_label: str  # the driver's run folder (RunFolder.run_label)
     keep_images: list[str]
 
 
@@ -204,7 +208,7 @@ def trial_messages(payload: TrialPayload, task_files: list, keys: Keys | None, a
     running = _Running()
     trial_thread: threading.Thread | None = None
     backend = None
-    folder = StreamFolder(scratch, payload["run_name"], q.put)
+    folder = StreamFolder(scratch, payload["run_name"], q.put, payload["run_label"])
     try:
         yield {"kind": "start", "attempt": attempt, "node": ray.get_runtime_context().get_node_id(),
                "pid": os.getpid(), "t": time.time()}
@@ -512,7 +516,7 @@ class RayExecutor:
         try:
             while True:
                 payload = {"exp": self.exp, "spec": spec, "run_name": trials.folder.path.name,
-                           "keep_images": self._keep_images()}
+                           "run_label": trials.folder.run_label, "keep_images": self._keep_images()}
                 options = {"num_cpus": cpus, "scheduling_strategy": self._strategy(avoid, spec.task.id)}
                 if mem:
                     options["memory"] = mem
