@@ -25,6 +25,7 @@ demo: setup
 #   the engine out of reach, so a test that needs one and is not marked `docker` fails here;
 # - the Docker tests, TEST_WORKERS at a time: they wait on the engine more than on the CPU;
 # - the few marked `serial`, alone: they count what an engine-wide sweep removes.
+# The Docker lanes end with their slowest tests (--durations), where the suite's time goes.
 PYTEST := $(BIN)/python -m pytest -q -ra
 TEST_WORKERS ?= 4
 NO_DOCKER := DOCKER_HOST=unix:///dev/null/no-docker-in-test-fast
@@ -37,8 +38,8 @@ test-fast: $(BIN)/tbscale
 test: setup
 	bash scripts/ensure_test_tools.sh
 	$(MAKE) --no-print-directory test-fast
-	$(PYTEST) -m "docker and not serial" -n $(TEST_WORKERS) --dist loadgroup
-	$(PYTEST) -m "docker and serial"
+	$(PYTEST) -m "docker and not serial" -n $(TEST_WORKERS) --dist loadgroup --durations=15
+	$(PYTEST) -m "docker and serial" --durations=5
 
 check: setup
 	$(BIN)/tbscale tasks check tasks/
