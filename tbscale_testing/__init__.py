@@ -4,6 +4,9 @@ and trying things out; not part of the production package.
 - `openai_server.LoopbackModel`: a scriptable OpenAI-compatible chat-completions server on
   127.0.0.1, to drive litellm over real HTTP;
 - `tasks.write_harbor_task`: small Harbor task folders;
+- `cli.tbscale`, `cli.Started`: the CLI run to its end, or in the background to be watched and
+  interrupted (Ctrl-C, kill -9) as a user would; `engine.containers`: a test's own containers;
+  `waiting.wait_for`: wait on a condition, not the clock;
 - `swebench_demo`: a tiny SWE-bench-format benchmark made offline (`tbscale swebench demo`).
 """
 

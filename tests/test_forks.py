@@ -9,9 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -20,6 +18,7 @@ import pytest
 from tbscale.environments import BaseBackend, Capabilities, Snapshot, StartSpec, snapshot_of
 from tbscale.errors import ForksUnsupported
 from tbscale.strategies.base import AttemptResult, Prefix
+from tbscale_testing.cli import Started, tbscale
 from tbscale_testing.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
@@ -242,16 +241,10 @@ def _run_label(tmp_path: Path) -> str:
     return f"org.tbscale.run={(tmp_path / 'results' / 'forkrun').resolve()}"
 
 
-def _start_run(cfg: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "tbscale.cli", "run", str(cfg), "--no-report"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
 @pytest.mark.docker
 def test_a_cer_run_on_forks_leaves_nothing_and_counts_its_forks(tmp_path):
     cfg = _cer_config(tmp_path)
-    res = subprocess.run([sys.executable, "-m", "tbscale.cli", "run", str(cfg), "--no-report"],
-                         capture_output=True, text=True, timeout=900)
+    res = tbscale("run", cfg, "--no-report")
     assert res.returncode in (0, 1), res.stderr[-2000:]
     row = json.loads((tmp_path / "results" / "forkrun" / "trials.jsonl").read_text().splitlines()[0])
     rec = row["strategy_record"]
@@ -266,16 +259,11 @@ def test_a_cer_run_on_forks_leaves_nothing_and_counts_its_forks(tmp_path):
 def test_ctrl_c_during_a_cer_run_on_forks_leaves_no_snapshot_or_fork(tmp_path):
     cfg = _cer_config(tmp_path, rounds=3)
     label = _run_label(tmp_path)
-    proc = _start_run(cfg)
-    try:
-        assert _wait_for(lambda: _containers("org.tbscale.fork-of", label)), "no fork ever started"
+    with Started("run", cfg, "--no-report") as run:
+        run.wait_until(lambda: _containers("org.tbscale.fork-of", label), "no fork ever started", timeout=300)
         assert _images("org.tbscale.snapshot", label)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, err[-2000:]
+        err = run.interrupt()
+    assert run.returncode == 130, err[-2000:]
     assert _containers(label) == [] and _images("org.tbscale.snapshot", label) == []
 
 
@@ -283,18 +271,12 @@ def test_ctrl_c_during_a_cer_run_on_forks_leaves_no_snapshot_or_fork(tmp_path):
 def test_kill_9_during_a_cer_run_on_forks_then_a_rerun_leaves_nothing(tmp_path):
     cfg = _cer_config(tmp_path, rounds=3)
     label = _run_label(tmp_path)
-    proc = _start_run(cfg)
-    try:
-        assert _wait_for(lambda: _containers("org.tbscale.fork-of", label)), "no fork ever started"
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    with Started("run", cfg, "--no-report") as run:
+        run.wait_until(lambda: _containers("org.tbscale.fork-of", label), "no fork ever started", timeout=300)
+        run.kill_9()
     # the killed process left its snapshots behind: nothing in it could remove them
     assert _images("org.tbscale.snapshot", label)
-    res = subprocess.run([sys.executable, "-m", "tbscale.cli", "run", str(cfg), "--no-report"],
-                         capture_output=True, text=True, timeout=900)
+    res = tbscale("run", cfg, "--no-report")
     assert res.returncode in (0, 1), res.stderr[-2000:]
     assert (tmp_path / "results" / "forkrun" / "trials.jsonl").read_text().strip()
     assert _containers(label) == [] and _images("org.tbscale.snapshot", label) == []
@@ -418,8 +400,9 @@ def test_tbscale_clean_of_a_run_removes_its_snapshots_and_forks(tmp_path):
         snap = parent.snapshot()
         fork = backend.fork(snap)
         assert _images(f"org.tbscale.snapshot={snap.id}") and _containers(f"org.tbscale.fork-of={snap.id}")
-        res = subprocess.run([sys.executable, "-m", "tbscale.cli", "clean", "--run", run], capture_output=True,
-                             text=True, timeout=300)
+        # `--label` keeps it to this test's run: on its own, `clean` also removes every owner-less
+        # snapshot and container on the engine, such as a killed run's in another test
+        res = tbscale("clean", "--run", run, "--label", f"{LABEL_RUN}={run}", timeout=300)
         assert res.returncode == 0, res.stderr
         assert "1 snapshot images" in res.stdout
         assert _containers(f"org.tbscale.run={run}") == [] and _images(f"org.tbscale.run={run}") == []

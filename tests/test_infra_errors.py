@@ -8,13 +8,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tbscale_testing import LoopbackModel, auth_error, server_error
+from tbscale_testing import LoopbackModel, auth_error, cli, server_error
 from tbscale_testing.tasks import write_harbor_task
 
 pytestmark = [pytest.mark.docker]
@@ -31,9 +30,7 @@ def write_config(tmp_path: Path, model: dict, **extra) -> Path:
 
 
 def tbscale(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "tbscale.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env=full_env)
+    return cli.tbscale(*args, env={**os.environ, "NO_PROXY": "127.0.0.1,localhost", **(env or {})}, timeout=timeout)
 
 
 def rows(tmp_path: Path) -> list[dict]:

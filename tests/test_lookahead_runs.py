@@ -7,19 +7,16 @@ made, so a compose project's networks are found too)."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import subprocess
-import sys
 import textwrap
 import uuid
 from pathlib import Path
 
 import pytest
 
+from tbscale_testing.cli import Started, tbscale
 from tbscale_testing.docker_events import ContainerCreations, leftovers
-from tbscale_testing.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 # A whole run on a loaded engine takes minutes; the bound is ten times a loaded run's time.
@@ -67,14 +64,8 @@ def _forks_alive(label: str) -> bool:
     return bool(_ids("ps", "-q", "--filter", f"label={label}", "--filter", "label=org.tbscale.fork-of"))
 
 
-def _start(cfg: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "tbscale.cli", "run", str(cfg), "--no-report"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
 def _run(cfg: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tbscale.cli", "run", str(cfg), "--no-report"],
-                          capture_output=True, text=True, timeout=1800)
+    return tbscale("run", cfg, "--no-report", timeout=1800)
 
 
 def _rows(cfg: Path) -> list[dict]:
@@ -90,17 +81,11 @@ def _events(cfg: Path, row: dict) -> list[dict]:
 def test_ctrl_c_mid_lookahead_turn_exits_130_and_leaves_nothing(tmp_path):
     cfg = _config(tmp_path, REPO / "tasks", ["extract-emails"], trials=3)
     label = _label(cfg)
-    with ContainerCreations(label) as created:
-        proc = _start(cfg)
-        try:
-            assert wait_for(lambda: _forks_alive(label), 600), "no candidate fork ever started"
-            assert _ids("images", "-q", "--filter", f"label={label}", "--filter", "label=org.tbscale.snapshot")
-            proc.send_signal(signal.SIGINT)
-            _, err = proc.communicate(timeout=600)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-    assert proc.returncode == 130, err[-3000:]
+    with ContainerCreations(label) as created, Started("run", cfg, "--no-report") as run:
+        run.wait_until(lambda: _forks_alive(label), "no candidate fork ever started")
+        assert _ids("images", "-q", "--filter", f"label={label}", "--filter", "label=org.tbscale.snapshot")
+        err = run.interrupt(timeout=600)
+    assert run.returncode == 130, err[-3000:]
     assert any(e["Actor"]["Attributes"].get("org.tbscale.fork-of") for e in created.events)
     assert leftovers(label, created) == NOTHING
 
@@ -109,14 +94,9 @@ def test_kill_9_mid_lookahead_turn_then_a_rerun_finishes_and_leaves_nothing(tmp_
     cfg = _config(tmp_path, REPO / "tasks", ["extract-emails"], trials=2)
     label = _label(cfg)
     with ContainerCreations(label) as created:
-        proc = _start(cfg)
-        try:
-            assert wait_for(lambda: _forks_alive(label), 600), "no candidate fork ever started"
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+        with Started("run", cfg, "--no-report") as run:
+            run.wait_until(lambda: _forks_alive(label), "no candidate fork ever started")
+            run.kill_9()
         # Nothing in a killed process could remove what it made: its forks and snapshots are there.
         assert _forks_alive(label)
         assert _ids("images", "-q", "--filter", f"label={label}", "--filter", "label=org.tbscale.snapshot")

@@ -19,28 +19,23 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tbscale_testing import LoopbackModel, auth_error
+from tbscale_testing import LoopbackModel, auth_error, cli
+from tbscale_testing.engine import containers
 from tbscale_testing.tasks import write_harbor_task
-from tbscale_testing.waiting import wait_for as poll
 
 pytestmark = [pytest.mark.docker]
 BASE_IMAGE = "debian:bookworm-slim"
+ENV = {**os.environ, "NO_PROXY": "127.0.0.1,localhost", "COLUMNS": "200"}
 
 
-def tbscale(*args: str, timeout: float = 300, **kw) -> subprocess.CompletedProcess:
-    env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost", "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "tbscale.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, stdin=subprocess.DEVNULL, **kw)
+def tbscale(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    return cli.tbscale(*args, env=ENV, timeout=timeout)
 
 
 def docker_ids(kind: str, label: str) -> list[str]:
     cmd = {"container": ["docker", "ps", "-aq"], "network": ["docker", "network", "ls", "-q"],
            "image": ["docker", "images", "-q"]}[kind]
     return subprocess.run([*cmd, "--filter", f"label={label}"], capture_output=True, text=True).stdout.split()
-
-
-def wait_for(predicate, timeout=240.0) -> bool:
-    return poll(predicate, timeout, 0.5)
 
 
 def remove_labelled(label: str) -> None:
@@ -51,17 +46,6 @@ def remove_labelled(label: str) -> None:
         subprocess.run(["docker", "network", "rm", nid], capture_output=True)
     for iid in set(docker_ids("image", label)):
         subprocess.run(["docker", "rmi", "-f", iid], capture_output=True)
-
-
-def stop(proc: subprocess.Popen) -> None:
-    """A run this test started, stopped as a user would (Ctrl-C: it removes its own containers)."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=90)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
 
 
 def write_config(tmp_path: Path, name: str, **doc) -> Path:
@@ -150,19 +134,16 @@ def test_clean_beside_a_live_run_leaves_it_whole(tmp_path: Path) -> None:
     cfg = write_config(tmp_path, "live", trials=3, concurrency=3)
     run_dir = (tmp_path / "results" / "live").resolve()
     mine = f"org.tbscale.run={run_dir}"
-    proc = subprocess.Popen([sys.executable, "-m", "tbscale.cli", "run", str(cfg), "--no-report"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert wait_for(lambda: len(docker_ids("container", mine)) == 3), "the run's containers never started"
+    with cli.Started("run", cfg, "--no-report", env=ENV) as run:
+        run.wait_until(lambda: len(docker_ids("container", mine)) == 3, "the run's containers never started",
+                       timeout=240)
         before = set(docker_ids("container", mine))
         res = tbscale("clean", "--label", mine)
         assert res.returncode == 0, res.stderr
         assert "removed 0 containers" in res.stdout and "kept 3 containers" in res.stdout
         assert set(docker_ids("container", mine)) == before
-        _, err = proc.communicate(timeout=300)
-    finally:
-        stop(proc)
-    assert proc.returncode == 0, err
+        err = run.finish(timeout=300)
+    assert run.returncode == 0, err
     rows = [json.loads(x) for x in (run_dir / "trials.jsonl").read_text().splitlines()]
     assert len(rows) == 3 and all(r["passed"] and not r["infra_error"] for r in rows), rows
     assert docker_ids("container", mine) == []
@@ -199,16 +180,11 @@ def test_an_interrupted_run_says_so_in_its_report(tmp_path: Path) -> None:
                       task_toml="[agent]\ntimeout_sec = 600\n[verifier]\ntimeout_sec = 30\n")
     cfg = write_config(tmp_path, "interrupted")
     run_dir = tmp_path / "results" / "interrupted"
-    proc = subprocess.Popen([sys.executable, "-m", "tbscale.cli", "run", str(cfg), "--no-report"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert wait_for(lambda: (run_dir / "trials.jsonl").exists() and docker_ids(
-            "container", "org.tbscale.task=b-slow")), "the slow trial never started"
-        proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=300)
-    finally:
-        stop(proc)
-    assert proc.returncode == 130
+    with cli.Started("run", cfg, "--no-report", env=ENV) as run:
+        run.wait_until(lambda: (run_dir / "trials.jsonl").exists() and containers(
+            "org.tbscale.task=b-slow", under=tmp_path), "the slow trial never started", timeout=240)
+        run.interrupt()
+    assert run.returncode == 130
     last = json.loads((run_dir / "manifest.json").read_text())["invocations"][-1]
     assert last["stop_kind"] == "interrupted"
     rep = tbscale("report", str(run_dir), "--no-plots")

@@ -13,7 +13,6 @@ import asyncio
 import importlib.util
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -37,8 +36,10 @@ from tbscale.runner.executors.ray import FAST_HEALTH_CHECK, Keys  # noqa: E402  
 from tbscale.tasks import load_task, load_tasks  # noqa: E402
 from tbscale.types.actions import FINISH_MARKER  # noqa: E402
 from tbscale_testing import LoopbackModel, auth_error  # noqa: E402
+from tbscale_testing.cli import Started  # noqa: E402
 from tbscale_testing.engine import containers  # noqa: E402
 from tbscale_testing.tasks import write_harbor_task  # noqa: E402
+from tbscale_testing.waiting import wait_for  # noqa: E402
 
 pytestmark = [pytest.mark.docker]
 
@@ -284,24 +285,15 @@ def test_sigint_stops_a_ray_run_and_leaves_no_container(tmp_path, cluster):
            "environment": {"memory_mb": 512}, "executor": {"name": "ray", "address": cluster.address}}
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
     index = tmp_path / "results" / "raysig" / "trials.jsonl"
-    proc = subprocess.Popen([sys.executable, "-m", "tbscale.cli", "run", str(tmp_path / "c.yaml"), "--no-report"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        end = time.monotonic() + 180
-        while time.monotonic() < end and not (len(containers("org.tbscale.task=rayslow", under=tmp_path)) == 2
-                                              and index.exists() and len(index.read_text().splitlines()) == 2):
-            time.sleep(0.2)
+    with Started("run", tmp_path / "c.yaml", "--no-report") as run:
+        # the quick trials have finished too, if they can within the bound: the interrupt then keeps them
+        wait_for(lambda: len(containers("org.tbscale.task=rayslow", under=tmp_path)) == 2
+                 and index.exists() and len(index.read_text().splitlines()) == 2, 180)
         assert len(containers("org.tbscale.task=rayslow", under=tmp_path)) == 2, "the slow trials never started"
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, err[-3000:]
+        err = run.interrupt()
+    assert run.returncode == 130, err[-3000:]
     assert "resume" in err
-    end = time.monotonic() + 300
-    while containers("org.tbscale.task=rayslow", under=tmp_path) and time.monotonic() < end:
-        time.sleep(0.5)
+    wait_for(lambda: not containers("org.tbscale.task=rayslow", under=tmp_path), 300, 0.5)
     assert containers("org.tbscale.task=rayslow", under=tmp_path) == []
     rows = rows_of(tmp_path / "results" / "raysig")
     assert {r["task_id"] for r in rows} == {"rayquick"} and len(rows) == 2

@@ -4,10 +4,6 @@ finishes every trial exactly once."""
 
 import asyncio
 import json
-import os
-import signal
-import subprocess
-import sys
 import textwrap
 from collections import Counter
 from pathlib import Path
@@ -23,6 +19,7 @@ from tbscale.runner import Runner, plan_trials  # noqa: E402
 from tbscale.strategies.base import Decision  # noqa: E402
 from tbscale.tasks import load_task  # noqa: E402
 from tbscale_testing.tasks import write_harbor_task  # noqa: E402
+from tbscale_testing.cli import Started, tbscale  # noqa: E402
 from tbscale_testing.engine import containers  # noqa: E402
 from tbscale_testing.waiting import wait_for  # noqa: E402
 
@@ -151,16 +148,11 @@ def _wait_for(predicate, timeout=120.0) -> bool:
 def test_sigint_removes_containers_and_keeps_finished(tmp_path):
     make_task(tmp_path / "tasks", "slow", solve="sleep 120; echo done > /app/out.txt", agent_timeout=300)
     cfg = _write_config(tmp_path, "oracle", trials=2, concurrency=2)
-    proc = subprocess.Popen([sys.executable, "-m", "tbscale.cli", "run", str(cfg), "--no-report"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert _wait_for(lambda: len(containers("org.tbscale.task=slow", under=tmp_path)) == 2), "containers never started"
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, err
+    with Started("run", cfg, "--no-report") as run:
+        run.wait_until(lambda: len(containers("org.tbscale.task=slow", under=tmp_path)) == 2, "containers never started",
+                       timeout=120)
+        err = run.interrupt()
+    assert run.returncode == 130, err
     assert "resume" in err
     assert containers("org.tbscale.task=slow", under=tmp_path) == []
     manifest = json.loads((tmp_path / "results" / "killtest" / "manifest.json").read_text())
@@ -176,19 +168,12 @@ def test_sigkill_then_rerun_finishes_each_trial_once(tmp_path):
     def finished() -> int:
         return len(index.read_text().splitlines()) if index.exists() else 0
 
-    proc = subprocess.Popen([sys.executable, "-m", "tbscale.cli", "run", str(cfg), "--no-report"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        assert _wait_for(lambda: finished() >= 2), "no trial finished"
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    with Started("run", cfg, "--no-report", capture=False) as run:
+        run.wait_until(lambda: finished() >= 2, "no trial finished", timeout=120)
+        run.kill_9(timeout=30)
     first = finished()
     assert 2 <= first < 9
-    res = subprocess.run([sys.executable, "-m", "tbscale.cli", "run", str(cfg), "--no-report"],
-                         capture_output=True, text=True, timeout=300)
+    res = tbscale("run", cfg, "--no-report", timeout=300)
     assert res.returncode == 0, res.stderr
     rows = [json.loads(x) for x in index.read_text().splitlines()]
     keys = Counter(r["trial_key"] for r in rows)

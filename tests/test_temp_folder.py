@@ -5,16 +5,13 @@ folder of its own, which must be empty again when the command has exited."""
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tbscale_testing.tasks import write_harbor_task
+from tbscale_testing.cli import Started, tbscale
 from tbscale_testing.engine import containers
-from tbscale_testing.waiting import wait_for
 
 
 def legacy_task(root: Path, name: str, yaml_text: str = "instruction: Do it.\n") -> None:
@@ -29,10 +26,8 @@ def legacy_task(root: Path, name: str, yaml_text: str = "instruction: Do it.\n")
     (d / "solution.sh").write_text("touch /tmp/solved\n")
 
 
-def tbscale(args: list[str], tmpdir: Path, **kwargs) -> subprocess.CompletedProcess:
-    env = {**os.environ, "TMPDIR": str(tmpdir)}
-    return subprocess.run([sys.executable, "-m", "tbscale.cli", *args], capture_output=True, text=True, env=env,
-                          **kwargs)
+def with_tmpdir(tmpdir: Path) -> dict[str, str]:
+    return {**os.environ, "TMPDIR": str(tmpdir)}
 
 
 def leftovers(tmpdir: Path) -> list[str]:
@@ -48,14 +43,10 @@ def test_tasks_list_on_a_thousand_tasks_leaves_the_temp_folder_unchanged(tmp_pat
     write_harbor_task(root, "harbor-one")
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
-    result = tbscale(["tasks", "list", str(root)], tmpdir, timeout=600)
+    result = tbscale("tasks", "list", root, env=with_tmpdir(tmpdir), timeout=600)
     assert result.returncode == 0, result.stderr
     assert "1053 tasks in" in result.stdout  # 1050 + two variants + one Harbor task
     assert leftovers(tmpdir) == []
-
-
-def _wait_for(predicate, timeout=120.0) -> bool:
-    return wait_for(predicate, timeout, 0.2)
 
 
 @pytest.mark.docker
@@ -65,13 +56,13 @@ def test_tasks_check_and_run_leave_nothing_when_they_finish(tmp_path):
     legacy_task(root, "quick-legacy")
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
-    check = tbscale(["tasks", "check", str(root)], tmpdir, timeout=600)
+    check = tbscale("tasks", "check", root, env=with_tmpdir(tmpdir), timeout=600)
     assert check.returncode == 0, check.stdout + check.stderr
     assert leftovers(tmpdir) == []
     config = tmp_path / "exp.yaml"
     config.write_text(f"name: tmpcheck\ntasks: {{path: {root}}}\noutput_dir: {tmp_path / 'results'}\n"
                       "settings: [{name: oracle, agent: oracle}]\n")
-    run = tbscale(["run", str(config)], tmpdir, timeout=600)
+    run = tbscale("run", config, env=with_tmpdir(tmpdir), timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
     assert leftovers(tmpdir) == []
 
@@ -93,17 +84,11 @@ def test_an_interrupted_check_or_run_leaves_nothing(tmp_path, command):
         config.write_text(f"name: tmpkill\ntasks: {{path: {root}}}\noutput_dir: {tmp_path / 'results'}\n"
                           "settings: [{name: oracle, agent: oracle}]\n")
         args = ["run", str(config), "--no-report"]
-    env = {**os.environ, "TMPDIR": str(tmpdir)}
-    proc = subprocess.Popen([sys.executable, "-m", "tbscale.cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        assert _wait_for(lambda: bool(containers(f"org.tbscale.task={name}", under=tmp_path))), "no container started"
+    with Started(*args, env=with_tmpdir(tmpdir)) as run:
+        run.wait_until(lambda: bool(containers(f"org.tbscale.task={name}", under=tmp_path)), "no container started",
+                       timeout=120)
         assert leftovers(tmpdir) != [] or command == "run"  # a check keeps its run folder there while it runs
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, err
+        err = run.interrupt()
+    assert run.returncode == 130, err
     assert containers(f"org.tbscale.task={name}", under=tmp_path) == []
     assert leftovers(tmpdir) == []
