@@ -1,6 +1,7 @@
 """The task specification: Harbor task.toml (schema 1.0-1.4) and Terminal-Bench task.yaml loaded into
 the Task model, every key carried or refused with a one-line error, and task discovery."""
 
+import os
 import textwrap
 from pathlib import Path
 
@@ -13,7 +14,9 @@ from tbscale.tasks.model import DEFAULT_AGENT_TIMEOUT_SEC, NetworkPolicy
 
 HERE = Path(__file__).parent
 CONFORMANCE = HERE / "conformance"
-NOTES = Path("/work/notes/harbor")
+# A checkout of Harbor's repository (its examples/ and cookbook/ task folders), when given:
+# TBSCALE_HARBOR_CHECKOUT=/path/to/harbor pytest tests/test_task_spec.py
+HARBOR = Path(os.environ.get("TBSCALE_HARBOR_CHECKOUT", "/nonexistent"))
 
 
 def harbor(root: Path, toml: str, *, name: str = "t", instruction: str | None = "Do it.\n",
@@ -737,10 +740,10 @@ EXPECTED_REFUSALS = {
 }
 
 
-@pytest.mark.skipif(not (NOTES / "examples").is_dir(), reason="Harbor reference examples not on this machine")
+@pytest.mark.skipif(not (HARBOR / "examples").is_dir(), reason="TBSCALE_HARBOR_CHECKOUT names no Harbor checkout")
 @pytest.mark.parametrize("folder", ["examples", "cookbook"])
 def test_harbor_examples_load_or_are_refused_as_expected(folder):
-    found = discover(NOTES / folder)
+    found = discover(HARBOR / folder)
     assert found.tasks
     for f in found.tasks:
         if f.path.name in EXPECTED_REFUSALS:
@@ -749,7 +752,7 @@ def test_harbor_examples_load_or_are_refused_as_expected(folder):
             t = load_task(f.path, f.id)
             assert t.format == "harbor" and (t.instruction or t.steps)
     if folder == "examples":
-        cuda = load_task(NOTES / folder / "hello-cuda")
+        cuda = load_task(HARBOR / folder / "hello-cuda")
         assert cuda.environment.gpus == 1 and cuda.environment.gpu_types == ["A100", "H100"]
 
 
