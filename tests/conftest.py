@@ -55,6 +55,26 @@ def pytest_configure(config):
         signal.signal(signal.SIGINT, signal.default_int_handler)
     # Known without pytest-xdist too (a plain `pytest` run ignores it).
     config.addinivalue_line("markers", "xdist_group(name): run on one xdist worker with the rest of its group")
+    if getattr(config.option, "dist", None) == "loadgroup" and not _ids_take_a_group_suffix():
+        raise pytest.UsageError(f"--dist loadgroup: pytest {pytest.__version__} ignores the group pytest-xdist gives a "
+                                "test, so each worker would make a group's module fixtures again; install the "
+                                "versions pyproject.toml names")
+
+
+def _ids_take_a_group_suffix() -> bool:
+    """Whether a test's id is the `_nodeid` that `--dist loadgroup` appends the group's name to (in
+    the workers): pytest 9.2 derives the id from another field, and xdist 3.8 then spreads a group
+    over the workers. The suite would still pass, only far slower (a Ray cluster per test)."""
+    class Probe(pytest.Item):
+        def runtest(self) -> None:
+            pass
+
+    probe = object.__new__(Probe)  # not collected: only its id is read
+    probe._nodeid = "t.py::probe@group"
+    try:
+        return probe.nodeid == "t.py::probe@group"
+    except Exception:  # noqa: BLE001 - an id made some other way
+        return False
 
 
 def _shares_a_module_fixture(item) -> bool:
@@ -78,3 +98,4 @@ def pytest_collection_modifyitems(config, items):
     # Modules with slow tests first, each module kept whole (its module fixtures are made once).
     slow_modules = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow_modules)
+
