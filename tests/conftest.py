@@ -98,4 +98,3 @@ def pytest_collection_modifyitems(config, items):
     # Modules with slow tests first, each module kept whole (its module fixtures are made once).
     slow_modules = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow_modules)
-
