@@ -25,9 +25,18 @@ import yaml
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+# Ray starts its workers at nice 15, so beside other busy processes (the other test workers, a
+# second job) they get a few percent of a core: under load a 26 s test took 214 s. Here they run at
+# the priority of the tests that start them.
+os.environ.setdefault("RAY_worker_niceness", "0")
 
 HAVE_RAY = importlib.util.find_spec("ray") is not None  # not imported here: collection stays quick
 requires_ray = pytest.mark.skipif(not HAVE_RAY, reason="needs Ray: pip install -e '.[ray]' (make test installs it)")
+# The cluster tests in two groups of about 250 s (quiet), each on one worker with a cluster of its own
+# (the fixture is per module and worker): as one group they were the Docker lane's tail, alone on
+# their worker for the last minutes of the lane.
+CLUSTER_A = pytest.mark.xdist_group("ray-cluster-a")
+CLUSTER_B = pytest.mark.xdist_group("ray-cluster-b")
 
 from tbscale.config import Experiment  # noqa: E402
 from tbscale.logs import read_jsonl  # noqa: E402
@@ -90,6 +99,7 @@ def run(exp: Experiment, run_dir: Path, **kw) -> Runner:
 
 @requires_ray
 @pytest.mark.slow
+@CLUSTER_A
 def test_two_node_cluster_matches_the_local_executor(tmp_path, cluster):
     local = run(experiment({"name": "local"}), tmp_path / "local")
     t0 = time.monotonic()
@@ -117,6 +127,7 @@ def test_two_node_cluster_matches_the_local_executor(tmp_path, cluster):
 
 @requires_ray
 @pytest.mark.slow
+@CLUSTER_B
 def test_placement_by_task_keeps_each_tasks_trials_on_one_node(tmp_path, cluster):
     for i in range(4):
         write_harbor_task(tmp_path / "tasks", f"placed{i}")
@@ -132,6 +143,7 @@ def test_placement_by_task_keeps_each_tasks_trials_on_one_node(tmp_path, cluster
 
 @requires_ray
 @pytest.mark.slow
+@CLUSTER_B
 def test_without_streaming_the_events_come_with_the_result(tmp_path, cluster):
     # What Ray Client (ray://) gets: the same trajectory, delivered when the trial ends.
     exp = experiment({"name": "ray", "address": cluster.address, "stream": False}, include=["extract-emails"],
@@ -147,6 +159,7 @@ def test_without_streaming_the_events_come_with_the_result(tmp_path, cluster):
 
 @requires_ray
 @pytest.mark.slow
+@CLUSTER_A
 def test_artifacts_collected_in_a_worker_reach_the_run_folder(tmp_path, cluster):
     # the worker's run folder is a scratch copy: what its attempts collected must be sent back
     exp = experiment({"name": "ray", "address": cluster.address}, tasks_path=REPO / "tests" / "conformance",
@@ -161,6 +174,7 @@ def test_artifacts_collected_in_a_worker_reach_the_run_folder(tmp_path, cluster)
 
 @requires_ray
 @pytest.mark.slow
+@CLUSTER_A
 def test_killing_a_node_mid_run_finishes_every_trial_once(tmp_path, cluster):
     for i in range(3):
         write_harbor_task(tmp_path / "tasks", f"slow{i}", solve="#!/bin/bash\nsleep 4\necho done > /app/out.txt\n")
@@ -217,6 +231,7 @@ KEY_ENV = "TBSCALE_RAY_TEST_KEY"
 
 @requires_ray
 @pytest.mark.slow
+@CLUSTER_A
 def test_keys_reach_workers_and_no_file_holds_them(tmp_path, cluster, monkeypatch):
     key = "sk-raytest-" + uuid.uuid4().hex
     monkeypatch.setenv(KEY_ENV, key)
@@ -252,6 +267,7 @@ def test_keys_reach_workers_and_no_file_holds_them(tmp_path, cluster, monkeypatc
 
 @requires_ray
 @pytest.mark.slow
+@CLUSTER_B
 def test_model_unavailable_in_a_worker_stops_the_run(tmp_path, cluster):
     with LoopbackModel(lambda body: "never", max_lifetime_sec=600) as srv:
         srv.fail_next(*[auth_error()] * 50)
@@ -276,6 +292,7 @@ def test_model_unavailable_in_a_worker_stops_the_run(tmp_path, cluster):
 
 @requires_ray
 @pytest.mark.slow
+@CLUSTER_A
 def test_sigint_stops_a_ray_run_and_leaves_no_container(tmp_path, cluster):
     write_harbor_task(tmp_path / "tasks", "rayslow", solve="#!/bin/bash\nsleep 120\necho done > /app/out.txt\n",
                       task_toml="[agent]\ntimeout_sec = 300\n[verifier]\ntimeout_sec = 30\n")
@@ -512,6 +529,7 @@ def test_a_trial_runs_against_a_docker_host_over_tcp(tmp_path):
 
 @requires_ray
 @pytest.mark.slow
+@CLUSTER_B
 def test_cer_forks_stay_on_the_node_that_ran_their_trial(tmp_path, cluster):
     """A trial runs whole in one Ray worker: its snapshots are taken and its forks started on the
     node that ran it, and none is left after the run."""
