@@ -178,8 +178,12 @@ fi
 if awk -v m="$v" '$5 == m {{found=1}} END {{exit !found}}' /proc/self/mountinfo; then
   chmod -R u+w "$v" 2>/dev/null; find "$v" -mindepth 1 -delete || exit 3
 else
-  rm -rf "$v" || exit 3
+  # Renamed away first, then removed: an agent process kept running (`agent_processes: keep`) that
+  # writes into the folder made `rm -rf` fail on a folder it refilled, so the tests never ran.
+  old="/logs/.verifier-removed-$$"
+  if [ -e "$v" ] || [ -L "$v" ]; then mv -f "$v" "$old" 2>/dev/null || rm -rf "$v" || exit 3; fi
   mkdir "$v" || exit 3
+  rm -rf "$old" 2>/dev/null || rm -rf "$old" 2>/dev/null || true
 fi
 chown {owner} "$v" && chmod 755 "$v"
 """
