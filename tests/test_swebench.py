@@ -454,11 +454,13 @@ def test_exported_predictions_run_through_swebench_run_evaluation(demo, e2e, tmp
                 "-p", str(files[setting].path), "-id", run_id, "--max_workers", "1",
                 "--report_dir", str(tmp_path / "reports"), "-t", "300"]
         res = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-        if res.returncode != 0 and _lost_a_listed_container(res.stderr):
+        for _ in range(5):
+            if res.returncode == 0 or not _lost_a_listed_container(res.stderr):
+                break
             # swebench's closing report lists every container on the engine, then inspects each
             # one: a container another test removes in between fails it with a 404 after the
-            # evaluation itself is done. Once more (its results are cached, so only the report
-            # runs again).
+            # evaluation itself is done. Again (its results are cached, so only the report runs
+            # again); on a busy engine the second report once lost one too.
             res = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=600)
         assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
         model = files[setting].predictions[0]["model_name_or_path"]
