@@ -13,7 +13,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -73,7 +73,7 @@ class Started:
     def returncode(self) -> int | None:
         return self._proc().poll()
 
-    def wait_until(self, predicate, why: str, timeout: float = 600) -> None:
+    def wait_until(self, predicate: Callable[[], object], why: str, timeout: float = 600) -> None:
         """Wait until `predicate()` holds; fail with `why` (and the run's exit code and output, if it
         has already ended) when it does not within `timeout` seconds."""
         if wait_for(lambda: predicate() or self._proc().poll() is not None, timeout) and predicate():

@@ -180,10 +180,14 @@ if awk -v m="$v" '$5 == m {{found=1}} END {{exit !found}}' /proc/self/mountinfo;
 else
   # Renamed away first, then removed: an agent process kept running (`agent_processes: keep`) that
   # writes into the folder made `rm -rf` fail on a folder it refilled, so the tests never ran.
-  old="/logs/.verifier-removed-$$"
-  if [ -e "$v" ] || [ -L "$v" ]; then mv -f "$v" "$old" 2>/dev/null || rm -rf "$v" || exit 3; fi
+  # Into a folder made here (mktemp: a new name, never one the agent planted, such as a symbolic
+  # link that would carry the old folder elsewhere).
+  old=$(mktemp -d /logs/.verifier-removed.XXXXXX 2>/dev/null) || old=
+  if [ -e "$v" ] || [ -L "$v" ]; then
+    {{ [ -n "$old" ] && mv -f "$v" "$old/"; }} 2>/dev/null || rm -rf "$v" || exit 3
+  fi
   mkdir "$v" || exit 3
-  rm -rf "$old" 2>/dev/null || rm -rf "$old" 2>/dev/null || true
+  [ -z "$old" ] || rm -rf "$old" 2>/dev/null || rm -rf "$old" 2>/dev/null || true
 fi
 chown {owner} "$v" && chmod 755 "$v"
 """
