@@ -6,6 +6,10 @@
 3. Eight such trials at concurrency 4: wall time.
 4. Engine calls per trial, by kind (every HTTP request the docker SDK sends, counted), for the
    single trials and for the eight at concurrency 4.
+5. The machine's CPU time (all processes: this one, the engine, the containers, the kernel; from
+   /proc/stat, so Linux only, and only meaningful on an otherwise quiet machine) that one exec, one
+   container's start and removal, one restart and one trial of the eight cost. With it, the least
+   wall time the eight trials can take on this machine's cores when CPU is what they wait for.
 
 Writes benchmarks/out/sandbox.json. Run: .venv/bin/python benchmarks/bench_sandbox.py
 """
@@ -14,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import json
+import os
 import re
 import statistics
 import threading
@@ -93,6 +99,66 @@ class EngineCalls:
         return out
 
 
+class MachineCPU:
+    """CPU seconds the whole machine spent (user and system, every process and the kernel) between
+    enter and exit, from /proc/stat; None where there is no /proc/stat. `this_process`: the part
+    this Python process spent (tbscale's own work and the docker SDK, all threads)."""
+
+    def __init__(self):
+        self.user = self.system = self.this_process = None
+
+    @staticmethod
+    def _ticks() -> tuple[int, int] | None:
+        try:
+            fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+        except OSError:
+            return None
+        user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in fields[:7])
+        return user + nice, system + irq + softirq
+
+    def __enter__(self) -> "MachineCPU":
+        self._start, self._own = self._ticks(), os.times()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        end, own = self._ticks(), os.times()
+        self.this_process = own.user + own.system - self._own.user - self._own.system
+        if self._start is not None and end is not None:
+            hz = os.sysconf("SC_CLK_TCK")
+            self.user, self.system = ((b - a) / hz for a, b in zip(self._start, end))
+
+    def per(self, n: int) -> dict[str, float] | None:
+        if self.user is None:
+            return None
+        return {"user": round(self.user / n, 4), "system": round(self.system / n, 4),
+                "total": round((self.user + self.system) / n, 4), "this_process": round(self.this_process / n, 4)}
+
+
+def bench_engine_cpu(task, reps: int = 12) -> dict:
+    """Machine CPU seconds per exec, per container start + removal (no network, then the bridge), per
+    restart (no network), one at a time."""
+    image, _ = dk.ensure_image(task)
+    spec = StartSpec(image, cpus=1, memory_mb=512, network="none")
+    box = dk.Container.start(spec)
+    try:
+        with MachineCPU() as execs:
+            for _ in range(reps * 5):
+                box.exec("echo hello", 30)
+        with MachineCPU() as restarts:
+            for _ in range(reps):
+                box.restart()
+    finally:
+        box.stop()
+    with MachineCPU() as lifecycles:
+        for _ in range(reps):
+            dk.Container.start(spec).stop()
+    with MachineCPU() as bridged:  # a task's default network (public) is the engine's bridge
+        for _ in range(reps):
+            dk.Container.start(dataclasses.replace(spec, network="public")).stop()
+    return {"exec": execs.per(reps * 5), "container_start_and_remove": lifecycles.per(reps),
+            "container_start_and_remove_bridge": bridged.per(reps), "restart": restarts.per(reps)}
+
+
 def trivial_task(root: Path) -> Path:
     return write_harbor_task(root / "tasks", "trivial", instruction="Write ok into /app/ok.\n",
                              test_sh="grep -qx ok /app/ok && echo 1 > /logs/verifier/reward.txt "
@@ -140,17 +206,18 @@ def oracle_experiment(root: Path, trials: int, concurrency: int) -> Experiment:
                                       "settings": [{"name": "oracle", "agent": "oracle"}]})
 
 
-def bench_trials(root: Path, task, trials: int, concurrency: int, tag: str) -> tuple[float, list[dict], dict]:
+def bench_trials(root: Path, task, trials: int, concurrency: int,
+                 tag: str) -> tuple[float, list[dict], dict, dict | None]:
     exp = oracle_experiment(root, trials, concurrency)
     run_dir = root / f"run-{tag}"
     runner = Runner(exp, [task], run_dir)
-    with EngineCalls() as calls:
+    with EngineCalls() as calls, MachineCPU() as cpu:
         t = time.perf_counter()
         asyncio.run(runner.run())
         wall = time.perf_counter() - t
     rows = [json.loads(x) for x in (run_dir / "trials.jsonl").read_text().splitlines()]
     assert all(r["passed"] for r in rows), "oracle failed"
-    return wall, rows, calls.per_trial(trials)
+    return wall, rows, calls.per_trial(trials), cpu.per(trials)
 
 
 def main() -> None:
@@ -159,6 +226,7 @@ def main() -> None:
     task = load_task(trivial_task(root))
     dk.ensure_image(task)  # cached from here on
     exec_res = bench_exec(task)
+    engine_cpu = bench_engine_cpu(task)
 
     singles = []
     with EngineCalls() as single_calls:
@@ -174,10 +242,15 @@ def main() -> None:
               for k in ("image", "create", "prepare", "guard_digest", "guard_processes", "agent", "guard_sweep",
                         "guard_check", "artifacts", "verify", "remove", "wall")}
 
-    wall8, rows, calls8 = bench_trials(root, task, 8, 4, "c4")
+    wall8, rows, calls8, cpu8 = bench_trials(root, task, 8, 4, "c4")
+    cores = os.cpu_count() or 1
     result = {"exec": exec_res, "oracle_trial_median_sec": phases, "eight_trials_concurrency4_wall_sec": wall8,
               "eight_trials_sum_of_trial_walls_sec": sum(r["timing"]["trial_wall"] for r in rows),
-              "engine_calls_per_trial": {"single": single_calls.per_trial(len(singles)), "concurrency4": calls8}}
+              "engine_calls_per_trial": {"single": single_calls.per_trial(len(singles)), "concurrency4": calls8},
+              "machine_cpu_sec": {**engine_cpu, "trial_at_concurrency4": cpu8, "cores": cores,
+                                  "load_average_1min": round(os.getloadavg()[0], 2),
+                                  "eight_trials_cpu_floor_wall_sec": round(8 * cpu8["total"] / cores, 2)
+                                  if cpu8 else None}}
     (OUT / "sandbox.json").write_text(json.dumps(result, indent=2))
     print("exec round trip (median ms):")
     for k, v in exec_res.items():
@@ -187,6 +260,15 @@ def main() -> None:
         print(f"  {k:28s} {v:8.3f}")
     print(f"8 oracle trials at concurrency 4: {wall8:.2f} s wall "
           f"(sum of trial walls {result['eight_trials_sum_of_trial_walls_sec']:.2f} s)")
+    cpu = result["machine_cpu_sec"]
+    if cpu8:
+        print("machine CPU seconds (user + system, all processes) per:")
+        for k in ("exec", "container_start_and_remove", "container_start_and_remove_bridge", "restart",
+                  "trial_at_concurrency4"):
+            print(f"  {k:34s} {cpu[k]['total']:8.3f}  (system {cpu[k]['system']:.3f}, "
+                  f"this process {cpu[k]['this_process']:.3f})")
+        print(f"  least wall for 8 trials on {cores} cores: {cpu['eight_trials_cpu_floor_wall_sec']:.2f} s "
+              f"(load average at the end {cpu['load_average_1min']})")
     print("engine calls per trial (single trials | 8 at concurrency 4):")
     single = result["engine_calls_per_trial"]["single"]
     for k in sorted(set(single) | set(calls8), key=lambda k: (k == "total", -calls8.get(k, 0), k)):
