@@ -8,7 +8,8 @@ few background processes left by an "agent" each round, interleaved:
    (`guard_sweep`), and the check after it (`guard_check`: digests and `docker diff` again);
 3. the alternative it was measured against: kill every process but PID 1 and the init's child
    from one root exec (`kill_exec`);
-4. one plain exec, the unit all of these are made of;
+4. one plain exec, the unit all of these are made of; and an exec whose command leaves a background
+   process holding its output, with the exec after it (the engine holds both);
 5. and, for scale, one oracle trial of the same task with its image cached (`trial_wall`), with and
    without the sweep (`environment.agent_processes: stop | keep`).
 
@@ -34,8 +35,11 @@ from tbscale.tasks import load_task
 REPO = Path(__file__).resolve().parents[1]
 OUT = Path(__file__).parent / "out"
 TASK = REPO / "tasks" / "fix-python-inventory"
+# Each leaves its output elsewhere: a background process that holds an exec's output makes the
+# engine hold that exec and the next one up to 2 s each (`held_output` below), which would be
+# counted as the sweep's time here.
 LEAVE = ("nohup sh -c 'while :; do sleep 1; done' >/dev/null 2>&1 & setsid sleep 1000 >/dev/null 2>&1 < /dev/null & "
-         "su nobody -s /bin/sh -c 'sleep 1000 &'")
+         "su nobody -s /bin/sh -c 'sleep 1000 >/dev/null 2>&1 &'")
 KILL = r'''for d in /proc/[0-9]*; do p=${d#/proc/}; case "$p" in 1|"$$"|"$PPID") continue;; esac
 [ "$(cut -d' ' -f4 "$d/stat" 2>/dev/null)" = 1 ] && [ "$(tr '\0' ' ' < "$d/cmdline")" = "sleep infinity " ] && continue
 kill -9 "$p" 2>/dev/null; done; true'''
@@ -71,7 +75,9 @@ def bench_steps(reps: int) -> dict:
             t = time.perf_counter()
             box.exec("true", 30)
             timings["exec"].append(time.perf_counter() - t)
+        held = held_output(box, reps=3)
         out = {f"{k}_ms": ms(v) for k, v in timings.items()}
+        out.update(held)
         out["processes_after_kill_exec"] = left
         out["tools_digested"] = len(guard.names)
     finally:
@@ -80,6 +86,22 @@ def bench_steps(reps: int) -> dict:
                                 + out["guard_check_ms"], 1)
     out["sweep_over_kill_exec"] = round(out["guard_sweep_ms"] / out["kill_exec_ms"], 2)
     return out
+
+
+def held_output(box, reps: int) -> dict:
+    """An agent command that leaves a background process writing to the command's own output
+    (`sleep 1000 &`): the engine holds that exec, then the next one, until the process lets the
+    output go or 2 s pass (the docker CLI's `docker exec` shows the same)."""
+    first, second = [], []
+    for _ in range(reps):
+        t = time.perf_counter()
+        box.exec("sleep 1000 &", 30, user="0")
+        first.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        box.exec("true", 30)
+        second.append(time.perf_counter() - t)
+        box.exec(KILL, 30, user="0")
+    return {"held_output_exec_ms": ms(first), "held_output_next_exec_ms": ms(second)}
 
 
 def bench_trials(reps: int) -> dict:
