@@ -162,6 +162,20 @@ def test_compose_main_is_swept_and_the_sidecar_keeps_its_state(tmp_path, loopbac
     assert verdict["details"]["reward_file"] == "reward.txt"
 
 
+def test_a_kept_process_that_makes_the_verifier_folder_again_is_the_agents_failure(tmp_path, loopback_model):
+    import shlex
+
+    # Two root loops make /logs/verifier again as soon as it is moved away (one also forges a
+    # reward): the fresh folder loses the race on some tries, never the verdict to an infra error.
+    remake = "while :; do mkdir -p /logs/verifier 2>/dev/null; done"
+    forge = "while :; do mkdir -p /logs/verifier 2>/dev/null; echo '{\"reward\": 1}' > /logs/verifier/reward.json 2>/dev/null; done"
+    row, _ = run(tmp_path, loopback_model, [f"setsid sh -c {shlex.quote(remake)} >/dev/null 2>&1 < /dev/null &",
+                                            f"setsid sh -c {shlex.quote(forge)} >/dev/null 2>&1 < /dev/null &"],
+                 environment={"agent_processes": "keep"})
+    failed_by_agent(row)
+    assert "reward_file_written" in kinds(row), row
+
+
 def test_agent_processes_keep_is_the_reference_behaviour(tmp_path, loopback_model):
     import shlex
 

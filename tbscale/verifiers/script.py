@@ -182,12 +182,18 @@ else
   # writes into the folder made `rm -rf` fail on a folder it refilled, so the tests never ran.
   # Into a folder made here (mktemp: a new name, never one the agent planted, such as a symbolic
   # link that would carry the old folder elsewhere).
+  # A kept process that makes the folder again between the move and the mkdir is moved away again
+  # (each time under its own name); one that keeps winning has obstructed the verifier.
   old=$(mktemp -d /logs/.verifier-removed.XXXXXX 2>/dev/null) || old=
-  if [ -e "$v" ] || [ -L "$v" ]; then
-    {{ [ -n "$old" ] && mv -f "$v" "$old/"; }} 2>/dev/null || rm -rf "$v" || exit 3
-  fi
-  mkdir "$v" || exit 3
-  [ -z "$old" ] || rm -rf "$old" 2>/dev/null || rm -rf "$old" 2>/dev/null || true
+  made=
+  for try in 1 2 3 4 5; do
+    if [ -e "$v" ] || [ -L "$v" ]; then
+      {{ [ -n "$old" ] && mv -f "$v" "$old/$try"; }} 2>/dev/null || rm -rf "$v" 2>/dev/null
+    fi
+    mkdir "$v" 2>/dev/null && {{ made=1; break; }}
+  done
+  [ -z "$old" ] || rm -rf "$old" 2>/dev/null || true
+  [ -n "$made" ] || {{ echo "OBSTRUCTED $v was made again each time it was replaced"; exit 3; }}
 fi
 chown {owner} "$v" && chmod 755 "$v"
 """
