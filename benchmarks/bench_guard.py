@@ -41,6 +41,7 @@ TASK = REPO / "tasks" / "fix-python-inventory"
 LEAVE = ("nohup sh -c 'while :; do sleep 1; done' >/dev/null 2>&1 & setsid sleep 1000 >/dev/null 2>&1 < /dev/null & "
          "su nobody -s /bin/sh -c 'sleep 1000 >/dev/null 2>&1 &'")
 KILL = r'''for d in /proc/[0-9]*; do p=${d#/proc/}; case "$p" in 1|"$$"|"$PPID") continue;; esac
+[ "$(cut -d' ' -f4 "$d/stat" 2>/dev/null)" = 0 ] && continue
 [ "$(cut -d' ' -f4 "$d/stat" 2>/dev/null)" = 1 ] && [ "$(tr '\0' ' ' < "$d/cmdline")" = "sleep infinity " ] && continue
 kill -9 "$p" 2>/dev/null; done; true'''
 

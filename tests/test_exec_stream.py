@@ -22,17 +22,16 @@ def test_a_command_starts_only_once_its_go_line_is_sent() -> None:
     with Container.start(StartSpec(IMAGE, cpus=1, memory_mb=256)) as box:
         api = box.container.client.api
         exec_id = api.exec_create(box.container.id, ["bash", "-c", _GO_THEN_RUN, "30", "bash",
-                                                     "touch /tmp/started; echo started"], stdin=True)["Id"]
+                                                     "touch /tmp/started; echo started; exit 5"], stdin=True)["Id"]
         sock = api.exec_start(exec_id, socket=True)
         try:
             time.sleep(1.0)
             assert box.exec("test -e /tmp/started && echo ran || echo waiting", 30).output == "waiting\n"
-            getattr(sock, "_sock", sock).sendall(b"go\n")
+            getattr(sock, "_sock", sock).sendall(b"tok3n\n")  # the go line carries the end token
             output = b"".join(chunk for _, chunk in frames_iter(sock, tty=False))
         finally:
             sock.close()
-        assert output == b"started\n"
-        assert api.exec_inspect(exec_id)["ExitCode"] == 0
+        assert output == b"started\n\ntok3n 5\n"  # the command's output, then the end line
         assert box.exec("test -e /tmp/started && echo ran || echo waiting", 30).output == "ran\n"
 
 
@@ -83,3 +82,55 @@ def test_the_folder_test_double_keeps_the_order_of_writes_too(tmp_path) -> None:
 
     box = FolderBackend(tmp_path).start()
     assert box.exec("printf out; printf err >&2; printf out2", 30).output == "outerrout2"
+
+
+@pytest.mark.docker
+def test_a_background_process_that_keeps_the_output_does_not_hold_the_exec() -> None:
+    """`server &` with no redirection leaves a process holding the exec's output; the exec still
+    ends with the command (at the wrapper's end line), with all the command printed and its exit
+    code, and what the background process prints later is not this command's output. The process
+    listing the guard takes leaves out the listing exec's own wrapper and `timeout`."""
+    from tbscale.environments.docker import Container
+    from tbscale.runner.guard import _PROCESSES
+
+    with Container.start(StartSpec(IMAGE, cpus=1, memory_mb=256)) as box:
+        res = box.exec("echo before; (while [ ! -e /tmp/go ]; do sleep 0.05; done; echo LATE) & echo after; exit 4", 30)
+        assert (res.output, res.exit_code, res.timed_out) == ("before\nafter\n", 4, False)
+        nxt = box.exec("touch /tmp/go; echo next", 30)
+        assert (nxt.output, nxt.exit_code) == ("next\n", 0)
+        box.exec("sleep 1000 & exit 0", 30)
+        listing = box.exec(_PROCESSES, 30, user="0").output
+        commands = sorted(line.split("\t")[4].strip() for line in listing.splitlines())
+        assert commands == ["/sbin/docker-init -- sleep infinity", "sleep 1000", "sleep infinity"], listing
+
+
+@pytest.mark.parametrize("text", [b"", b"x", b"no newline", b"a\nb\n", b"\n\n", b"tok tok\n", b"\ntok", b"\ntok\n",
+                                  b"\ntok3 1\n", b"z" * 5000])
+def test_the_end_line_is_found_wherever_the_stream_splits(text: bytes) -> None:
+    from tbscale.environments.base import BoundedOutput
+    from tbscale.environments.docker import _UntilEndLine
+
+    stream = text + b"\ntok 17\n" + b"what a background process printed later\n"
+    for cut in range(len(stream) + 1):
+        for second_cut in (cut, min(cut + 1, len(stream)), min(cut + 7, len(stream))):
+            out = BoundedOutput(None)
+            until = _UntilEndLine("tok", out)
+            chunks = [c for c in (stream[:cut], stream[cut:second_cut], stream[second_cut:]) if c]
+            ended = False
+            for c in chunks:  # as Container.exec reads: it stops at the end line
+                if until.feed(c):
+                    ended = True
+                    break
+            assert ended and bytes(out.head) == text and until.code == 17, (cut, second_cut)
+
+
+def test_a_stream_that_ends_without_the_end_line_keeps_every_byte() -> None:
+    from tbscale.environments.base import BoundedOutput
+    from tbscale.environments.docker import _UntilEndLine
+
+    out = BoundedOutput(None)
+    until = _UntilEndLine("tok", out)
+    for chunk in (b"partial\nto", b"k 1"):  # cut short: the wrapper was killed mid end line
+        assert not until.feed(chunk)
+    until.close()
+    assert bytes(out.head) == b"partial\ntok 1" and until.code is None

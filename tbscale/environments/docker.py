@@ -14,6 +14,7 @@ import atexit
 import contextlib
 import os
 import re
+import secrets
 import shlex
 import tempfile
 import time
@@ -33,14 +34,60 @@ from tbscale.errors import ImageBuildError, SandboxError, TaskRefused
 from tbscale.seeds import hash_directory
 
 _HOST = HOST
-# Run by the shell as `sh -c _GO_THEN_RUN TIMEOUT SHELL COMMAND`: wait for the go line (see
-# Container.exec), then become `timeout`, which runs the command with stdin from /dev/null and
-# its stderr on its stdout: one pipe, so the output keeps the order it was written in. (The
-# engine copies an exec's stdout and stderr pipes in separate goroutines; frames of the two
-# streams come back in whatever order those ran, measured here: 20 of 20 runs of 300 alternating
-# lines reordered, and under load a test script's "FAILED ..." line landed inside a "cat: ..."
-# error message, where the pytest parser no longer saw it, and a nop agent passed.)
-_GO_THEN_RUN = 'read -r _ || exit 125; exec timeout -k 5 "$0" "$1" -c "$2" </dev/null 2>&1'
+# Run by the shell as `sh -c _GO_THEN_RUN TIMEOUT SHELL COMMAND`: wait for the go line, which
+# carries this exec's end token (see Container.exec), then run `timeout`, which runs the command
+# with stdin from /dev/null and its stderr on its stdout: one pipe, so the output keeps the order
+# it was written in. (The engine copies an exec's stdout and stderr pipes in separate goroutines;
+# frames of the two streams come back in whatever order those ran, measured here: 20 of 20 runs
+# of 300 alternating lines reordered, and under load a test script's "FAILED ..." line landed
+# inside a "cat: ..." error message, where the pytest parser no longer saw it, and a nop agent
+# passed.) When the command has ended the wrapper prints the end line "\n<token> <exit code>\n"
+# (one write, so nothing splits it), after everything the command printed; its own notices (a
+# shell says so when `timeout` is killed) go nowhere.
+_GO_THEN_RUN = ('read -r end || exit 125; exec 2>/dev/null; timeout -k 5 "$0" "$1" -c "$2" </dev/null 2>&1; '
+                'printf \'\\n%s %s\\n\' "$end" "$?"')
+
+
+class _UntilEndLine:
+    """Passes an exec's output on to `out` up to the wrapper's end line, and reads the exit code
+    from it. A background process the command left can hold the exec's output open after the
+    command has ended, and the engine then holds the exec (and the container's next one) about 2 s
+    more (docs/tasks.md, "The agent phase"); with the end line the command is done when it says so.
+    The token is random per exec and reaches the wrapper on its stdin, so no output can end the
+    stream early by guessing it."""
+
+    def __init__(self, token: str, out: BoundedOutput):
+        self.mark = b"\n" + token.encode() + b" "
+        self.out = out
+        self.pending = b""  # bytes that may be the start of the end line
+        self.code: int | None = None
+
+    def feed(self, chunk: bytes) -> bool:
+        """Take one chunk; True once the end line has come (what follows it is not the command's)."""
+        data = self.pending + chunk
+        at = data.find(self.mark)
+        if at >= 0:
+            nl = data.find(b"\n", at + len(self.mark))
+            if nl >= 0:
+                self.out.add(data[:at])
+                word = data[at + len(self.mark):nl]
+                self.code = int(word) if word.isdigit() else -1
+                self.pending = b""
+                return True
+            self.out.add(data[:at])
+            self.pending = data[at:]
+            return False
+        cut = max(len(data) - len(self.mark) + 1, 0)
+        self.out.add(data[:cut])
+        self.pending = data[cut:]
+        return False
+
+    def close(self) -> None:
+        """The stream ended with no end line (the wrapper was killed): what was held back is output."""
+        self.out.add(self.pending)
+        self.pending = b""
+
+
 # An image reference as the engine parses it (distribution/reference): a name of path components,
 # an optional registry host first, an optional tag and digest.
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
@@ -237,6 +284,11 @@ class Container:
         command and lose all it printed before the stream attaches (moby/moby#27289): measured
         here under CPU load in Ray workers, 65 of 240 `echo`s came back empty with exit code 0,
         and an agent's submission went unseen. The command itself reads /dev/null, as before.
+
+        The exec is over at the wrapper's end line (`_UntilEndLine`), not when the engine closes
+        the stream: a process the command left in the background may keep the stream open, and
+        what it prints after the command has ended is not the command's output. Without the end
+        line (the wrapper killed) the stream's end and the engine's exit code are used, as before.
         """
         from docker.utils.socket import frames_iter
 
@@ -250,10 +302,15 @@ class Container:
                                                           self.shell, command],
                                       stdin=True, workdir=workdir or self.workdir, environment=env, user=user)["Id"]
             sock = api.exec_start(exec_id, socket=True)
-            getattr(sock, "_sock", sock).sendall(b"go\n")
+            token = secrets.token_hex(16)
+            getattr(sock, "_sock", sock).sendall(token.encode() + b"\n")
+            until = _UntilEndLine(token, out)
             for _stream, chunk in frames_iter(sock, tty=False):
-                out.add(chunk)
-            code = api.exec_inspect(exec_id).get("ExitCode")
+                if until.feed(chunk):
+                    break
+            else:
+                until.close()
+            code = until.code if until.code is not None else api.exec_inspect(exec_id).get("ExitCode")
         except Exception as e:
             raise SandboxError(f"exec failed in container {self.id}: {type(e).__name__}: {e}") from None
         finally:

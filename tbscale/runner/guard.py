@@ -99,10 +99,17 @@ done
 # One line per process: pid, start time (clock ticks after boot), uid, parent pid, command line
 # (its newlines and tabs made spaces: a command line cannot forge a line of this output, which
 # may share an exec with the snapshot's).
-# Shell builtins read /proc, so that a process costs one program run (tr), not four.
+# Shell builtins read /proc, so that a process costs one program run (tr), not four. The exec's
+# own processes (this shell and its ancestors up to the engine's: `timeout` and the exec's
+# wrapper) are left out.
 _PROCESSES = r'''
+own=" $$ "; a=$PPID
+while [ "${a:-0}" -gt 1 ] 2>/dev/null; do
+  own="$own$a "; read -r s 2>/dev/null < "/proc/$a/stat" || break
+  rest=${s##*) }; set -- $rest; a=$2
+done
 for d in /proc/[0-9]*; do
-  p=${d#/proc/}; [ "$p" = "$$" ] && continue; [ "$p" = "$PPID" ] && continue
+  p=${d#/proc/}; case "$own" in *" $p "*) continue;; esac
   read -r s 2>/dev/null < "$d/stat" || continue
   rest=${s##*) }; set -- $rest
   u=; while read -r k v _; do [ "$k" = Uid: ] && { u=$v; break; }; done 2>/dev/null < "$d/status"
