@@ -360,3 +360,45 @@ def test_server_stops_by_itself_after_its_lifetime() -> None:
         time.sleep(0.05)
     assert not srv.running
     srv.close()  # idempotent
+
+
+
+def test_a_simulated_run_asks_no_context_window_of_litellm_and_imports_it_off_the_event_loop(monkeypatch) -> None:
+    """litellm takes seconds of CPU to import: the simulated model's context window is not looked
+    up in litellm's model map (it is not there), and the first call imports it in a worker thread,
+    so the loop (the other trials, the progress display) is not stopped meanwhile."""
+    import threading
+
+    from tbscale.config import ModelConfig
+    from tbscale.models import llm
+
+    imports: list[bool] = []  # for each import: was it on the main (the loop's) thread?
+    module = object()
+
+    def importing():
+        imports.append(threading.current_thread() is threading.main_thread())
+        llm._litellm = module
+        return module
+
+    monkeypatch.setattr(llm, "_litellm", None)
+    monkeypatch.setattr(llm, "litellm_module", importing)
+    assert llm.LLM(ModelConfig(model="sim/policy"), "generator").context_window() is None
+    assert imports == []
+
+    async def main():
+        ticks = 0
+
+        async def tick():
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        ticker = asyncio.create_task(tick())
+        got = await llm.litellm_async()
+        again = await llm.litellm_async()
+        ticker.cancel()
+        return got, again, ticks
+
+    got, again, ticks = asyncio.run(main())
+    assert got is module and again is module and imports == [False] and ticks >= 1

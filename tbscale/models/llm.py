@@ -29,8 +29,14 @@ N_CAPABLE_PROVIDERS = {"openai", "hosted_vllm", "azure", "together_ai", "firewor
 MAX_BACKOFF_SEC = 60.0
 
 
+_litellm: Any = None  # the module, once litellm_module has set it up
+
+
 def litellm_module():
     """Import litellm once, offline-safe: bundled cost map, no telemetry, our own retries."""
+    global _litellm
+    if _litellm is not None:
+        return _litellm
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("LITELLM_LOG", "ERROR")
     import litellm
@@ -38,7 +44,14 @@ def litellm_module():
     litellm.telemetry = False
     litellm.suppress_debug_info = True
     litellm.drop_params = True  # a provider that lacks top_p etc. gets the call without it
+    _litellm = litellm
     return litellm
+
+
+async def litellm_async():
+    """litellm_module for a coroutine: the first import (5-6 CPU-seconds here) runs in a worker
+    thread, so the event loop (every other trial, the progress display) goes on meanwhile."""
+    return _litellm if _litellm is not None else await asyncio.to_thread(litellm_module)
 
 
 def provider_of(model: str) -> str:
@@ -60,6 +73,8 @@ class LLM:
     def context_window(self) -> int | None:
         if self.cfg.context_window:
             return self.cfg.context_window
+        if providers.plugin(provider_of(self.cfg.model)) is not None:
+            return None  # litellm's model map has no plugin's model (nor the simulated one): no import
         try:
             info = litellm_module().get_model_info(self.cfg.model)
             return info.get("max_input_tokens") or info.get("max_tokens")
@@ -119,7 +134,7 @@ class LLM:
         return CallResult(comps, total, max(r.latency_sec for r in parts), sum(r.retries for r in parts))
 
     async def _call(self, messages, n, seed, tools, sink) -> CallResult:
-        litellm = litellm_module()
+        litellm = await litellm_async()
         providers.ensure_registered(self.cfg.model, litellm)
         params = self._params(n, seed, tools)
         tries, start, causes = 0, time.monotonic(), []
