@@ -374,13 +374,17 @@ def test_a_simulated_run_asks_no_context_window_of_litellm_and_imports_it_off_th
 
     imports: list[bool] = []  # for each import: was it on the main (the loop's) thread?
     module = object()
+    loop_ran = threading.Event()
 
-    def importing():
+    def importing():  # an import that lasts until the loop has run meanwhile
         imports.append(threading.current_thread() is threading.main_thread())
+        if not loop_ran.wait(120):
+            raise AssertionError("the event loop did not run while litellm was imported")
         llm._litellm = module
         return module
 
     monkeypatch.setattr(llm, "_litellm", None)
+    monkeypatch.setattr(llm, "_prefetch", None)
     monkeypatch.setattr(llm, "litellm_module", importing)
     assert llm.LLM(ModelConfig(model="sim/policy"), "generator").context_window() is None
     assert imports == []
@@ -392,6 +396,8 @@ def test_a_simulated_run_asks_no_context_window_of_litellm_and_imports_it_off_th
             nonlocal ticks
             while True:
                 ticks += 1
+                if ticks == 3:
+                    loop_ran.set()
                 await asyncio.sleep(0)
 
         ticker = asyncio.create_task(tick())
@@ -401,4 +407,5 @@ def test_a_simulated_run_asks_no_context_window_of_litellm_and_imports_it_off_th
         return got, again, ticks
 
     got, again, ticks = asyncio.run(main())
-    assert got is module and again is module and imports == [False] and ticks >= 1
+    assert got is module and again is module and imports == [False] and ticks >= 3
+    assert llm.prefetch_litellm().result() is module and imports == [False]  # a run's prefetch: the same import

@@ -1,8 +1,9 @@
 """Models through litellm: any provider, an OpenAI-compatible `api_base`, N samples per call, usage
 and cost per call, retries with backoff on rate limits, server errors and timeouts.
 
-litellm is imported on first use (it takes seconds to import), with its bundled cost map (never a
-download). API keys are read from the environment at call time, passed to litellm and nowhere
+litellm is imported on first use (5-6 CPU-seconds here), in a thread of its own that a local run
+starts with its first containers (`prefetch_litellm`), so the event loop never waits on it; with
+its bundled cost map (never a download). API keys are read from the environment at call time, passed to litellm and nowhere
 else; anything that might echo one (an error message) goes through `redact` first. Every failure
 is classified (models/failures.py): causes no retry can fix are not retried, and feed a per-model
 circuit breaker that stops the run when a model is plainly unavailable.
@@ -11,8 +12,10 @@ circuit breaker that stops the run when a model is plainly unavailable.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import random
+import threading
 import time
 from typing import Any
 
@@ -48,10 +51,34 @@ def litellm_module():
     return litellm
 
 
+_prefetch: concurrent.futures.Future | None = None
+_prefetch_lock = threading.Lock()
+
+
+def prefetch_litellm() -> concurrent.futures.Future:
+    """Start importing litellm in a thread of its own (once): the import takes 5-6 CPU-seconds
+    here, and a run that starts it with its first containers has it by the first model call.
+    The future's result is the module."""
+    global _prefetch
+    with _prefetch_lock:
+        if _prefetch is None:
+            future: concurrent.futures.Future = concurrent.futures.Future()
+
+            def work() -> None:
+                try:
+                    future.set_result(litellm_module())
+                except BaseException as e:  # noqa: BLE001 - handed to whoever awaits it
+                    future.set_exception(e)
+
+            _prefetch = future
+            threading.Thread(target=work, name="litellm-import", daemon=True).start()
+        return _prefetch
+
+
 async def litellm_async():
-    """litellm_module for a coroutine: the first import (5-6 CPU-seconds here) runs in a worker
-    thread, so the event loop (every other trial, the progress display) goes on meanwhile."""
-    return _litellm if _litellm is not None else await asyncio.to_thread(litellm_module)
+    """litellm_module for a coroutine: the import runs in its own thread, so the event loop
+    (every other trial, the progress display) goes on meanwhile."""
+    return _litellm if _litellm is not None else await asyncio.wrap_future(prefetch_litellm())
 
 
 def provider_of(model: str) -> str:

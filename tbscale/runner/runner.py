@@ -18,10 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from tbscale.agent.agents import uses_model
 from tbscale.config import Experiment
 from tbscale.environments import open_backend
 from tbscale.errors import ModelUnavailable
 from tbscale.models import failures, providers
+from tbscale.models.llm import prefetch_litellm
 from tbscale.runner import enforcement
 from tbscale.runner.executors import executor_for
 from tbscale.runner.identity import task_hash
@@ -133,6 +135,8 @@ class Runner:
         todo = [s for s in specs if s.key not in done]
         self.counters.total, self.counters.skipped = len(specs), len(specs) - len(todo)
         self.backend.plan(list({s.task.id: s.task for s in todo}.values()))  # a disk budget keeps their images
+        if self.exp.executor.name == "local" and any(uses_model(s.setting.agent) for s in todo):
+            prefetch_litellm()  # imported while the first containers start (Ray workers import their own)
         self.on_update(self.counters, None)
         interrupted = False
         try:
