@@ -31,7 +31,7 @@ def test_a_command_starts_only_once_its_go_line_is_sent() -> None:
             output = b"".join(chunk for _, chunk in frames_iter(sock, tty=False))
         finally:
             sock.close()
-        assert output == b"started\n\ntok3n 5\n"  # the command's output, then the end line
+        assert output == b"started\n\ntok3n 5 0\n"  # the command's output, then the end line: code, held
         assert box.exec("test -e /tmp/started && echo ran || echo waiting", 30).output == "ran\n"
 
 
@@ -85,43 +85,64 @@ def test_the_folder_test_double_keeps_the_order_of_writes_too(tmp_path) -> None:
 
 
 @pytest.mark.docker
-def test_a_background_process_that_keeps_the_output_does_not_hold_the_exec() -> None:
-    """`server &` with no redirection leaves a process holding the exec's output; the exec still
-    ends with the command (at the wrapper's end line), with all the command printed and its exit
-    code, and what the background process prints later is not this command's output. The process
-    listing the guard takes leaves out the listing exec's own wrapper and `timeout`."""
-    from tbscale.environments.docker import Container
+def test_a_background_process_that_keeps_the_output_is_seen_and_the_next_exec_is_not_held() -> None:
+    """`server &` with no redirection leaves a process holding the exec's output. The wrapper's end
+    line says so (held 1), and the exec reads on as `docker exec` does: what that process prints
+    before the engine closes the stream is output too. The next exec's end line says nothing holds
+    its output (held 0), so it ends there, though the engine would hold its stream as long. The
+    process listing the guard takes leaves out the listing exec's own wrapper and `timeout`."""
+    from docker.utils.socket import frames_iter
+
+    from tbscale.environments.docker import _GO_THEN_RUN, Container
     from tbscale.runner.guard import _PROCESSES
 
+    def end_line(box, command: str) -> bytes:
+        api = box.container.client.api
+        exec_id = api.exec_create(box.container.id, ["bash", "-c", _GO_THEN_RUN, "30", "bash", command],
+                                  stdin=True)["Id"]
+        sock = api.exec_start(exec_id, socket=True)
+        try:
+            getattr(sock, "_sock", sock).sendall(b"tok3n\n")
+            output = b"".join(chunk for _, chunk in frames_iter(sock, tty=False))
+        finally:
+            sock.close()
+        return output.split(b"\ntok3n ", 1)[1].split(b"\n", 1)[0]
+
     with Container.start(StartSpec(IMAGE, cpus=1, memory_mb=256)) as box:
-        res = box.exec("echo before; (while [ ! -e /tmp/go ]; do sleep 0.05; done; echo LATE) & echo after; exit 4", 30)
-        assert (res.output, res.exit_code, res.timed_out) == ("before\nafter\n", 4, False)
-        nxt = box.exec("touch /tmp/go; echo next", 30)
-        assert (nxt.output, nxt.exit_code) == ("next\n", 0)
-        box.exec("sleep 1000 & exit 0", 30)
+        assert end_line(box, "sleep 1000 & echo started") == b"0 1"
+        assert end_line(box, "echo next; exit 3") == b"3 0"
+        res = box.exec("echo before; (echo late) & echo after; exit 4", 30)
+        assert (sorted(res.output.split()), res.exit_code) == (["after", "before", "late"], 4), res.output
+        res = box.exec("echo before; sleep 1000 & echo after; exit 5", 30)
+        assert (res.output, res.exit_code, res.timed_out) == ("before\nafter\n", 5, False)
+        assert box.exec("echo next", 30).output == "next\n"
         listing = box.exec(_PROCESSES, 30, user="0").output
         commands = sorted(line.split("\t")[4].strip() for line in listing.splitlines())
-        assert commands == ["/sbin/docker-init -- sleep infinity", "sleep 1000", "sleep infinity"], listing
+        assert commands == ["/sbin/docker-init -- sleep infinity", "sleep 1000", "sleep 1000",
+                            "sleep infinity"], listing
 
 
 @pytest.mark.parametrize("text", [b"", b"x", b"no newline", b"a\nb\n", b"\n\n", b"tok tok\n", b"\ntok", b"\ntok\n",
                                   b"\ntok3 1\n", b"z" * 5000])
-def test_the_end_line_is_found_wherever_the_stream_splits(text: bytes) -> None:
+@pytest.mark.parametrize("held", [b"0", b"1"])
+def test_the_end_line_is_found_wherever_the_stream_splits(text: bytes, held: bytes) -> None:
     from tbscale.environments.base import BoundedOutput
     from tbscale.environments.docker import _UntilEndLine
 
-    stream = text + b"\ntok 17\n" + b"what a background process printed later\n"
+    later = b"what a background process printed later\n"
+    stream = text + b"\ntok 17 " + held + b"\n" + later
     for cut in range(len(stream) + 1):
         for second_cut in (cut, min(cut + 1, len(stream)), min(cut + 7, len(stream))):
             out = BoundedOutput(None)
             until = _UntilEndLine("tok", out)
             chunks = [c for c in (stream[:cut], stream[cut:second_cut], stream[second_cut:]) if c]
-            ended = False
-            for c in chunks:  # as Container.exec reads: it stops at the end line
+            rest = b""
+            for i, c in enumerate(chunks):  # as Container.exec reads
                 if until.feed(c):
-                    ended = True
+                    rest = until.after + b"".join(chunks[i + 1:])
                     break
-            assert ended and bytes(out.head) == text and until.code == 17, (cut, second_cut)
+            assert bytes(out.head) == text and until.code == 17, (cut, second_cut)
+            assert until.held == (held == b"1") and rest == later, (cut, second_cut)
 
 
 def test_a_stream_that_ends_without_the_end_line_keeps_every_byte() -> None:
