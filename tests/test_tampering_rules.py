@@ -88,6 +88,19 @@ def test_a_verifier_the_agent_broke_is_a_failure_with_its_reason():
     assert verdict.error == "tests_not_run"
 
 
+def test_a_reward_file_a_kept_writer_spoiled_is_the_agents_failure_and_only_then():
+    empty = VerifierResult(None, False, "9 failed, 6 passed", "reward_missing", {"bad_reward": "reward.json is empty"})
+    wrote = [{"kind": "reward_file_written", "source": "environment", "detail": "the agent phase wrote the reward file"}]
+    verdict, _ = review(empty, wrote, writers_kept=True)
+    assert verdict.error is None and verdict.reward == 0.0 and not verdict.passed
+    assert "reward file" in verdict.details["obstructed_by_agent"] and verdict.details["verifier_error"] == "reward_missing"
+    # its processes stopped before the tests (the default), the verifier's own missing reward stays an error
+    assert review(empty, wrote)[0].error == "reward_missing"
+    # and a kept writer of the reward file does not make a verifier that did not run the agent's failure
+    not_run = VerifierResult(None, False, "", "tests_not_run", {"exit_code": 127})
+    assert review(not_run, wrote, writers_kept=True)[0].error == "tests_not_run"
+
+
 def test_sidecar_sweep_spares_the_children_of_its_own_services():
     before = [{"pid": 1, "start": "1", "ppid": 0}, {"pid": 7, "start": "5", "ppid": 1}]
     now = before + [{"pid": 20, "start": "90", "ppid": 7}, {"pid": 21, "start": "91", "ppid": 1},

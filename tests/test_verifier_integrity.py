@@ -176,6 +176,22 @@ def test_a_kept_process_that_makes_the_verifier_folder_again_is_the_agents_failu
     assert "reward_file_written" in kinds(row), row
 
 
+def test_a_kept_process_that_spoils_the_reward_file_is_the_agents_failure(tmp_path, loopback_model):
+    import shlex
+
+    # reward.json is read before reward.txt (Harbor's order), and a kept root loop keeps it empty:
+    # the reward cannot be read, and that is the agent's doing, not an infrastructure error.
+    spoil = "while :; do mkdir -p /logs/verifier 2>/dev/null; : > /logs/verifier/reward.json 2>/dev/null; done"
+    row, run_dir = run(tmp_path, loopback_model, [f"setsid sh -c {shlex.quote(spoil)} >/dev/null 2>&1 < /dev/null &"],
+                       environment={"agent_processes": "keep"})
+    failed_by_agent(row)
+    assert row["reward"] == 0.0 and "reward_file_written" in kinds(row), row
+    (verifier,) = [e for e in read_jsonl(run_dir / row["trajectory_path"]) if e["type"] == "verifier"]
+    if verifier["details"].get("bad_reward"):  # read while empty (else read between truncations: reward.txt's 0)
+        assert verifier["details"]["verifier_error"] == "reward_missing"
+        assert "reward file" in verifier["details"]["obstructed_by_agent"]
+
+
 def test_agent_processes_keep_is_the_reference_behaviour(tmp_path, loopback_model):
     import shlex
 

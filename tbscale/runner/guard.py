@@ -520,11 +520,15 @@ OBSTRUCTION_KINDS = frozenset({"toolchain_removed", "toolchain_replaced", "toolc
 UNRUNNABLE = ("tests_not_run", "reward_missing", "no_tests_parsed")
 
 
-def review(verdict, sealed: list[Tampering]):
+def review(verdict, sealed: list[Tampering], *, writers_kept: bool = False):
     """The verdict of one verification and the tampering its run revealed: what the fresh
     /logs/verifier had to undo, tests that changed while they ran. A verifier that gave no
     verdict after the agent changed what it depends on was obstructed by the agent: a failed
-    attempt (reward 0, `details.obstructed_by_agent`), not an infrastructure error."""
+    attempt (reward 0, `details.obstructed_by_agent`), not an infrastructure error. So is a
+    reward file missing or unreadable (`reward_missing`) when the agent wrote reward files and
+    its processes were kept running through the verification (`writers_kept`): one of them may
+    have been writing it when it was read (seen under load: an empty reward.json, truncated by a
+    kept `echo > reward.json` loop just as it was read)."""
     from tbscale.verifiers import VerifierResult
 
     found: list[Tampering] = []
@@ -546,7 +550,9 @@ def review(verdict, sealed: list[Tampering]):
         found.append(entry("tests_modified_during_verification", "the tests changed while they ran",
                            **verdict.details["tests_changed"]))
     if verdict.error in UNRUNNABLE:
-        causes = [e for e in sealed + found if e["kind"] in OBSTRUCTION_KINDS]
+        kinds = OBSTRUCTION_KINDS | ({"reward_file_written"} if writers_kept and verdict.error == "reward_missing"
+                                     else frozenset())
+        causes = [e for e in sealed + found if e["kind"] in kinds]
         if causes:
             details = {**verdict.details, "obstructed_by_agent": "; ".join(e["detail"] for e in causes)[:600],
                        "verifier_error": verdict.error}

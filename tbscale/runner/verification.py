@@ -61,6 +61,7 @@ class AttemptVerification:
         self.guard: VerifierGuard | None = None
         self.tampering: list[Tampering] = []
         self.artifacts_folder: str | None = None  # the last seal's finding (VerifierGuard.artifacts_folder)
+        self.writers_kept = False  # the last seal left agent processes running (agent_processes: keep)
 
     # ---- around the agent phase (runner/guard.py) -------------------------------------------------
     def begin(self, box: Environment, verifier: VerifierSpec, timing: dict[str, float]) -> None:
@@ -89,6 +90,7 @@ class AttemptVerification:
         guard.timing.clear()
         entries, record = guard.seal(list(enumerate(actions, 1)), restart_hook=after_restart)
         self.artifacts_folder = guard.artifacts_folder
+        self.writers_kept = record["method"] == "none" and record.get("agent_processes_count", 0) > 0
         for k, v in guard.timing.items():
             timing[k] = timing.get(k, 0.0) + v
         if step:
@@ -105,13 +107,14 @@ class AttemptVerification:
                      actions: list[str] | None = None) -> VerifierResult:
         """Seal the agent phase whose `actions` ran (when given), verify, review; the verdict."""
         sealed: list[Tampering] = []
+        self.writers_kept = False
         if actions is not None:
             sealed = await asyncio.to_thread(self.seal, box, actions, timing, step)
         t = time.monotonic()
         timeout = self.verifier_timeout_sec or verifier.timeout_sec
         verdict = await asyncio.to_thread(verify_attempt, VerifyCall(self, box, verifier, artifacts, timeout,
                                                                      artifacts_dir, timing, step))
-        verdict, found = review(verdict, sealed)
+        verdict, found = review(verdict, sealed, writers_kept=self.writers_kept)
         for e in found:
             if step:
                 e["step"] = step
