@@ -3,10 +3,11 @@ and cost per call, retries with backoff on rate limits, server errors and timeou
 
 litellm is imported on first use (5-6 CPU-seconds here), in a thread of its own that a local run
 starts with its first containers (`prefetch_litellm`), so the event loop never waits on it; with
-its bundled cost map (never a download). API keys are read from the environment at call time, passed to litellm and nowhere
-else; anything that might echo one (an error message) goes through `redact` first. Every failure
-is classified (models/failures.py): causes no retry can fix are not retried, and feed a per-model
-circuit breaker that stops the run when a model is plainly unavailable.
+its bundled cost map (never a download). API keys are read from the environment at call time,
+passed to litellm and nowhere else; anything that might echo one (an error message) goes through
+`redact` first. Every failure is classified (models/failures.py): causes no retry can fix are not
+retried, and feed a per-model circuit breaker that stops the run when a model is plainly
+unavailable.
 """
 
 from __future__ import annotations
