@@ -38,7 +38,9 @@ class FolderEnvironment:
         self.commands: list[str] = []
 
     def exec(self, command: str, timeout_sec: float, *, workdir: str | None = None, env: dict[str, str] | None = None,
-             user: str = "", output_limit: int | None = None, tee: Path | None = None) -> ExecResult:
+             user: str = "", output_limit: int | None = None, tee: Path | None = None,
+             hostile_peers: bool = False) -> ExecResult:
+        # A local process: no in-band end signal, nothing for `hostile_peers` to change.
         if self.stopped:
             from tbscale.errors import SandboxError
 

@@ -103,10 +103,11 @@ class RemoteSandbox:
 
     def exec(self, command: str, timeout_sec: float, *, workdir: str | None = None,
              env: dict[str, str] | None = None, user: str = "", output_limit: int | None = None,
-             tee: Path | None = None) -> ExecResult:
+             tee: Path | None = None, hostile_peers: bool = False) -> ExecResult:
         # With `tee` the whole output is asked for, written there, and bounded here.
         body = {"command": command, "timeout_sec": timeout_sec, "workdir": workdir or self.workdir, "env": env or {},
-                "user": user, "output_limit": None if tee is not None else output_limit}
+                "user": user, "output_limit": None if tee is not None else output_limit,
+                "hostile_peers": hostile_peers}
         res = self.api.call("POST", f"/v1/sandboxes/{self.id}/exec", body=body, timeout=timeout_sec)
         if tee is not None:
             with open(tee, "wb") as sink:

@@ -281,7 +281,7 @@ class SandboxService:
     def exec(self, sid: str, req: dict[str, Any]) -> dict[str, Any]:
         res = self._box(sid).exec(req["command"], float(req.get("timeout_sec") or 60), workdir=req.get("workdir"),
                                   env=req.get("env") or None, user=req.get("user") or "",
-                                  output_limit=req.get("output_limit"))
+                                  output_limit=req.get("output_limit"), hostile_peers=bool(req.get("hostile_peers")))
         return {"exit_code": res.exit_code, "output": res.output, "timed_out": res.timed_out,
                 "duration_sec": res.duration_sec, "output_bytes": res.output_bytes, "elided_bytes": res.elided_bytes}
 

@@ -5,6 +5,7 @@ race itself (it needs a loaded machine to show)."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -155,3 +156,36 @@ def test_a_stream_that_ends_without_the_end_line_keeps_every_byte() -> None:
         assert not until.feed(chunk)
     until.close()
     assert bytes(out.head) == b"partial\ntok 1" and until.code is None
+
+
+SPY = Path(__file__).parent / "fixtures" / "end_token_spy.py"
+SLOW = "for i in $(seq 1 60); do echo line-$i; sleep 0.03; done; exit 3"
+SLOW_OUTPUT = "".join(f"line-{i}\n" for i in range(1, 61))
+
+
+@pytest.mark.docker
+def test_a_kept_root_process_can_forge_an_end_line_but_not_end_an_exec_with_hostile_peers() -> None:
+    """A root process left running reads each exec's end token from its wrapper's memory and
+    prints a forged end line into its output (tests/fixtures/end_token_spy.py). An exec that
+    trusts its end line ends there, its output cut short; one run with `hostile_peers` (the
+    guard's and the verifier's, when the agent's processes are kept) reads its output to the end
+    of the stream and takes the exit code from the engine."""
+    from tbscale.environments.docker import Container
+    from tbscale_testing.waiting import wait_for
+
+    with Container.start(StartSpec("python:3.11-slim-bookworm", cpus=1, memory_mb=256)) as box:
+        box.put_archive({"spy.py": SPY.read_bytes()}, "/tmp")
+        box.exec("setsid python3 /tmp/spy.py >/dev/null 2>&1 </dev/null &", 30, user="0")
+        # The attack works: a trusting exec is cut short with a forged exit code (within 5 tries;
+        # the spy must find the token in the wrapper's heap while the command runs).
+        cut = [box.exec(SLOW, 60) for _ in range(5)]
+        assert any(r.output != SLOW_OUTPUT and r.exit_code == 0 for r in cut), [r.output[-40:] for r in cut]
+        forged_before = box.exec("wc -l < /tmp/spy.log", 30, hostile_peers=True).output.strip()
+        for _ in range(5):
+            res = box.exec(SLOW, 60, hostile_peers=True)
+            assert (res.output, res.exit_code, res.timed_out) == (SLOW_OUTPUT, 3, False), res.output[-80:]
+        # The spy is still alive and still finds tokens in the trusting execs.
+        box.exec(SLOW, 60)
+        assert wait_for(lambda: box.exec("wc -l < /tmp/spy.log", 30, hostile_peers=True).output.strip() != forged_before,
+                        timeout=60)
+        assert box.exec("exit 7", 30, hostile_peers=True).exit_code == 7

@@ -101,6 +101,24 @@ def test_a_reward_file_a_kept_writer_spoiled_is_the_agents_failure_and_only_then
     assert review(not_run, wrote, writers_kept=True)[0].error == "tests_not_run"
 
 
+def test_a_check_line_given_twice_with_different_values_is_forged_output():
+    from tbscale.runner.guard import parse_snapshot
+
+    real = "T\tpython3\t/usr/bin/python3\t/usr/bin/python3.11\taaaa\t0:0:755:10\nN\t100.5\nM\t/logs\tdir\t0:0:755\tx\n"
+    assert "conflicts" not in parse_snapshot(real + real)  # the same line twice: nothing beside the check
+    # a kept process printing the baseline's line for a tool it replaced, and another clock
+    forged = real + "T\tpython3\t/usr/bin/python3\t/usr/bin/python3.11\tbbbb\t0:0:755:10\nN\t99.0\n"
+    snap = parse_snapshot(forged)
+    assert snap["conflicts"] == ["T python3", "N"]
+    # process lines and changed paths cannot hide anything by repetition: not conflicts
+    assert "conflicts" not in parse_snapshot("C\t/a\nC\t/a\n12\t5\t0\t1\tsleep 1\n")
+    # a verifier whose output read twice differently is the agent's doing, and obstructs the verdict
+    odd = VerifierResult(None, False, "", "reward_missing", {"output_conflicts": ["file /logs/verifier/reward.txt"]})
+    verdict, found = review(odd, [])
+    assert [e["kind"] for e in found] == ["verifier_output_forged"] and "reward.txt" in found[0]["detail"]
+    assert verdict.error is None and verdict.reward == 0.0 and "obstructed_by_agent" in verdict.details
+
+
 def test_sidecar_sweep_spares_the_children_of_its_own_services():
     before = [{"pid": 1, "start": "1", "ppid": 0}, {"pid": 7, "start": "5", "ppid": 1}]
     now = before + [{"pid": 20, "start": "90", "ppid": 7}, {"pid": 21, "start": "91", "ppid": 1},

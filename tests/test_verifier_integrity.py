@@ -206,3 +206,49 @@ def test_agent_processes_keep_is_the_reference_behaviour(tmp_path, loopback_mode
     assert "reward_file_written" in kinds(row) and "writes_reward_path" in kinds(row)
     (sweep,) = [e for e in read_jsonl(run_dir / row["trajectory_path"]) if e["type"] == "sweep"]
     assert sweep["method"] == "none"
+
+
+def test_a_kept_root_process_cannot_end_the_guards_checks_early(tmp_path, loopback_model):
+    """The agent leaves a root process that reads each exec's end token from its wrapper's memory
+    and forges an end line (tests/fixtures/end_token_spy.py). It cuts the agent's own commands
+    short, but the guard's and the verifier's execs, run with `hostile_peers` when the agent's
+    processes are kept, read to the end of their output: the process listing still names it."""
+    import base64
+
+    spy = base64.b64encode((REPO / "tests" / "fixtures" / "end_token_spy.py").read_bytes()).decode()
+    ticks = "sleep 1; for i in $(seq 1 40); do echo tick-$i; sleep 0.03; done"
+    row, run_dir = run(tmp_path, loopback_model, [f"printf %s {spy} | base64 -d > /tmp/spy.py",
+                                                  "setsid python3 /tmp/spy.py >/dev/null 2>&1 < /dev/null &", ticks],
+                       environment={"agent_processes": "keep"})
+    events = list(read_jsonl(run_dir / row["trajectory_path"]))
+    (tick,) = [e for e in events if e["type"] == "observation" and e.get("turn") == 3]
+    assert "tick-40" not in tick["output"], tick  # the spy was at work in this run
+    (sweep,) = [e for e in events if e["type"] == "sweep"]
+    assert sweep["method"] == "none" and any("spy.py" in p["cmd"] for p in sweep["agent_processes"]), sweep
+    (verdict,) = [e for e in events if e["type"] == "verifier"]
+    assert verdict["error"] is None and verdict["reward"] == 0.0, verdict  # 3 of the task's 4 tests fail
+    assert "verifier_output_forged" not in kinds(row) and row["infra_error"] is False, row
+
+
+def test_a_kept_root_process_that_writes_a_reward_line_into_the_verifiers_output_fails(tmp_path, loopback_model):
+    """The agent leaves a root process that writes the line the verifier's reader takes a reward
+    file from (reward.txt: 1) into every exec's output, after the command's own output
+    (tests/fixtures/reward_line_injector.py). Before readers rejected a line given twice, it
+    forged a pass 3 of 3 times. Such a line cannot be kept out of an exec's output, but it cannot
+    replace the real one: the file's line comes twice with different values, the file is copied
+    out instead, and the attempt is recorded as tampering (`verifier_output_forged`), a failure."""
+    import base64
+
+    injector = base64.b64encode((REPO / "tests" / "fixtures" / "reward_line_injector.py").read_bytes()).decode()
+    row, run_dir = run(tmp_path, loopback_model, [f"printf %s {injector} | base64 -d > /tmp/inject.py",
+                                                  "setsid python3 /tmp/inject.py >/dev/null 2>&1 < /dev/null &",
+                                                  "sleep 1; echo waited"],
+                       environment={"agent_processes": "keep"})
+    events = list(read_jsonl(run_dir / row["trajectory_path"]))
+    (waited,) = [e for e in events if e["type"] == "observation" and e.get("turn") == 3]
+    assert "reward.txt" in waited["output"], waited  # the injector was at work in this run
+    assert row["passed"] is False and row["infra_error"] is False, row
+    (verdict,) = [e for e in events if e["type"] == "verifier"]
+    assert verdict["details"]["output_conflicts"] == ["file /logs/verifier/reward.txt"], verdict["details"]
+    assert "verifier_output_forged" in kinds(row), row
+    assert verdict["reward"] == 0.0, verdict  # the file copied out: 3 of the task's 4 tests fail

@@ -159,6 +159,17 @@ def test_the_digest_and_files_exec_is_parsed_line_by_line():
     assert files == {}
     digest, files = script.tests_digest_and_files(Scripted(out, exit_code=137), "/tests", ["/logs/verifier/reward.txt"])
     assert files == {} and digest == "abc123"
+    # a line given twice with different values (something beside the exec wrote into its output):
+    # that file is copied out instead, and both are noted
+    twice = out + "F\t/logs/verifier/reward.txt\tb64\tMAo=\nD\tfff000\n"
+    conflicts: list[str] = []
+    digest, files = script.tests_digest_and_files(Scripted(twice), "/tests", ["/logs/verifier/reward.json",
+                                                                     "/logs/verifier/reward.txt"], conflicts)
+    assert files == {"/logs/verifier/reward.json": None} and digest == "abc123"
+    assert conflicts == ["file /logs/verifier/reward.txt", "tests digest"]
+    conflicts = []
+    script.tests_digest_and_files(Scripted(out + out), "/tests", ["/logs/verifier/reward.txt"], conflicts)
+    assert conflicts == []
     # the digest alone, with a command before it in the same exec
     box = Scripted("D\t\n")
     assert script.tests_digest(box, "/tests", first="chmod +x /tests/test.sh") is None

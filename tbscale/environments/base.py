@@ -203,9 +203,13 @@ class Environment(Protocol):
 
     def exec(self, command: str, timeout_sec: float, *, workdir: str | None = None,
              env: dict[str, str] | None = None, user: str = "", output_limit: int | None = None,
-             tee: Path | None = None) -> ExecResult:
+             tee: Path | None = None, hostile_peers: bool = False) -> ExecResult:
         """Run `command` with bash; stdout and stderr interleaved. The timeout kills the command.
-        At most `output_limit` bytes of output are kept (head and tail); `tee` gets all of it."""
+        At most `output_limit` bytes of output are kept (head and tail); `tee` gets all of it.
+        `hostile_peers`: processes the agent left may be running beside this command (root ones
+        among them) and the result decides a verdict: take the command's end and exit code from
+        the backend alone, never from anything such a process could write (a backend that has no
+        in-band end signal has nothing to change)."""
         ...
 
     def put_archive(self, files: dict[str, bytes | Path], dest: str = "/") -> None:
@@ -262,20 +266,22 @@ class PhaseView:
     caller's own env and user win), so an agent, the oracle or a hook needs no knowledge of the
     task's users and env tables. Everything else is the wrapped environment's."""
 
-    def __init__(self, inner: Any, *, user: str | int | None = None, env: dict[str, str] | None = None):
+    def __init__(self, inner: Any, *, user: str | int | None = None, env: dict[str, str] | None = None,
+                 hostile_peers: bool = False):
         self.inner = inner
         self.user = "" if user is None else str(user)
         self.env = dict(env or {})
+        self.hostile_peers = hostile_peers  # every exec is one with `hostile_peers` (Environment.exec)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
     def exec(self, command: str, timeout_sec: float, *, workdir: str | None = None,
              env: dict[str, str] | None = None, user: str = "", output_limit: int | None = None,
-             tee: Path | None = None) -> ExecResult:
+             tee: Path | None = None, hostile_peers: bool = False) -> ExecResult:
         merged = {**self.env, **(env or {})}
         return self.inner.exec(command, timeout_sec, workdir=workdir, env=merged or None, user=user or self.user,
-                               output_limit=output_limit, tee=tee)
+                               output_limit=output_limit, tee=tee, hostile_peers=hostile_peers or self.hostile_peers)
 
 
 @dataclass(frozen=True)

@@ -45,11 +45,14 @@ _HOST = HOST
 # "\n<token> <exit code> <held>\n" (one write, so nothing splits it) after everything the command
 # printed; <held> is 1 when another process (one the command left in the background) still holds
 # the output, found by comparing every open file in /proc with the wrapper's stdout (shell builtins
-# only). The wrapper's own notices (a shell says so when `timeout` is killed) go nowhere.
+# only). The wrapper's own notices (a shell says so when `timeout` is killed) go nowhere. An empty
+# go line (`hostile_peers`) asks for no end line: the wrapper exits with the command's exit code,
+# which the engine reports, and the output is whatever the stream carries to its end.
 _GO_THEN_RUN = ('read -r end || exit 125; exec 2>/dev/null; timeout -k 5 "$0" "$1" -c "$2" </dev/null 2>&1; '
-                'rc=$?; held=0; for f in /proc/[0-9]*/fd/[0-9]*; do case "$f" in "/proc/$$/"*) continue;; esac; '
+                'rc=$?; [ -n "$end" ] || exit "$rc"; '
+                'held=0; for f in /proc/[0-9]*/fd/[0-9]*; do case "$f" in "/proc/$$/"*) continue;; esac; '
                 'if [ "$f" -ef "/proc/$$/fd/1" ]; then held=1; break; fi; done; '
-                'printf \'\\n%s %s %s\\n\' "$end" "$rc" "$held"')
+                'printf \'\\n%s %s %s\\n\' "$end" "$rc" "$held"; exit "$rc"')
 
 
 class _UntilEndLine:
@@ -282,7 +285,7 @@ class Container:
 
     def exec(self, command: str, timeout_sec: float, *, workdir: str | None = None,
              env: dict[str, str] | None = None, user: str = "", output_limit: int | None = None,
-             tee: Path | None = None) -> ExecResult:
+             tee: Path | None = None, hostile_peers: bool = False) -> ExecResult:
         """Run `command` with bash in the container; stdout and stderr interleaved as written
         (the command's stderr is its stdout: one pipe, one order).
 
@@ -300,6 +303,14 @@ class Container:
         there unless a process the command left in the background still holds the output: then it
         is over when the engine closes the stream, as under `docker exec`. Without the end line
         (the wrapper killed) the stream's end and the engine's exit code are used.
+
+        With `hostile_peers` (processes the agent left may be running beside the command, as root)
+        nothing in the stream is trusted to end it: a root process can read the end token from the
+        wrapper's memory (/proc/PID/mem) and print a forged end line into the exec's output, which
+        ended a guard's process listing early (tried: 5 of 5 emptied). So no token is sent, the
+        output is read to the end of the stream and the exit code is the engine's. What such a
+        process writes into the output cannot be kept out; readers of a verdict's output reject
+        a line given twice with different values (runner/guard.py, verifiers/script.py).
         """
         from docker.utils.socket import frames_iter
 
@@ -313,8 +324,13 @@ class Container:
                                                           self.shell, command],
                                       stdin=True, workdir=workdir or self.workdir, environment=env, user=user)["Id"]
             sock = api.exec_start(exec_id, socket=True)
-            token = secrets.token_hex(16)
+            token = "" if hostile_peers else secrets.token_hex(16)
             getattr(sock, "_sock", sock).sendall(token.encode() + b"\n")
+            if hostile_peers:
+                for _stream, chunk in frames_iter(sock, tty=False):
+                    out.add(chunk)
+                code = self._exit_code(exec_id)
+                return self._result(code, out, start, timeout_sec)
             until, ended = _UntilEndLine(token, out), False
             for _stream, chunk in frames_iter(sock, tty=False):
                 if ended:
@@ -326,7 +342,7 @@ class Container:
                     out.add(until.after)
             if not ended:
                 until.close()
-            code = until.code if until.code is not None else api.exec_inspect(exec_id).get("ExitCode")
+            code = until.code if until.code is not None else self._exit_code(exec_id)
         except Exception as e:
             raise SandboxError(f"exec failed in container {self.id}: {type(e).__name__}: {e}") from None
         finally:
@@ -334,6 +350,21 @@ class Container:
                 sock.close()
             if sink is not None:
                 sink.close()
+        return self._result(code, out, start, timeout_sec)
+
+    def _exit_code(self, exec_id: str) -> int | None:
+        """The engine's exit code of an exec whose stream has ended; the engine may mark the exec
+        ended a moment after it closed the stream, so it is asked again for up to 5 s."""
+        api = self.container.client.api
+        deadline = time.monotonic() + 5
+        while True:
+            state = api.exec_inspect(exec_id)
+            if not state.get("Running") or time.monotonic() > deadline:
+                return state.get("ExitCode")
+            time.sleep(0.02)
+
+    @staticmethod
+    def _result(code: int | None, out: BoundedOutput, start: float, timeout_sec: float) -> ExecResult:
         code = code if code is not None else -1
         elapsed = time.monotonic() - start
         return ExecResult(code, out.text(), code in (124, 137) and elapsed >= timeout_sec, elapsed,

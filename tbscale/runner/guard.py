@@ -181,12 +181,21 @@ def tool_names(verifier, tests_dirs: list[Path] | None = None) -> list[str]:
 
 
 def parse_snapshot(output: str) -> GuardSnapshot:
+    """A snapshot from the guard's exec output. A clock, tool or mount line given twice with
+    different values is listed in `conflicts`: the exec printed each once, so something beside
+    it wrote into its output (a kept agent process can; Container.exec's `hostile_peers`)."""
     tools: dict[str, ToolState | None] = {}
     mounts: dict[str, MountState] = {}
     changes: dict[str, int] = {}
     now = None
+    seen: dict[tuple[str, str], str] = {}
+    conflicts: list[str] = []
     for line in output.splitlines():
         parts = line.split("\t")
+        if parts[0] in ("N", "T", "M") and len(parts) >= 2:
+            key = (parts[0], parts[1] if parts[0] != "N" else "")
+            if seen.setdefault(key, line) != line and " ".join(key).strip() not in conflicts:
+                conflicts.append(" ".join(key).strip())
         if parts[0] == "N" and len(parts) == 2:
             now = parts[1]
         elif parts[0] == "C" and len(parts) == 2:
@@ -207,7 +216,10 @@ def parse_snapshot(output: str) -> GuardSnapshot:
             if len(parts) >= 5:
                 mount["digest"] = parts[4]
             mounts[parts[1]] = mount
-    return {"tools": tools, "mounts": mounts, "now": now, "changes": changes}
+    snap: GuardSnapshot = {"tools": tools, "mounts": mounts, "now": now, "changes": changes}
+    if conflicts:
+        snap["conflicts"] = conflicts
+    return snap
 
 
 def parse_processes(output: str) -> list[ProcessInfo]:
@@ -256,6 +268,11 @@ class VerifierGuard:
         # a new status change time), and the changes found in the environments it grew from.
         self.since: str | None = None
         self.carried: dict[str, int] = {}
+        # Whether processes the agent left may be running in `box` as the guard's commands run
+        # (Environment.exec's `hostile_peers`): with the sweep off, always (an earlier step's or
+        # attempt's may be, even at a baseline); with it on, from the end of an agent phase to
+        # the restart.
+        self.exposed = not sweep
 
     # ---- probes ----------------------------------------------------------------------------------
     def _snapshot(self, since: str | None = None, *, processes: bool = False, probe: bool = False) -> GuardSnapshot:
@@ -274,7 +291,8 @@ class VerifierGuard:
             cmd += _PROCESSES
         if probe:
             cmd += _ARTIFACTS_PROBE
-        res = self.box.exec(cmd, 120, user="0", env=env, output_limit=900_000 if processes else 400_000)
+        res = self.box.exec(cmd, 120, user="0", env=env, output_limit=900_000 if processes else 400_000,
+                            hostile_peers=self.exposed)
         snap = parse_snapshot(res.output)
         if not since:
             snap["changes"] = None
@@ -305,7 +323,7 @@ class VerifierGuard:
         return after
 
     def _processes(self, target: Environment) -> list[ProcessInfo]:
-        res = target.exec(_PROCESSES, 60, user="0", output_limit=500_000)
+        res = target.exec(_PROCESSES, 60, user="0", output_limit=500_000, hostile_peers=self.exposed)
         return parse_processes(res.output)
 
     def _sidecars(self) -> dict[str, Environment]:
@@ -336,7 +354,8 @@ class VerifierGuard:
         since = self._reference()
         if not since:
             return
-        res = box.exec(_CHANGES, 120, user="0", env=self._env(box, since), output_limit=400_000)
+        # The agent's processes still run in `box` (nothing stops them before the attempt leaves it).
+        res = box.exec(_CHANGES, 120, user="0", env=self._env(box, since), output_limit=400_000, hostile_peers=True)
         self.carried.update(parse_snapshot(res.output)["changes"])
 
     def go_on_in(self, box: Environment, started: ProcessBaseline) -> None:
@@ -354,6 +373,7 @@ class VerifierGuard:
         record: SweepRecord = {"method": "restart" if self.sweep else "none"}
         entries: list[Tampering] = []
         t = time.monotonic()
+        self.exposed = True
         alive = self.box.running()
         after: GuardSnapshot | None = None
         if alive and not self.sweep:  # nothing happens in between: one exec lists and checks
@@ -368,6 +388,7 @@ class VerifierGuard:
                                  "were killed from inside); the container was started again"))
         if self.sweep or not alive:
             self.box.restart()  # a backend without the `restart` capability raises SandboxError
+            self.exposed = False  # a new init: no process of the agent's survived
             if restart_hook is not None:
                 restart_hook()
         if self.sweep:
@@ -378,7 +399,7 @@ class VerifierGuard:
                                       keep_children=True)
                 if fresh:
                     args = " ".join(f"{p['pid']}:{p['start']}" for p in fresh)
-                    side.exec(f"set -- {args}\n{_KILL}", 60, user="0")
+                    side.exec(f"set -- {args}\n{_KILL}", 60, user="0", hostile_peers=True)
                     killed[name] = [_agent_process(p) for p in fresh[:50]]
             if killed:
                 record["sidecar_processes_killed"] = killed
@@ -389,6 +410,10 @@ class VerifierGuard:
         folder = after["artifacts_folder"]
         self.artifacts_folder = folder if folder in ("empty", "absent") and self._idle(after["processes"]) else None
         entries += tampering_entries(self.before, after, self.verifier.tests_mount, actions)
+        forged = [*(self.before or {}).get("conflicts", []), *after.get("conflicts", [])]
+        if forged:
+            entries.append(entry("verifier_output_forged", "a line of the guard's check was given twice with different "
+                                 "values (something beside the check wrote into its output): " + ", ".join(forged[:10])))
         entries += self._describe(entries)
         self.timing["guard_check"] = time.monotonic() - t
         return entries, record
@@ -416,7 +441,7 @@ class VerifierGuard:
                 f"pkg=$(dpkg -S -- {q} 2>/dev/null | head -n 1 | cut -d: -f1); echo \"$pkg\"; "
                 f"if [ -n \"$pkg\" ]; then cat /var/lib/dpkg/info/\"$pkg\".md5sums /var/lib/dpkg/info/\"$pkg\":*.md5sums "
                 f"2>/dev/null | grep -F -- {rel} | cut -d' ' -f1 | head -n 1; else echo; fi; md5sum -- {q} | cut -d' ' -f1",
-                60, user="0", output_limit=4000)
+                60, user="0", output_limit=4000, hostile_peers=self.exposed)
             lines = (res.output.splitlines() + ["", "", "", ""])[:4]
             after["first_line"] = lines[0] if lines[0].startswith("#!") else None
             if lines[1]:
@@ -516,7 +541,7 @@ def digest_text(text: str) -> str:
 
 OBSTRUCTION_KINDS = frozenset({"toolchain_removed", "toolchain_replaced", "toolchain_added", "init_killed",
                                "verifier_path_obstructed", "startup_hook_planted", "test_config_planted",
-                               "module_shadowing", "test_library_changed", "tests_written"})
+                               "module_shadowing", "test_library_changed", "tests_written", "verifier_output_forged"})
 UNRUNNABLE = ("tests_not_run", "reward_missing", "no_tests_parsed")
 
 
@@ -549,6 +574,10 @@ def review(verdict, sealed: list[Tampering], *, writers_kept: bool = False):
     if verdict.details.get("tests_changed"):
         found.append(entry("tests_modified_during_verification", "the tests changed while they ran",
                            **verdict.details["tests_changed"]))
+    if verdict.details.get("output_conflicts"):
+        found.append(entry("verifier_output_forged", "a line the verifier's harness reads was given twice with "
+                           "different values (something beside it wrote into its output): "
+                           + ", ".join(verdict.details["output_conflicts"][:10])))
     if verdict.error in UNRUNNABLE:
         kinds = OBSTRUCTION_KINDS | ({"reward_file_written"} if writers_kept and verdict.error == "reward_missing"
                                      else frozenset())

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from typing_extensions import NotRequired, TypedDict
 
-from tbscale.environments import Environment, StartSpec
+from tbscale.environments import Environment, PhaseView, StartSpec
 from tbscale.errors import SandboxError, TaskRefused
 from tbscale.logs import AttemptRecorder
 from tbscale.runner.artifacts import collect_artifacts, restore_artifacts
@@ -145,7 +145,10 @@ class AttemptVerification:
             result = self._verify_separate(verifier, manifest, artifacts_dir, timeout_sec, env, timing, step)
         else:
             self.envs.apply_network(box, verifier.network)
-            result = run_tests(box, verifier, task.reward, timeout_sec, env=env)
+            # With the sweep off the agent's processes run beside the tests (Environment.exec's
+            # `hostile_peers`): no exec's end or exit code may come from what they write.
+            tests_box = box if self.sweep else PhaseView(box, hostile_peers=True)
+            result = run_tests(tests_box, verifier, task.reward, timeout_sec, env=env)
         if hooks:
             result.details["collect"] = hooks
         result.details["mode"] = verifier.mode
@@ -157,7 +160,8 @@ class AttemptVerification:
         for hook in verifier.collect:
             try:
                 res = box.service(hook.service).exec(hook.command, hook.timeout_sec, output_limit=4000,
-                                                     user="" if hook.user is None else str(hook.user))
+                                                     user="" if hook.user is None else str(hook.user),
+                                                     hostile_peers=not self.sweep)
                 out.append({"service": hook.service, "command": hook.command, "exit_code": res.exit_code,
                             "timed_out": res.timed_out})
             except SandboxError as e:

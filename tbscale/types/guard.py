@@ -81,6 +81,7 @@ class GuardSnapshot(TypedDict, total=False):
     processes: list[ProcessInfo]
     sidecar_processes: dict[str, list[ProcessInfo]]
     artifacts_folder: str | None
+    conflicts: list[str]  # lines given twice with different values ("T python3", "M /logs", "N")
 
 
 class SweepRecord(TypedDict, total=False):

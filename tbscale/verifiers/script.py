@@ -108,18 +108,20 @@ def _digest_line(mount: str) -> str:
             "! -path '*/.pytest_cache/*' -exec sha256sum {} + 2>/dev/null | LC_ALL=C sort | sha256sum | cut -c1-16)\"\n")
 
 
-def _parse_digest(output: str) -> str | None:
-    for line in output.splitlines():
-        if line.startswith("D\t"):
-            return line[2:].strip() or None
-    return None
+def _parse_digest(output: str, conflicts: list[str] | None = None) -> str | None:
+    """The digest line's value. The exec prints one; two different ones mean something beside it
+    wrote into its output (a kept agent process can): noted in `conflicts`, and the first kept."""
+    found = [line[2:].strip() for line in output.splitlines() if line.startswith("D\t")]
+    if len(set(found)) > 1 and conflicts is not None:
+        conflicts.append("tests digest")
+    return (found[0] or None) if found else None
 
 
-def tests_digest(box, mount: str, first: str = "") -> str | None:
+def tests_digest(box, mount: str, first: str = "", conflicts: list[str] | None = None) -> str | None:
     """A digest of the files under the tests folder (caches left out), or None when absent.
     `first`: a root command run before it in the same exec, its output dropped (one round trip)."""
     before = f"{{ {first}\n}} >/dev/null 2>&1\n" if first else ""
-    return _parse_digest(box.exec(before + _digest_line(mount), 60, user="0").output)
+    return _parse_digest(box.exec(before + _digest_line(mount), 60, user="0").output, conflicts)
 
 
 # Read in the exec that digests the tests after their run, so that reading the verdict needs no
@@ -136,25 +138,35 @@ done
 """
 
 
-def tests_digest_and_files(box, mount: str, paths: list[str]) -> tuple[str | None, dict[str, bytes | None]]:
+def tests_digest_and_files(box, mount: str, paths: list[str],
+                           conflicts: list[str] | None = None) -> tuple[str | None, dict[str, bytes | None]]:
     """`tests_digest`, then the files at `paths`, in one root exec: (digest, {path: bytes, or
-    None when absent or not a regular file}); a path left out of the dict is to be copied out."""
+    None when absent or not a regular file}); a path left out of the dict is to be copied out,
+    as is one whose line came twice with different values (noted in `conflicts`)."""
     if not paths:
-        return tests_digest(box, mount), {}
+        return tests_digest(box, mount, conflicts=conflicts), {}
     script = _digest_line(mount) + "set -- " + " ".join(shlex.quote(x) for x in paths) + _READ_FILES
     res = box.exec(script, 60, user="0", output_limit=None)
     files: dict[str, bytes | None] = {}
+    lines: dict[str, str] = {}
+    twice: list[str] = []  # paths whose line came twice with different values: copied out
     for line in res.output.splitlines():
         parts = line.split("\t")
-        if parts[0] == "F" and len(parts) >= 3 and parts[1] in paths and res.exit_code == 0:
+        if parts[0] == "F" and len(parts) >= 2 and lines.setdefault(parts[1], line) != line and parts[1] not in twice:
+            twice.append(parts[1])
+    if conflicts is not None:
+        conflicts += [f"file {path}" for path in twice]
+    for path, line in lines.items():
+        parts = line.split("\t")
+        if len(parts) >= 3 and path in paths and path not in twice and res.exit_code == 0:
             if parts[2] == "none":
-                files[parts[1]] = None
+                files[path] = None
             elif parts[2] == "b64" and len(parts) == 4:
                 try:
-                    files[parts[1]] = base64.b64decode(parts[3], validate=True)
+                    files[path] = base64.b64decode(parts[3], validate=True)
                 except ValueError:  # binascii.Error
                     pass
-    return _parse_digest(res.output), files
+    return _parse_digest(res.output, conflicts), files
 
 
 def fresh_logs_script(owner: str) -> str:
@@ -229,8 +241,9 @@ def run_tests(box, verifier: VerifierSpec, reward: RewardSpec, timeout_sec: floa
             box.put_archive(dict(verifier.tests_files), mount)
     script = verifier.command.split()[-1] if verifier.command else ""
     # The script made executable in the exec that digests the tests (a mode is not in the digest).
+    conflicts: list[str] = []  # lines read here that came twice with different values (_parse_digest)
     tests_before = tests_digest(box, mount, first=f"chmod +x {shlex.quote(script)} 2>/dev/null || true"
-                                if script.startswith("/") else "")
+                                if script.startswith("/") else "", conflicts=conflicts)
     user = "" if verifier.user is None else str(verifier.user)
     res = box.exec(verifier.command, timeout_sec, env=dict(env or {}) or None, user=user, workdir=verifier.cwd,
                    output_limit=output_limit)
@@ -238,9 +251,11 @@ def run_tests(box, verifier: VerifierSpec, reward: RewardSpec, timeout_sec: floa
     if logs["obstructed"] or logs["found"]:
         details["verifier_logs"] = logs
     reads = [f"{LOGS}/{name}" for name in reward.files] if reward.source != "parser" and not res.timed_out else []
-    tests_after, read = tests_digest_and_files(box, mount, reads)
+    tests_after, read = tests_digest_and_files(box, mount, reads, conflicts)
     if tests_before != tests_after:
         details["tests_changed"] = {"before": tests_before, "after": tests_after}
+    if conflicts:
+        details["output_conflicts"] = conflicts
     if res.timed_out:
         return VerifierResult(None, False, res.output, "verifier_timeout", {**details, "timeout_sec": timeout_sec})
     if reward.source == "parser":
