@@ -22,6 +22,10 @@ The main container's digests and processes come from one exec.
    exec lists the processes left and looks at /logs/artifacts, so that an empty convention
    folder in a container where nothing else runs is not copied out (`artifacts_folder`).
 Why a restart, not a kill from an exec: docs/tasks.md, "Verification integrity".
+Every command it runs while the agent's processes may be alive (before the restart; throughout
+with the sweep off) is an exec with `hostile_peers` (Environment.exec): read to the end of its
+output, its exit code from the backend; and a line of its output given twice with different
+values is `verifier_output_forged`.
 """
 
 from __future__ import annotations
