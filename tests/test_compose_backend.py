@@ -44,6 +44,10 @@ def probe(box, host: str) -> str:
     return answer
 
 
+# Alone: beside the rest of the Docker lane its project's containers were killed and removed 1-2 s
+# after they started (engine events), by something not yet found, in 5 of 6 full runs here (before
+# and after the hostile_peers change alike); alone it passes.
+@pytest.mark.serial
 def test_policies_switch_while_the_project_runs(tmp_path: Path) -> None:
     from tbscale.environments.compose import compose_spec
     from tbscale.environments.docker_backend import ComposeBackend
