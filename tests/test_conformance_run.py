@@ -132,6 +132,9 @@ def test_network_override_public_breaks_the_no_network_task(tmp_path: Path) -> N
                                                                        "network-public": "ok"}
 
 
+# Alone, as tests/test_compose_backend.py's policy-switch test: beside the Docker lane its compose
+# project's containers were removed while `compose up` waited (2 of 8 full runs here), cause not found.
+@pytest.mark.serial
 def test_compose_projects_leave_nothing_behind(tmp_path: Path) -> None:
     """A compose trial, and one that fails its healthcheck, take their whole project down."""
     from tbscale_testing.tasks import write_harbor_task
