@@ -115,7 +115,8 @@ class RemoteSandbox:
                 out.add(res["output"].encode())
             res.update(output=out.text(), output_bytes=out.total, elided_bytes=out.elided)
         return ExecResult(res["exit_code"], res["output"], res["timed_out"], res["duration_sec"],
-                          output_bytes=res.get("output_bytes", 0), elided_bytes=res.get("elided_bytes", 0))
+                          output_bytes=res.get("output_bytes", 0), elided_bytes=res.get("elided_bytes", 0),
+                          abandoned=bool(res.get("abandoned")))
 
     def put_archive(self, files: dict[str, bytes | Path], dest: str = "/") -> None:
         data = tar_of(files)

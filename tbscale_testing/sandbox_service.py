@@ -42,7 +42,7 @@ OPENAPI = {
         "/v1/sandboxes/{id}": {"get": {"summary": "{id, running, labels}"}, "delete": {"summary": "delete it"}},
         "/v1/sandboxes/{id}/exec": {"post": {"summary": "{command, timeout_sec, user, env, workdir, output_limit}: "
                                                         "{exit_code, output, timed_out, duration_sec, output_bytes, "
-                                                        "elided_bytes}"}},
+                                                        "elided_bytes, abandoned}"}},
         "/v1/sandboxes/{id}/archive": {"get": {"summary": "a tar of ?path= (404: no such path)"},
                                        "put": {"summary": "unpack the tar in the body under ?path="}},
         "/v1/sandboxes/{id}/restart": {"post": {"summary": "kill every process and start it again"}},
@@ -283,7 +283,8 @@ class SandboxService:
                                   env=req.get("env") or None, user=req.get("user") or "",
                                   output_limit=req.get("output_limit"), hostile_peers=bool(req.get("hostile_peers")))
         return {"exit_code": res.exit_code, "output": res.output, "timed_out": res.timed_out,
-                "duration_sec": res.duration_sec, "output_bytes": res.output_bytes, "elided_bytes": res.elided_bytes}
+                "duration_sec": res.duration_sec, "output_bytes": res.output_bytes, "elided_bytes": res.elided_bytes,
+                "abandoned": res.abandoned}
 
     def get_archive(self, sid: str, path: str) -> bytes:
         import docker

@@ -189,3 +189,30 @@ def test_a_kept_root_process_can_forge_an_end_line_but_not_end_an_exec_with_host
         assert wait_for(lambda: box.exec("wc -l < /tmp/spy.log", 30, hostile_peers=True).output.strip() != forged_before,
                         timeout=60)
         assert box.exec("exit 7", 30, hostile_peers=True).exit_code == 7
+
+
+STOPPER = Path(__file__).parent / "fixtures" / "wrapper_stopper.py"
+
+
+@pytest.mark.docker
+def test_an_exec_something_stopped_is_abandoned_at_its_timeout_plus_grace() -> None:
+    """A root process left running stops every exec's wrapper and `timeout` (SIGSTOP,
+    tests/fixtures/wrapper_stopper.py): neither the end line nor the end of the stream ever
+    comes, and the exec waited for ever. Now this side hangs up at the command's timeout plus
+    EXEC_GRACE_SEC, trusting the end line or not, and says so (`abandoned`)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tbscale.environments.docker import EXEC_GRACE_SEC, Container
+
+    with Container.start(StartSpec("python:3.11-slim-bookworm", cpus=1, memory_mb=256)) as box:
+        # it stops the commands that hold "echo hi", so that the one starting it ends first
+        box.put_archive({"stop.py": STOPPER.read_bytes(), "stop.match": b"echo hi"}, "/tmp")
+        box.exec("setsid python3 /tmp/stop.py /tmp/stop.match >/dev/null 2>&1 </dev/null &", 30, user="0")
+        with ThreadPoolExecutor(2) as pool:  # side by side: one wait of the grace, not two
+            results = list(pool.map(lambda hostile: box.exec("echo hi", 2, hostile_peers=hostile), (False, True)))
+        for res in results:
+            assert res.abandoned and res.timed_out and res.exit_code == -1, res
+            assert res.duration_sec >= 2 + EXEC_GRACE_SEC - 0.5, res
+        # the stopper did it (the two wrappers are in its log), and the container still answers
+        assert box.exec("wc -l < /tmp/stopper.log", 30).output.strip() == "2"
+        assert box.exec("echo back", 30).output == "back\n"

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tbscale.runner.guard import new_processes, review, tampering_entries, tool_names
+from tbscale.runner.findings import review, tampering_entries
+from tbscale.runner.guard import new_processes, tool_names
 from tbscale.shell.tampering import attribute_command, flag_command, trajectory_flags
 from tbscale.tasks.model import VerifierSpec
 from tbscale.verifiers import VerifierResult
@@ -139,3 +140,75 @@ def test_tool_names_come_from_the_test_script_and_shebangs(tmp_path):
 def test_attribute_command_prefers_the_command_naming_the_tool():
     actions = [(1, "pip install -U pytest"), (2, "cp /tmp/x /usr/local/bin/pytest")]
     assert attribute_command(actions, "pytest", ["/usr/local/bin/pytest"])["turn"] == 2
+
+
+class _StoppedListing:
+    """An environment where a process the agent left stops every command whose text holds
+    `stopped_if` (its exec comes back abandoned, as Container.exec returns one it hung up on)."""
+
+    services: tuple[str, ...] = ()
+
+    def __init__(self, stopped_if: str):
+        self.stopped_if, self.armed, self.restarts = stopped_if, False, 0
+
+    def exec(self, command, timeout_sec, **_):
+        from tbscale.environments.base import ExecResult
+
+        if self.armed and self.stopped_if in command:
+            return ExecResult(-1, "", True, timeout_sec + 20.0, abandoned=True)
+        return ExecResult(0, "N\t100.0\nT\tpython3\t/usr/bin/python3\t/usr/bin/python3.11\taaaa\t0:0:755:10\n",
+                          False, 0.01)
+
+    def running(self) -> bool:
+        return True
+
+    def restart(self) -> None:
+        self.restarts += 1
+        self.armed = False  # a new init: whatever stopped the commands is gone
+
+
+def test_a_check_something_stopped_is_reported_and_its_partial_output_is_not_compared():
+    from tbscale.runner.findings import OBSTRUCTION_KINDS
+    from tbscale.runner.guard import _PROCESSES, VerifierGuard
+
+    # sweep on: the process listing before the restart is stopped; the check after it is whole
+    box = _StoppedListing(_PROCESSES.strip().splitlines()[0])
+    guard = VerifierGuard(box, VerifierSpec())
+    guard.baseline()
+    box.armed = True
+    entries, record = guard.seal([(1, "nohup python3 /tmp/stop.py &")])
+    assert box.restarts == 1 and record["agent_processes_count"] == 0
+    assert [e["kind"] for e in entries] == ["check_stalled"] and "the process listing (after" in entries[0]["detail"]
+    assert "check_stalled" in OBSTRUCTION_KINDS and guard.stalled == []  # reported once
+    # sweep off: the one check after the agent phase is cut short; what it lacks (here: every tool
+    # and the clock) is no finding, only the stall is
+    kept = _StoppedListing("TBSCALE_SINCE")
+    guard = VerifierGuard(kept, VerifierSpec(), sweep=False)
+    guard.baseline()
+    kept.armed = True
+    entries, _ = guard.seal([(1, "nohup python3 /tmp/stop.py &")])
+    assert [e["kind"] for e in entries] == ["check_stalled"] and kept.restarts == 0
+    assert "toolchain and paths" in entries[0]["detail"]
+
+
+def test_tests_stopped_beside_kept_agent_processes_are_the_agents_failure_and_only_then():
+    stopped = VerifierResult(None, False, "", "verifier_timeout", {"timeout_sec": 30, "abandoned": True})
+    verdict, found = review(stopped, [], peers_kept=True)
+    assert [e["kind"] for e in found] == ["check_stalled"]
+    assert verdict.error is None and verdict.reward == 0.0 and verdict.details["verifier_error"] == "verifier_timeout"
+    # with the agent's processes stopped before the tests (the default), it stays the verifier's own timeout
+    verdict, found = review(stopped, [])
+    assert found == [] and verdict.error == "verifier_timeout"
+    # and tests that merely ran out of time beside kept processes are a timeout, as in the reference harness
+    slow = VerifierResult(None, False, "", "verifier_timeout", {"timeout_sec": 30})
+    assert review(slow, [], peers_kept=True)[0].error == "verifier_timeout"
+
+
+def test_first_lines_keeps_the_first_of_each_key_and_names_keys_given_twice_differently():
+    from tbscale.environments.base import first_lines
+
+    out = "D\tabc\nx\nF\t/a\tb64\tMQo=\nF\t/a\tb64\tMQo=\nF\t/b\tnone\nF\t/b\tb64\tMAo=\nD\tzzz\n"
+    first, twice = first_lines(out, lambda line: line.split("\t")[1] if line.startswith("F\t") else None)
+    assert first == {"/a": "F\t/a\tb64\tMQo=", "/b": "F\t/b\tnone"} and twice == ["/b"]
+    first, twice = first_lines(out, lambda line: "digest" if line.startswith("D\t") else None)
+    assert first == {"digest": "D\tabc"} and twice == ["digest"]

@@ -15,7 +15,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Protocol
+from typing import Any, Callable, Iterable, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -26,7 +26,9 @@ from tbscale.errors import ForksUnsupported
 class ExecResult:
     """A command's outcome. `output` holds at most the limit the caller gave: the head and the tail,
     with `elided_bytes` cut from the middle (the marker line says so); `output_bytes` is the size
-    of the whole output."""
+    of the whole output. `abandoned`: the command had not ended by its timeout plus the backend's
+    grace, so the caller stopped waiting for it (something stopped it, SIGSTOP, or holds its
+    output); it counts as timed out, its exit code is -1 and it may still be running."""
 
     exit_code: int
     output: str
@@ -34,6 +36,22 @@ class ExecResult:
     duration_sec: float
     output_bytes: int = 0
     elided_bytes: int = 0
+    abandoned: bool = False
+
+
+def first_lines(output: str, key: Callable[[str], str | None]) -> tuple[dict[str, str], list[str]]:
+    """The first line of each key (`key(line)`, None for lines that carry none) in a command's
+    output, and the keys whose lines came twice with different values. Commands whose output
+    decides a verdict print each key once, so a second, different line was written by something
+    beside the command: a process the agent left running can write into an exec's output
+    (`hostile_peers`), and its line must not be the one read."""
+    first: dict[str, str] = {}
+    conflicts: list[str] = []
+    for line in output.splitlines():
+        k = key(line)
+        if k is not None and first.setdefault(k, line) != line and k not in conflicts:
+            conflicts.append(k)
+    return first, conflicts
 
 
 def tar_of(files: dict[str, bytes | Path]) -> bytes:

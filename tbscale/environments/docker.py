@@ -16,7 +16,9 @@ import os
 import re
 import secrets
 import shlex
+import socket
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +55,20 @@ _GO_THEN_RUN = ('read -r end || exit 125; exec 2>/dev/null; timeout -k 5 "$0" "$
                 'held=0; for f in /proc/[0-9]*/fd/[0-9]*; do case "$f" in "/proc/$$/"*) continue;; esac; '
                 'if [ "$f" -ef "/proc/$$/fd/1" ]; then held=1; break; fi; done; '
                 'printf \'\\n%s %s %s\\n\' "$end" "$rc" "$held"; exit "$rc"')
+
+# An exec whose command has not ended this long after its timeout is abandoned (ExecResult.abandoned):
+# `timeout -k 5` has killed the command by then, unless something stopped `timeout` or the wrapper
+# themselves (a root process the agent left running can: SIGSTOP). Without this deadline such an
+# exec waited for ever, and its trial with it (tests/fixtures/wrapper_stopper.py). Quiet, a command
+# ends within 0.1 s of its timeout, or 2 s later when a background process holds its output.
+EXEC_GRACE_SEC = 20.0
+
+
+def _hang_up(sock, abandoned: threading.Event) -> None:
+    """Run by an exec's deadline timer: end the stream, so that the reader sees its end."""
+    abandoned.set()
+    with contextlib.suppress(OSError):
+        getattr(sock, "_sock", sock).shutdown(socket.SHUT_RDWR)
 
 
 class _UntilEndLine:
@@ -307,10 +323,14 @@ class Container:
         With `hostile_peers` (processes the agent left may be running beside the command, as root)
         nothing in the stream is trusted to end it: a root process can read the end token from the
         wrapper's memory (/proc/PID/mem) and print a forged end line into the exec's output, which
-        ended a guard's process listing early (tried: 5 of 5 emptied). So no token is sent, the
+        ended a guard's process listing early (tried: emptied in each of 8 runs). So no token is sent, the
         output is read to the end of the stream and the exit code is the engine's. What such a
         process writes into the output cannot be kept out; readers of a verdict's output reject
         a line given twice with different values (runner/guard.py, verifiers/script.py).
+
+        Either way this side waits for the command at most its timeout plus EXEC_GRACE_SEC, then
+        hangs up and returns it `abandoned` (timed out, exit code -1): a process that stops the
+        wrapper or `timeout` (SIGSTOP) could otherwise hold the exec, and its trial, for ever.
         """
         from docker.utils.socket import frames_iter
 
@@ -318,19 +338,23 @@ class Container:
         api = self.container.client.api
         sink = open(tee, "wb") if tee is not None else None
         out = BoundedOutput(output_limit, sink)
-        sock = None
+        sock = watchdog = None
+        abandoned = threading.Event()
         try:
             exec_id = api.exec_create(self.container.id, [self.shell, "-c", _GO_THEN_RUN, f"{max(timeout_sec, 0.1):.1f}",
                                                           self.shell, command],
                                       stdin=True, workdir=workdir or self.workdir, environment=env, user=user)["Id"]
             sock = api.exec_start(exec_id, socket=True)
+            watchdog = threading.Timer(max(timeout_sec, 0.1) + EXEC_GRACE_SEC, _hang_up, (sock, abandoned))
+            watchdog.daemon = True
+            watchdog.start()
             token = "" if hostile_peers else secrets.token_hex(16)
             getattr(sock, "_sock", sock).sendall(token.encode() + b"\n")
             if hostile_peers:
                 for _stream, chunk in frames_iter(sock, tty=False):
                     out.add(chunk)
-                code = self._exit_code(exec_id)
-                return self._result(code, out, start, timeout_sec)
+                code = None if abandoned.is_set() else self._exit_code(exec_id)
+                return self._result(code, out, start, timeout_sec, abandoned.is_set())
             until, ended = _UntilEndLine(token, out), False
             for _stream, chunk in frames_iter(sock, tty=False):
                 if ended:
@@ -342,15 +366,22 @@ class Container:
                     out.add(until.after)
             if not ended:
                 until.close()
-            code = until.code if until.code is not None else self._exit_code(exec_id)
+            if abandoned.is_set() and not ended:
+                code = None
+            else:
+                code = until.code if until.code is not None else self._exit_code(exec_id)
         except Exception as e:
+            if abandoned.is_set():  # the deadline's hang-up, wherever the read was
+                return self._result(None, out, start, timeout_sec, True)
             raise SandboxError(f"exec failed in container {self.id}: {type(e).__name__}: {e}") from None
         finally:
+            if watchdog is not None:
+                watchdog.cancel()
             if sock is not None:
                 sock.close()
             if sink is not None:
                 sink.close()
-        return self._result(code, out, start, timeout_sec)
+        return self._result(code, out, start, timeout_sec, abandoned.is_set() and code is None)
 
     def _exit_code(self, exec_id: str) -> int | None:
         """The engine's exit code of an exec whose stream has ended; the engine may mark the exec
@@ -364,11 +395,12 @@ class Container:
             time.sleep(0.02)
 
     @staticmethod
-    def _result(code: int | None, out: BoundedOutput, start: float, timeout_sec: float) -> ExecResult:
+    def _result(code: int | None, out: BoundedOutput, start: float, timeout_sec: float,
+                abandoned: bool = False) -> ExecResult:
         code = code if code is not None else -1
         elapsed = time.monotonic() - start
-        return ExecResult(code, out.text(), code in (124, 137) and elapsed >= timeout_sec, elapsed,
-                          output_bytes=out.total, elided_bytes=out.elided)
+        return ExecResult(code, out.text(), abandoned or (code in (124, 137) and elapsed >= timeout_sec), elapsed,
+                          output_bytes=out.total, elided_bytes=out.elided, abandoned=abandoned)
 
     def put_archive(self, files: dict[str, bytes | Path], dest: str = "/") -> None:
         """Copy files in: keys are paths relative to dest; a Path value is a file or folder."""

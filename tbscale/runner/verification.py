@@ -28,7 +28,8 @@ from tbscale.errors import SandboxError, TaskRefused
 from tbscale.logs import AttemptRecorder
 from tbscale.runner.artifacts import collect_artifacts, restore_artifacts
 from tbscale.runner.environment import AttemptEnvironments
-from tbscale.runner.guard import VerifierGuard, review
+from tbscale.runner.findings import review
+from tbscale.runner.guard import VerifierGuard
 from tbscale.tasks import Task
 from tbscale.tasks.model import DEFAULT_CPUS, DEFAULT_MEMORY_MB, EnvironmentSpec, VerifierSpec
 from tbscale.tasks.schema import Artifact
@@ -114,7 +115,7 @@ class AttemptVerification:
         timeout = self.verifier_timeout_sec or verifier.timeout_sec
         verdict = await asyncio.to_thread(verify_attempt, VerifyCall(self, box, verifier, artifacts, timeout,
                                                                      artifacts_dir, timing, step))
-        verdict, found = review(verdict, sealed, writers_kept=self.writers_kept)
+        verdict, found = review(verdict, sealed, writers_kept=self.writers_kept, peers_kept=not self.sweep)
         for e in found:
             if step:
                 e["step"] = step

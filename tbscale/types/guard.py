@@ -1,4 +1,4 @@
-"""What the verifier guard (runner/guard.py) records, and the tampering entries it and the
+"""What the verifier guard (runner/guard.py, runner/findings.py) records, and the tampering entries it and the
 trajectory rules (shell/tampering.py) find, as they are held in memory.
 
 They stay plain dicts at run time: an entry goes onto the `sweep` event, the attempt and the trial

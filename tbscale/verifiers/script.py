@@ -24,6 +24,7 @@ import math
 import shlex
 from typing import Any
 
+from tbscale.environments.base import first_lines
 from tbscale.tasks.model import RewardSpec, VerifierSpec
 from tbscale.tasks.test_output import parse_test_output
 from tbscale.verifiers.result import PASS_THRESHOLD, VerifierResult
@@ -111,10 +112,10 @@ def _digest_line(mount: str) -> str:
 def _parse_digest(output: str, conflicts: list[str] | None = None) -> str | None:
     """The digest line's value. The exec prints one; two different ones mean something beside it
     wrote into its output (a kept agent process can): noted in `conflicts`, and the first kept."""
-    found = [line[2:].strip() for line in output.splitlines() if line.startswith("D\t")]
-    if len(set(found)) > 1 and conflicts is not None:
-        conflicts.append("tests digest")
-    return (found[0] or None) if found else None
+    first, twice = first_lines(output, lambda line: "tests digest" if line.startswith("D\t") else None)
+    if conflicts is not None:
+        conflicts += twice
+    return (first["tests digest"][2:].strip() or None) if "tests digest" in first else None
 
 
 def tests_digest(box, mount: str, first: str = "", conflicts: list[str] | None = None) -> str | None:
@@ -148,12 +149,8 @@ def tests_digest_and_files(box, mount: str, paths: list[str],
     script = _digest_line(mount) + "set -- " + " ".join(shlex.quote(x) for x in paths) + _READ_FILES
     res = box.exec(script, 60, user="0", output_limit=None)
     files: dict[str, bytes | None] = {}
-    lines: dict[str, str] = {}
-    twice: list[str] = []  # paths whose line came twice with different values: copied out
-    for line in res.output.splitlines():
-        parts = line.split("\t")
-        if parts[0] == "F" and len(parts) >= 2 and lines.setdefault(parts[1], line) != line and parts[1] not in twice:
-            twice.append(parts[1])
+    # paths whose line came twice with different values are left to be copied out
+    lines, twice = first_lines(res.output, lambda line: line.split("\t", 2)[1] if line.startswith("F\t") else None)
     if conflicts is not None:
         conflicts += [f"file {path}" for path in twice]
     for path, line in lines.items():
@@ -250,6 +247,9 @@ def run_tests(box, verifier: VerifierSpec, reward: RewardSpec, timeout_sec: floa
     details: dict[str, Any] = {"exit_code": res.exit_code, "duration_sec": round(res.duration_sec, 3)}
     if logs["obstructed"] or logs["found"]:
         details["verifier_logs"] = logs
+    if res.abandoned:  # something stopped the tests (ExecResult.abandoned): nothing more is asked of the box
+        return VerifierResult(None, False, res.output, "verifier_timeout",
+                              {**details, "timeout_sec": timeout_sec, "abandoned": True})
     reads = [f"{LOGS}/{name}" for name in reward.files] if reward.source != "parser" and not res.timed_out else []
     tests_after, read = tests_digest_and_files(box, mount, reads, conflicts)
     if tests_before != tests_after:

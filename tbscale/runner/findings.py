@@ -1,0 +1,160 @@
+"""What the verifier guard's checks find (runner/guard.py): the tampering entries read off two
+snapshots of what the verifier depends on, and the review of a verdict in their light (an
+obstructed verifier is the agent's failure, not the harness's). Pure functions: no environment.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+from typing import Any
+
+from tbscale.shell.tampering import attribute_command
+from tbscale.types.guard import GuardSnapshot, Tampering
+
+VERIFIER_LOGS = "/logs/verifier"
+REWARD_FILES = ("reward.txt", "reward.json")
+# Files that change what a Python test run does without touching the tests (the interpreter loads
+# them at start-up, or pytest reads them from the tests' folder and its ancestors).
+STARTUP_HOOKS = ("sitecustomize.py", "usercustomize.py")
+PYTEST_CONFIGS = ("conftest.py", "pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml")
+SHADOWING = ("pytest.py", "pytest/__init__.py", "_pytest/__init__.py")
+_SITE = re.compile(r"/(site|dist)-packages/")
+
+
+def entry(kind: str, detail: str, **more: Any) -> Tampering:
+    return {  # type: ignore[return-value]  (`more` holds Tampering's optional keys)
+        "kind": kind, "source": "environment", "detail": detail, **{k: v for k, v in more.items() if v is not None}}
+
+
+def _under(path: str, root: str) -> bool:
+    root = root.rstrip("/") or "/"
+    return path == root or path.startswith(root + "/")
+
+
+def tampering_entries(before: GuardSnapshot | None, after: GuardSnapshot, tests_mount: str,
+                      actions: list[tuple[int, str]]) -> list[Tampering]:
+    """The differences between two snapshots that touch the verifier: its toolchain, its mount
+    points, and files the engine saw written that the verifier reads or is steered by."""
+    out: list[Tampering] = []
+    before = before or GuardSnapshot(tools={}, mounts={}, now=None, changes=None)
+    tb, ta = before.get("tools") or {}, after.get("tools") or {}
+    for name in ta:
+        b, a = tb.get(name), ta.get(name)
+        if b == a or (b and b.get("builtin")) or (a and a.get("builtin")):
+            continue
+        by = attribute_command(actions, name, [x.get("path") for x in (b, a) if x] + [x.get("real") for x in (b, a) if x])
+        if b is None:
+            out.append(entry("toolchain_added", f"`{name}` now resolves to {a['path']}, where it resolved to nothing",
+                             tool=name, after=a, by_command=by))
+        elif a is None:
+            out.append(entry("toolchain_removed", f"`{name}` ({b['path']}) no longer resolves", tool=name, before=b,
+                             by_command=by))
+        elif a.get("path") != b.get("path") or a.get("real") != b.get("real") or a.get("sha256") != b.get("sha256"):
+            out.append(entry("toolchain_replaced", f"`{name}` changed: {b['path']} -> {a['path']}"
+                             + (" (new content)" if a.get("sha256") != b.get("sha256") else ""),
+                             tool=name, before=b, after=a, by_command=by))
+    mb, ma = before.get("mounts") or {}, after.get("mounts") or {}
+    tb_mount, ta_mount = mb.get(tests_mount), ma.get(tests_mount)
+    if tb_mount and ta_mount and tb_mount.get("type") != "absent" and tb_mount != ta_mount:
+        out.append(entry("tests_written", f"{tests_mount} changed during the agent phase ({tb_mount} -> {ta_mount})",
+                         path=tests_mount, by_command=attribute_command(actions, tests_mount, [tests_mount])))
+    cb, ca = before.get("changes"), after.get("changes")
+    if ca is not None:
+        cb = cb or {}
+        new = sorted(p for p, k in ca.items() if cb.get(p) != k)
+        out += _changed_paths(new, ca, tests_mount, actions)
+    return out
+
+
+def _changed_paths(paths: list[str], kinds: dict[str, int], tests_mount: str,
+                   actions: list[tuple[int, str]]) -> list[Tampering]:
+    groups: dict[str, list[str]] = {}
+    for p in paths:
+        name = PurePosixPath(p).name
+        parent = str(PurePosixPath(p).parent)
+        if _under(p, VERIFIER_LOGS) and p != VERIFIER_LOGS:
+            groups.setdefault("reward_file_written" if name in REWARD_FILES else "verifier_logs_written", []).append(p)
+        elif _under(p, tests_mount):
+            groups.setdefault("tests_written", []).append(p)
+        elif _under(p, "/solution") and p != "/solution":
+            groups.setdefault("solution_written", []).append(p)
+        elif name in STARTUP_HOOKS or p == "/etc/ld.so.preload":
+            groups.setdefault("startup_hook_planted", []).append(p)
+        elif name in PYTEST_CONFIGS and (parent == "/" or _under(tests_mount, parent)):
+            groups.setdefault("test_config_planted", []).append(p)
+        elif any(p.endswith("/" + s) for s in SHADOWING) and not _SITE.search(p):
+            groups.setdefault("module_shadowing", []).append(p)
+        elif _SITE.search(p) and re.search(r"/(site|dist)-packages/(_pytest|pytest|pluggy)(/|$)", p) and kinds.get(p) != 1:
+            groups.setdefault("test_library_changed", []).append(p)
+    what = {"reward_file_written": "the agent phase wrote the reward file", "verifier_logs_written":
+            "the agent phase wrote into /logs/verifier", "tests_written": f"the agent phase wrote under {tests_mount}",
+            "solution_written": "the agent phase wrote under /solution", "startup_hook_planted":
+            "a file every interpreter start loads was added or changed", "test_config_planted":
+            "a pytest configuration or conftest.py where pytest looks for one from the tests",
+            "module_shadowing": "a module that shadows the test runner", "test_library_changed":
+            "the test runner's own library changed"}
+    out = []
+    for kind, found in groups.items():
+        kind_of = {0: "changed", 1: "added", 2: "deleted"}
+        out.append(entry(kind, f"{what[kind]}: " + ", ".join(f"{p} ({kind_of.get(kinds.get(p), '?')})" for p in found[:5])
+                         + (f" and {len(found) - 5} more" if len(found) > 5 else ""),
+                         paths=found[:20], by_command=attribute_command(actions, found[0], found[:5])))
+    return out
+
+
+OBSTRUCTION_KINDS = frozenset({"toolchain_removed", "toolchain_replaced", "toolchain_added", "init_killed",
+                               "verifier_path_obstructed", "startup_hook_planted", "test_config_planted",
+                               "module_shadowing", "test_library_changed", "tests_written", "verifier_output_forged",
+                               "check_stalled"})
+UNRUNNABLE = ("tests_not_run", "reward_missing", "no_tests_parsed")
+
+
+def review(verdict, sealed: list[Tampering], *, writers_kept: bool = False, peers_kept: bool = False):
+    """The verdict of one verification and the tampering its run revealed: what the fresh
+    /logs/verifier had to undo, tests that changed while they ran. A verifier that gave no
+    verdict after the agent changed what it depends on was obstructed by the agent: a failed
+    attempt (reward 0, `details.obstructed_by_agent`), not an infrastructure error. So is a
+    reward file missing or unreadable (`reward_missing`) when the agent wrote reward files and
+    its processes were kept running through the verification (`writers_kept`): one of them may
+    have been writing it when it was read (seen under load: an empty reward.json, truncated by a
+    kept `echo > reward.json` loop just as it was read). So, too, are tests that did not end by
+    their timeout plus grace (`abandoned`) while the agent's processes ran beside them
+    (`peers_kept`: the sweep was off): one of them can stop the tests (SIGSTOP)."""
+    from tbscale.verifiers import VerifierResult
+
+    found: list[Tampering] = []
+    logs = verdict.details.get("verifier_logs") or {}
+    seen = {e["kind"] for e in sealed}
+    rewards = [f for f in logs.get("found", []) if PurePosixPath(f.rstrip("/")).name in REWARD_FILES]
+    if rewards and "reward_file_written" not in seen:
+        found.append(entry("reward_file_written", "the agent phase left a reward file: " + ", ".join(rewards),
+                           paths=rewards))
+    if logs.get("obstructed"):
+        found.append(entry("verifier_path_obstructed", "; ".join(logs["obstructed"])
+                           + (" (" + ", ".join(f for f in logs.get("found", []) if f.endswith("/")) + ")"
+                              if any(f.endswith("/") for f in logs.get("found", [])) else ""),
+                           paths=logs.get("found", [])[:20]))
+    elif any(f.endswith("/") and PurePosixPath(f.rstrip("/")).name in REWARD_FILES for f in logs.get("found", [])):
+        found.append(entry("verifier_path_obstructed", "a reward path was a folder: "
+                           + ", ".join(f for f in logs["found"] if f.endswith("/"))))
+    if verdict.details.get("tests_changed"):
+        found.append(entry("tests_modified_during_verification", "the tests changed while they ran",
+                           **verdict.details["tests_changed"]))
+    if verdict.details.get("output_conflicts"):
+        found.append(entry("verifier_output_forged", "a line the verifier's harness reads was given twice with "
+                           "different values (something beside it wrote into its output): "
+                           + ", ".join(verdict.details["output_conflicts"][:10])))
+    if verdict.details.get("abandoned") and peers_kept:
+        found.append(entry("check_stalled", "the verifier's tests did not end by their timeout plus grace while "
+                           "the agent's processes ran beside them (something stopped them)"))
+    if verdict.error in UNRUNNABLE or (verdict.error == "verifier_timeout" and verdict.details.get("abandoned")
+                                       and peers_kept):
+        kinds = OBSTRUCTION_KINDS | ({"reward_file_written"} if writers_kept and verdict.error == "reward_missing"
+                                     else frozenset())
+        causes = [e for e in sealed + found if e["kind"] in kinds]
+        if causes:
+            details = {**verdict.details, "obstructed_by_agent": "; ".join(e["detail"] for e in causes)[:600],
+                       "verifier_error": verdict.error}
+            verdict = VerifierResult(0.0, False, verdict.output, None, details, {"reward": 0.0})
+    return verdict, found
