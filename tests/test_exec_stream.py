@@ -203,13 +203,17 @@ def test_an_exec_something_stopped_is_abandoned_at_its_timeout_plus_grace() -> N
     from concurrent.futures import ThreadPoolExecutor
 
     from tbscale.environments.docker import EXEC_GRACE_SEC, Container
+    from tbscale_testing.waiting import wait_for
 
     with Container.start(StartSpec("python:3.11-slim-bookworm", cpus=1, memory_mb=256)) as box:
         # it stops the commands that hold "echo hi", so that the one starting it ends first
         box.put_archive({"stop.py": STOPPER.read_bytes(), "stop.match": b"echo hi"}, "/tmp")
         box.exec("setsid python3 /tmp/stop.py /tmp/stop.match >/dev/null 2>&1 </dev/null &", 30, user="0")
+        assert wait_for(lambda: box.exec("ls /tmp/stopper.ready", 30).exit_code == 0, timeout=120)
+        # (the sleep: a command the stopper can find running however busy the machine is)
         with ThreadPoolExecutor(2) as pool:  # side by side: one wait of the grace, not two
-            results = list(pool.map(lambda hostile: box.exec("echo hi", 2, hostile_peers=hostile), (False, True)))
+            results = list(pool.map(lambda hostile: box.exec("sleep 1; echo hi", 2, hostile_peers=hostile),
+                                    (False, True)))
         for res in results:
             assert res.abandoned and res.timed_out and res.exit_code == -1, res
             assert res.duration_sec >= 2 + EXEC_GRACE_SEC - 0.5, res

@@ -269,7 +269,8 @@ def test_a_kept_process_that_stops_the_guards_checks_cannot_hold_the_trial(tmp_p
     row, run_dir = run(tmp_path, loopback_model, [f"printf %s {stopper} | base64 -d > /tmp/stop.py; "
                                                   "printf %s 'own=\" $$ \"' > /tmp/stop.match",
                                                   "setsid python3 /tmp/stop.py /tmp/stop.match >/dev/null 2>&1 "
-                                                  "< /dev/null &", "sleep 1; echo waited"])
+                                                  "< /dev/null &",
+                                                  "until [ -e /tmp/stopper.ready ]; do sleep 0.1; done; echo waited"])
     events = list(read_jsonl(run_dir / row["trajectory_path"]))
     (sweep,) = [e for e in events if e["type"] == "sweep"]
     assert sweep["method"] == "restart", sweep
