@@ -212,3 +212,18 @@ def test_first_lines_keeps_the_first_of_each_key_and_names_keys_given_twice_diff
     assert first == {"/a": "F\t/a\tb64\tMQo=", "/b": "F\t/b\tnone"} and twice == ["/b"]
     first, twice = first_lines(out, lambda line: "digest" if line.startswith("D\t") else None)
     assert first == {"digest": "D\tabc"} and twice == ["digest"]
+
+
+def test_a_stalled_preparation_beside_kept_processes_is_the_agents_failure_not_an_infra_error():
+    """Any command of the verification can be stopped, not only the tests: the view the tests
+    run through under `keep` counts every abandoned exec, and review() takes it as a stall."""
+    from tbscale.environments.base import PhaseView
+
+    view = PhaseView(_StoppedListing("OBSTRUCTED"), hostile_peers=True)
+    view.inner.armed = True
+    assert view.exec("echo OBSTRUCTED", 60).abandoned and view.exec("true", 60).abandoned is False
+    assert view.abandoned == 1
+    not_run = VerifierResult(None, False, "", "tests_not_run", {"stage": "prepare", "exit_code": -1, "abandoned": True})
+    verdict, found = review(not_run, [], peers_kept=True)
+    assert [e["kind"] for e in found] == ["check_stalled"] and verdict.error is None and verdict.reward == 0.0
+    assert review(not_run, [])[0].error == "tests_not_run"  # swept: no agent process could have stopped it

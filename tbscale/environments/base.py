@@ -290,6 +290,7 @@ class PhaseView:
         self.user = "" if user is None else str(user)
         self.env = dict(env or {})
         self.hostile_peers = hostile_peers  # every exec is one with `hostile_peers` (Environment.exec)
+        self.abandoned = 0  # execs through this view that came back `abandoned` (ExecResult)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -298,8 +299,10 @@ class PhaseView:
              env: dict[str, str] | None = None, user: str = "", output_limit: int | None = None,
              tee: Path | None = None, hostile_peers: bool = False) -> ExecResult:
         merged = {**self.env, **(env or {})}
-        return self.inner.exec(command, timeout_sec, workdir=workdir, env=merged or None, user=user or self.user,
-                               output_limit=output_limit, tee=tee, hostile_peers=hostile_peers or self.hostile_peers)
+        res = self.inner.exec(command, timeout_sec, workdir=workdir, env=merged or None, user=user or self.user,
+                              output_limit=output_limit, tee=tee, hostile_peers=hostile_peers or self.hostile_peers)
+        self.abandoned += res.abandoned
+        return res
 
 
 @dataclass(frozen=True)

@@ -118,9 +118,10 @@ def review(verdict, sealed: list[Tampering], *, writers_kept: bool = False, peer
     reward file missing or unreadable (`reward_missing`) when the agent wrote reward files and
     its processes were kept running through the verification (`writers_kept`): one of them may
     have been writing it when it was read (seen under load: an empty reward.json, truncated by a
-    kept `echo > reward.json` loop just as it was read). So, too, are tests that did not end by
-    their timeout plus grace (`abandoned`) while the agent's processes ran beside them
-    (`peers_kept`: the sweep was off): one of them can stop the tests (SIGSTOP)."""
+    kept `echo > reward.json` loop just as it was read). So, too, is a verification one of whose
+    commands (preparing, digesting or running the tests) did not end by its timeout plus grace
+    (`abandoned`) while the agent's processes ran beside it (`peers_kept`: the sweep was off):
+    one of them can stop a command (SIGSTOP)."""
     from tbscale.verifiers import VerifierResult
 
     found: list[Tampering] = []
@@ -146,8 +147,8 @@ def review(verdict, sealed: list[Tampering], *, writers_kept: bool = False, peer
                            "different values (something beside it wrote into its output): "
                            + ", ".join(verdict.details["output_conflicts"][:10])))
     if verdict.details.get("abandoned") and peers_kept:
-        found.append(entry("check_stalled", "the verifier's tests did not end by their timeout plus grace while "
-                           "the agent's processes ran beside them (something stopped them)"))
+        found.append(entry("check_stalled", "a command of the verifier's did not end by its timeout plus grace "
+                           "while the agent's processes ran beside it (something stopped it)"))
     if verdict.error in UNRUNNABLE or (verdict.error == "verifier_timeout" and verdict.details.get("abandoned")
                                        and peers_kept):
         kinds = OBSTRUCTION_KINDS | ({"reward_file_written"} if writers_kept and verdict.error == "reward_missing"

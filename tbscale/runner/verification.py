@@ -150,6 +150,8 @@ class AttemptVerification:
             # `hostile_peers`): no exec's end or exit code may come from what they write.
             tests_box = box if self.sweep else PhaseView(box, hostile_peers=True)
             result = run_tests(tests_box, verifier, task.reward, timeout_sec, env=env)
+            if getattr(tests_box, "abandoned", 0):  # any of its execs, not only the tests': review()
+                result.details["abandoned"] = True
         if hooks:
             result.details["collect"] = hooks
         result.details["mode"] = verifier.mode
