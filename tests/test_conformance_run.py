@@ -132,9 +132,6 @@ def test_network_override_public_breaks_the_no_network_task(tmp_path: Path) -> N
                                                                        "network-public": "ok"}
 
 
-# Alone, as tests/test_compose_backend.py's policy-switch test: beside the Docker lane its compose
-# project's containers were removed while `compose up` waited (2 of 8 full runs here), cause not found.
-@pytest.mark.serial
 def test_compose_projects_leave_nothing_behind(tmp_path: Path) -> None:
     """A compose trial, and one that fails its healthcheck, take their whole project down."""
     from tbscale_testing.tasks import write_harbor_task
@@ -158,8 +155,15 @@ def test_compose_projects_leave_nothing_behind(tmp_path: Path) -> None:
         assert left == []
     # The projects this run made, named by the engine's own record of its containers (other tests
     # on the engine make projects and networks at the same time): none left a network behind.
-    projects = {e["Actor"]["Attributes"].get("com.docker.compose.project") for e in created.events} - {None}
+    services: dict[str, set] = {}
+    for e in created.events:
+        attrs = e["Actor"]["Attributes"]
+        if attrs.get("com.docker.compose.project"):
+            services.setdefault(attrs["com.docker.compose.project"], set()).add(attrs["com.docker.compose.service"])
+    projects = set(services)
     assert len(projects) == len(rows) == 2, (projects, rows)  # oracle and nop, a project each
+    # Each project's containers, the main one too (only tbscale defines it here), carry the run's labels.
+    assert all(s == {"main", "side"} for s in services.values()), services
     networks = subprocess.run(["docker", "network", "ls", "--format", "{{.Name}}"], capture_output=True,
                               text=True, check=True).stdout.split()
     assert [n for n in networks if any(n.startswith(p) for p in projects)] == []

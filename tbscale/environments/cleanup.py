@@ -80,18 +80,24 @@ def clean(host: str | None = None, *, runs: Iterable[str] = (), labels: Iterable
     runs, scope = set(runs), [LABEL_APP, *labels]
     result = CleanResult()
     projects: set[str] = set()
+    held: set[str] = set()  # projects with a container that is not removable
     for c in _list_containers(scope, host):
         tags = c.get("Labels") or {}
         if not _removable(tags, runs):
             if owner_state(tags) in ("live", "unknown"):
                 who = describe_owner(tags)
                 result.kept[who] = result.kept.get(who, 0) + 1
+            if tags.get(LABEL_PROJECT):
+                held.add(tags[LABEL_PROJECT])
             continue
         if tags.get(LABEL_PROJECT):
             projects.add(tags[LABEL_PROJECT])
         else:
             result.containers += _remove_by_id(c["Id"], host)
-    for project in sorted(projects):
+    # A project goes whole or not at all, and not while one of its containers has a live owner:
+    # one process starts all of a project, so owners that differ within it mean a label came from
+    # somewhere else (an image's, inherited), and the live one is the owner to believe.
+    for project in sorted(projects - held):
         result.containers += remove_compose_project(project, host)
     api = _api(host)
     result.networks += _remove_networks([n for n in api.networks(filters={"label": scope})

@@ -319,7 +319,10 @@ class ComposeProjects:
             files[-1].write_text(json.dumps({"services": {spec.main_service: base}}))
         files.append(spec.file)
         last = {s: {"image": tag} for s, tag in spec.images.items()}
-        for s in spec.services:
+        # The main service too, when only tbscale's base defines it: a container inherits its
+        # image's labels, and the image's name the process that built it. Left to those, a live
+        # project would look like a gone owner's to every other run's orphan sweep.
+        for s in dict.fromkeys([*spec.services, spec.main_service]):
             last.setdefault(s, {})["labels"] = _labels(labels or {})
         files.append(workdir / "tbscale-last.json")
         files[-1].write_text(json.dumps({"services": last}))

@@ -49,11 +49,10 @@ def process_start(pid: int) -> str | None:
 def owner_labels() -> dict[str, str]:
     """The labels naming this process as the owner."""
     pid = os.getpid()
-    labels = {LABEL_APP: "1", LABEL_SESSION: SESSION_ID, LABEL_HOST: HOST, LABEL_PID: str(pid)}
-    started = process_start(pid)
-    if started:
-        labels[LABEL_STARTED] = started
-    return labels
+    # Every owner label is set, the start time empty where this system does not say: a container
+    # inherits its image's labels, and one left unset would be the image builder's.
+    return {LABEL_APP: "1", LABEL_SESSION: SESSION_ID, LABEL_HOST: HOST, LABEL_PID: str(pid),
+            LABEL_STARTED: process_start(pid) or ""}
 
 
 def _pid_alive(pid: int) -> bool:
@@ -79,7 +78,7 @@ def owner_state(labels: dict[str, str]) -> str:
     if not _pid_alive(pid):
         return "gone"
     started = labels.get(LABEL_STARTED)
-    if started is not None:
+    if started:
         now = process_start(pid)
         if now is not None and now != started:
             return "gone"  # the pid now belongs to another process: the owner is gone
