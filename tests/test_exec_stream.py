@@ -217,6 +217,8 @@ def test_an_exec_something_stopped_is_abandoned_at_its_timeout_plus_grace() -> N
         for res in results:
             assert res.abandoned and res.timed_out and res.exit_code == -1, res
             assert res.duration_sec >= 2 + EXEC_GRACE_SEC - 0.5, res
-        # the stopper did it (the two wrappers are in its log), and the container still answers
-        assert box.exec("wc -l < /tmp/stopper.log", 30).output.strip() == "2"
+        # the stopper did it (the two wrappers are in its log), and the container still answers. (It
+        # may log a third: a wrapper's child caught between its fork and its exec of `timeout` still
+        # has the wrapper's command line; seen once, in a loaded run.)
+        assert int(box.exec("wc -l < /tmp/stopper.log", 30).output.strip()) >= 2
         assert box.exec("echo back", 30).output == "back\n"
