@@ -306,9 +306,6 @@ def test_the_report_gives_forks_per_trial_and_their_latency_percentiles(tmp_path
 
 
 @pytest.mark.docker
-# Alone: on a busy engine running the other Docker tests in parallel, its parent project's main
-# container has twice been removed mid-test from outside the test (not yet traced).
-@pytest.mark.serial
 def test_a_compose_project_forks_every_service_and_its_sidecars_serve_again(tmp_path):
     from tbscale.environments.compose import compose_spec
     from tbscale.environments.docker_backend import DockerBackend
