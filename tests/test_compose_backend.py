@@ -143,8 +143,8 @@ def test_a_sweep_leaves_a_project_whole_while_one_of_its_containers_has_a_live_o
 
     from tbscale.environments.cleanup import clean
     from tbscale.environments.docker import client
-    from tbscale.environments.owner import HOST, LABEL_APP, LABEL_HOST, LABEL_PID, LABEL_SESSION, LABEL_STARTED
-    from tbscale.environments.owner import process_start
+    from tbscale.environments.owner import (HOST, LABEL_APP, LABEL_HOST, LABEL_PID, LABEL_SESSION, LABEL_STARTED,
+                                            process_start)
 
     scope = f"org.tbscale.test-scope={uuid.uuid4().hex[:12]}"
     key, value = scope.split("=")

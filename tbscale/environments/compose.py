@@ -320,7 +320,7 @@ class ComposeProjects:
         files.append(spec.file)
         last = {s: {"image": tag} for s, tag in spec.images.items()}
         # The main service too, when only tbscale's base defines it: a container inherits its
-        # image's labels, and the image's name the process that built it. Left to those, a live
+        # image's labels, and those name the process that built the image. Left to them, a live
         # project would look like a gone owner's to every other run's orphan sweep.
         for s in dict.fromkeys([*spec.services, spec.main_service]):
             last.setdefault(s, {})["labels"] = _labels(labels or {})
