@@ -174,3 +174,59 @@ def test_the_digest_and_files_exec_is_parsed_line_by_line():
     box = Scripted("D\t\n")
     assert script.tests_digest(box, "/tests", first="chmod +x /tests/test.sh") is None
     assert box.commands[0].startswith("{ chmod +x /tests/test.sh")
+
+
+class CountingBox:
+    """An environment that records the commands it is asked to run, passing everything through."""
+
+    def __init__(self, box):
+        self.box, self.commands = box, []
+
+    def exec(self, command, timeout_sec, **kw):
+        self.commands.append(command)
+        return self.box.exec(command, timeout_sec, **kw)
+
+    def __getattr__(self, name):
+        return getattr(self.box, name)
+
+
+@pytest.mark.docker
+def test_the_tests_are_staged_then_put_in_place_by_the_exec_that_prepares_the_verifier(tmp_path):
+    """The tests are copied in under a new name first; one root exec then makes the fresh
+    /logs/verifier, replaces the old tests folder with them, makes the script executable and
+    digests them (it took two execs before). Nothing of the staged copy is left behind, whether
+    the swap works or fails (a later step's agent would read it)."""
+    import dataclasses
+
+    from tbscale.environments import StartSpec
+    from tbscale.environments import docker as dk
+
+    d = write_harbor_task(tmp_path / "tasks", "staged",
+                          test_sh=f"#!/bin/bash\ngrep -qx helped /tests/sub/helper.txt && [ ! -e /tests/planted ] "
+                                  f"&& echo 1 > {REWARD} || echo 0 > {REWARD}\n")
+    (d / "tests" / "sub").mkdir()
+    (d / "tests" / "sub" / "helper.txt").write_text("helped\n")
+    (d / "tests" / "test.sh").chmod(0o644)  # made executable by the preparing exec
+    task = load_task(d)
+    image, _ = dk.ensure_image(task)
+    box = dk.Container.start(StartSpec(image, network="none", labels={"org.tbscale.test": "round-trips"}))
+    try:
+        # what an agent (or an earlier step) left: an old tests folder and a verifier log
+        box.exec("mkdir -p /tests /logs/verifier && echo x > /tests/planted && echo 0 > /logs/verifier/reward.txt",
+                 30, user="0")
+        counting = CountingBox(box)
+        res = script.run_tests(counting, task.verifier, task.reward, 60)
+        assert (res.reward, res.error) == (1.0, None), res
+        assert res.details.get("tests_changed") is None, res.details
+        assert len(counting.commands) == 3, counting.commands  # prepare (and swap, digest), the tests, the digest
+        assert "/.tbscale-tests-" in counting.commands[0] and counting.commands[1] == task.verifier.command
+        assert box.exec("ls -A / | grep -c tbscale-tests", 30).output.strip() == "0"
+        # a tests folder that cannot be made (its parent is a file): the tests are not run, and the
+        # staged copy is removed all the same
+        broken = dataclasses.replace(task.verifier, tests_mount="/etc/hostname/tests",
+                                     command="/etc/hostname/tests/test.sh")
+        res = script.run_tests(box, broken, task.reward, 60)
+        assert (res.error, res.details["stage"], res.details["exit_code"]) == ("tests_not_run", "prepare", 3), res
+        assert box.exec("ls -A / | grep -c tbscale-tests", 30).output.strip() == "0"
+    finally:
+        box.stop()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import secrets
 import shlex
 from typing import Any
 
@@ -32,6 +33,7 @@ from tbscale.verifiers.result import PASS_THRESHOLD, VerifierResult
 LOGS = "/logs/verifier"
 NOT_RUN_CODES = (126, 127)
 _REMOVAL_MARK = "--tbscale: removing the old tests--"
+_DIGEST_MARK = "--tbscale: the digest of the tests--"
 
 
 class RewardFileError(ValueError):
@@ -166,12 +168,15 @@ def tests_digest_and_files(box, mount: str, paths: list[str],
     return _parse_digest(res.output, conflicts), files
 
 
-def fresh_logs_script(owner: str) -> str:
+def fresh_logs_script(owner: str, cleanup: str | None = None) -> str:
     """A root shell script that makes /logs a plain root folder (0755) and /logs/verifier a new,
     empty folder owned by `owner` (0755), whatever the agent left there; it prints one
-    `OBSTRUCTED <what>` line for each thing it had to undo and `FOUND <path>` for what it removed."""
+    `OBSTRUCTED <what>` line for each thing it had to undo and `FOUND <path>` for what it removed.
+    `cleanup`: a path removed however the script ends (the staged tests, when they were not put
+    in place: nothing of them is left for a later step's agent to read)."""
+    trap = f"trap 'rm -rf {shlex.quote(cleanup)}' EXIT\n" if cleanup else ""
     return f"""set -u
-if [ -L /logs ] || {{ [ -e /logs ] && [ ! -d /logs ]; }}; then echo "OBSTRUCTED /logs was not a folder"; rm -rf /logs; fi
+{trap}if [ -L /logs ] || {{ [ -e /logs ] && [ ! -d /logs ]; }}; then echo "OBSTRUCTED /logs was not a folder"; rm -rf /logs; fi
 mkdir -p /logs
 st=$(stat -c %u:%g:%a /logs); [ "$st" = 0:0:755 ] || [ "$st" = 0:0:777 ] || echo "OBSTRUCTED /logs was $st (owner:group:mode)"
 chown 0:0 /logs && chmod 755 /logs
@@ -208,6 +213,28 @@ chown {owner} "$v" && chmod 755 "$v"
 """
 
 
+def stage_tests(box, verifier: VerifierSpec) -> str:
+    """Copy the tests folders (and files) into a new folder under a random name at the root; its
+    path. `swap_script` then puts it in place of the tests folder."""
+    staging = f"/.tbscale-tests-{secrets.token_hex(8)}"
+    for folder in verifier.tests_dirs:
+        box.put_dir(folder, staging)
+    if verifier.tests_files:  # under the folder's name from the root: no exec to make the folder first
+        box.put_archive({f"{staging[1:]}/{rel}": path for rel, path in verifier.tests_files.items()}, "/")
+    return staging
+
+
+def swap_script(staging: str, mount: str) -> str:
+    """Root shell lines that remove the tests folder `mount` and rename `staging` to it; exit 3
+    when either fails or the result is not the staged folder (one made again at `mount` in between
+    would take it inside: busybox's mv has no -T). What the removal printed follows."""
+    s, m = shlex.quote(staging), shlex.quote(mount)
+    parent = shlex.quote(mount.rstrip("/").rsplit("/", 1)[0] or "/")
+    inside = shlex.quote(mount.rstrip("/") + "/" + staging.rsplit("/", 1)[-1])
+    return (f"rm -rf {m} || exit 3\nmkdir -p {parent} && mv {s} {m} || exit 3\n"
+            f"[ -d {m} ] && [ ! -L {m} ] && [ ! -e {inside} ] || exit 3\n")
+
+
 def run_tests(box, verifier: VerifierSpec, reward: RewardSpec, timeout_sec: float, *,
               env: dict[str, str] | None = None, upload: bool | None = None,
               output_limit: int | None = 2_000_000) -> VerifierResult:
@@ -218,29 +245,28 @@ def run_tests(box, verifier: VerifierSpec, reward: RewardSpec, timeout_sec: floa
     # default user (the image's USER), as the tests run as that user when the task names none.
     runs_as = verifier.user if verifier.user not in (None, "") else getattr(box, "default_user", "")
     owner = "0:0" if str(runs_as) in ("", "0", "root", "0:0") else shlex.quote(str(runs_as))
-    # One root exec makes the fresh /logs/verifier and (when the tests are copied in) removes the
-    # old tests folder; what the removal printed follows the marker line.
-    prepare = fresh_logs_script(owner)
-    if upload:
-        prepare += f"rc=$?; [ $rc = 0 ] || exit $rc\necho {_REMOVAL_MARK}\nrm -rf {shlex.quote(mount)}\n"
+    script = verifier.command.split()[-1] if verifier.command else ""
+    # The tests are copied in under a new name first (the engine makes its folders), so that one
+    # root exec then makes the fresh /logs/verifier, puts the tests in place of the old tests
+    # folder, makes the script executable and digests the tests (a mode is not in the digest):
+    # an exec costs the engine about 50 ms of CPU, a trial's verification used two.
+    staging = stage_tests(box, verifier) if upload else None
+    prepare = fresh_logs_script(owner, cleanup=staging) + "rc=$?; [ $rc = 0 ] || exit $rc\n"
+    if staging is not None:
+        prepare += f"echo {_REMOVAL_MARK}\n{swap_script(staging, mount)}"
+    chmod = f"chmod +x {shlex.quote(script)} 2>/dev/null || true" if script.startswith("/") else ":"
+    prepare += f"{{ {chmod}\n}} >/dev/null 2>&1\necho {_DIGEST_MARK}\n{_digest_line(mount)}"
     res = box.exec(prepare, 60, user="0")
-    found, removal = res.output.split(_REMOVAL_MARK + "\n", 1) if upload and _REMOVAL_MARK + "\n" in res.output \
-        else (res.output, None)
+    head, digest_part = res.output.split(_DIGEST_MARK + "\n", 1) if _DIGEST_MARK + "\n" in res.output \
+        else (res.output, "")
+    found, removal = head.split(_REMOVAL_MARK + "\n", 1) if _REMOVAL_MARK + "\n" in head else (head, None)
     logs = {"obstructed": [x[len("OBSTRUCTED "):] for x in found.splitlines() if x.startswith("OBSTRUCTED ")],
             "found": [x[len("FOUND "):] for x in found.splitlines() if x.startswith("FOUND ")]}
     if res.exit_code != 0:
         return VerifierResult(None, False, res.output if removal is None else removal, "tests_not_run",
                               {"stage": "prepare", "exit_code": res.exit_code, "verifier_logs": logs})
-    if upload:
-        for folder in verifier.tests_dirs:
-            box.put_dir(folder, mount)
-        if verifier.tests_files:
-            box.put_archive(dict(verifier.tests_files), mount)
-    script = verifier.command.split()[-1] if verifier.command else ""
-    # The script made executable in the exec that digests the tests (a mode is not in the digest).
     conflicts: list[str] = []  # lines read here that came twice with different values (_parse_digest)
-    tests_before = tests_digest(box, mount, first=f"chmod +x {shlex.quote(script)} 2>/dev/null || true"
-                                if script.startswith("/") else "", conflicts=conflicts)
+    tests_before = _parse_digest(digest_part, conflicts)
     user = "" if verifier.user is None else str(verifier.user)
     res = box.exec(verifier.command, timeout_sec, env=dict(env or {}) or None, user=user, workdir=verifier.cwd,
                    output_limit=output_limit)
