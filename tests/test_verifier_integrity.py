@@ -268,9 +268,11 @@ def test_a_kept_process_that_stops_the_guards_checks_cannot_hold_the_trial(tmp_p
     # It spares the agent's own commands: it stops those that hold the guard's process listing's text.
     # With 200 idle processes beside it the listing runs for about 0.5 s, not a few ms: on a busy
     # machine a stopper that polls /proc missed the short one (CI, f58a8c6: no `check_stalled`).
+    # It stops one command (the listing) and then idles: polling for the 80 s the listing waits
+    # cost 50 CPU-seconds of a loaded Docker lane.
     row, run_dir = run(tmp_path, loopback_model, [f"printf %s {stopper} | base64 -d > /tmp/stop.py; "
                                                   "printf %s 'own=\" $$ \"' > /tmp/stop.match",
-                                                  "setsid python3 /tmp/stop.py /tmp/stop.match 200 >/dev/null 2>&1 "
+                                                  "setsid python3 /tmp/stop.py /tmp/stop.match 200 1 >/dev/null 2>&1 "
                                                   "< /dev/null &",
                                                   "until [ -e /tmp/stopper.ready ]; do sleep 0.1; done; echo waited"])
     events = list(read_jsonl(run_dir / row["trajectory_path"]))
