@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CONFIG ?= configs/demo.yaml
 
-.PHONY: setup docker demo test test-fast check bench clean
+.PHONY: setup docker demo test test-fast test-durations check bench clean
 
 $(BIN)/tbscale: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,9 @@ demo: setup
 # - the Docker tests, TEST_WORKERS at a time: they wait on the engine more than on the CPU;
 # - the few marked `serial`, alone: they count what an engine-wide sweep removes.
 # The Docker lanes end with their slowest tests (--durations), where the suite's time goes.
+# Tests are handed out longest first, as measured (tests/conftest.py, tests/durations.json):
+# --no-loadscope-reorder keeps that order (pytest-xdist would put groups with more tests first).
+# `make test-durations` measures them again.
 PYTEST := $(BIN)/python -m pytest -q -ra
 # Python caches compiled modules (and pytest its rewritten tests) in __pycache__/ unless this is set:
 # with it set, every worker and every `tbscale` a test starts compiles them all again (collecting
@@ -42,8 +45,12 @@ test-fast: $(BIN)/tbscale
 test: setup
 	bash scripts/ensure_test_tools.sh
 	$(MAKE) --no-print-directory test-fast
-	$(PYTEST) -m "docker and not serial" -n $(TEST_WORKERS) --dist loadgroup --durations=15
+	$(PYTEST) -m "docker and not serial" -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15
 	$(PYTEST) -m "docker and serial" --durations=5
+
+test-durations: setup
+	$(NO_DOCKER) $(PYTEST) -m "not docker" -n 2 --update-durations
+	$(PYTEST) -m "docker and not serial" -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --update-durations
 
 check: setup
 	$(BIN)/tbscale tasks check tasks/

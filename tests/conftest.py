@@ -9,13 +9,22 @@
   without an engine.
 - Under pytest-xdist (make test runs `--dist loadgroup`), the tests of a module that share a
   module-scoped fixture (a Ray cluster, a built SWE-bench image) run on one worker, so the fixture
-  is made once; modules holding `slow` tests are handed out first, so no long test starts last.
+  is made once.
+- Longest first: the suite is ordered by what each test (or group) took when last measured
+  (tests/durations.json, which lists those that took a second or more; a test not in it counts
+  half a second, 30 s if marked `slow`), so that no long test starts last while the
+  other workers stand idle (one 85 s test that waits on a timeout, handed out last, kept three of
+  four workers idle for 85 s at the end of a Docker lane). `pytest --update-durations ...` measures
+  the tests it runs again and merges them into the file.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -46,7 +55,55 @@ def docker_available() -> None:
         pytest.skip(f"needs a Docker engine: {problem} (run scripts/ensure_docker.sh)")
 
 
+DURATIONS = Path(__file__).with_name("durations.json")
+UNMEASURED_SEC = 0.5  # a test not in DURATIONS: new, or shorter than LISTED_SEC when measured
+UNMEASURED_SLOW_SEC = 30.0
+LISTED_SEC = 1.0
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-durations", action="store_true",
+                     help=f"measure the tests run and merge their seconds into {DURATIONS.name} (the suite's order)")
+
+
+def base_id(nodeid: str) -> str:
+    """A test's id without the `@group` suffix pytest-xdist adds under --dist loadgroup."""
+    head, sep, tail = nodeid.rpartition("@")
+    return head if sep and "::" in head and "::" not in tail and "]" not in tail else nodeid
+
+
+class DurationRecorder:
+    """Seconds per test (setup, call and teardown), from every report; under xdist the controller
+    sees them all. Merged into DURATIONS at the end of the session."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+
+    def pytest_runtest_logreport(self, report) -> None:
+        self.seconds[base_id(report.nodeid)] += report.duration
+
+    def pytest_sessionfinish(self, session) -> None:
+        if not self.seconds:
+            return
+        known = measured_durations()
+        for nodeid, seconds in self.seconds.items():
+            if seconds >= LISTED_SEC:
+                known[nodeid] = round(seconds, 1)
+            else:
+                known.pop(nodeid, None)
+        DURATIONS.write_text(json.dumps(dict(sorted(known.items())), indent=0) + "\n")
+
+
+def measured_durations() -> dict[str, float]:
+    try:
+        return {str(k): float(v) for k, v in json.loads(DURATIONS.read_text()).items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
 def pytest_configure(config):
+    if config.getoption("update_durations") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(DurationRecorder(), "tbscale-duration-recorder")
     # A shell starts a background job without job control (`(make test &)`, some CI runners) with
     # SIGINT ignored, and every process it starts inherits that: a `tbscale run` the Ctrl-C tests
     # interrupt would never hear their SIGINT, and finish. Tests send it on purpose, so they get it
@@ -95,6 +152,21 @@ def pytest_collection_modifyitems(config, items):
             item.fixturenames.insert(0, "docker_available")
         if _shares_a_module_fixture(item) and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-    # Modules with slow tests first, each module kept whole (its module fixtures are made once).
-    slow_modules = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow_modules)
+    items[:] = longest_first(items, measured_durations())
+
+
+def longest_first(items: list, known: dict[str, float]) -> list:
+    """`items` in the order to hand them out: each unit (the tests of an xdist group, kept together
+    in their order, or a test of its own) by its measured seconds (`known`), longest first."""
+    units: dict[str, list] = {}
+    for item in items:
+        group = item.get_closest_marker("xdist_group")
+        key = f"group {group.args[0] if group.args else group.kwargs.get('name')}" if group else item.nodeid
+        units.setdefault(key, []).append(item)
+
+    def seconds(item) -> float:
+        default = UNMEASURED_SLOW_SEC if item.get_closest_marker("slow") else UNMEASURED_SEC
+        return known.get(base_id(item.nodeid), default)
+
+    cost = {key: sum(seconds(i) for i in members) for key, members in units.items()}
+    return [item for key in sorted(units, key=lambda k: -cost[k]) for item in units[key]]
