@@ -200,3 +200,21 @@ def test_storage_limit_keeps_setting_identities_at_its_default():
     assert "storage_limit" not in setting_identity(exp, exp.settings[0])["environment"]
     ignore = Experiment.model_validate({**base, "environment": {"storage_limit": "ignore"}})
     assert setting_identity(ignore, ignore.settings[0])["environment"]["storage_limit"] == "ignore"
+
+
+def test_the_tests_are_staged_first_and_one_root_exec_prepares_swaps_and_digests(tmp_path):
+    """Shared mode: the tests folders go in under a new name, then one root exec (fresh
+    /logs/verifier, the swap, chmod, digest) runs before the tests; with nothing to copy in, that
+    exec only removes the old tests folder, as before."""
+    (tmp_path / "tests").mkdir()
+    spec = VerifierSpec(command="/tests/test.sh", tests_dirs=[tmp_path / "tests"])
+    box = FakeBox(files={"/logs/verifier/reward.txt": b"1\n"})
+    assert run_tests(box, spec, RewardSpec(), 30).reward == 1.0
+    (put, _), (prepare, kw), (tests, _) = box.calls[:3]
+    assert put.startswith(f"put {tmp_path / 'tests'} /.tbscale-tests-") and kw["user"] == "0"
+    staged = put.split()[-1]
+    assert f"mv {staged} /tests" in prepare and "chmod +x /tests/test.sh" in prepare and tests == "/tests/test.sh"
+    bare = FakeBox(files={"/logs/verifier/reward.txt": b"1\n"})
+    assert run_tests(bare, VerifierSpec(command="/tests/test.sh"), RewardSpec(), 30).reward == 1.0
+    (prepare, _), (tests, _) = bare.calls[:2]
+    assert "rm -rf /tests || exit 3" in prepare and "tbscale-tests" not in prepare and tests == "/tests/test.sh"

@@ -213,9 +213,11 @@ chown {owner} "$v" && chmod 755 "$v"
 """
 
 
-def stage_tests(box, verifier: VerifierSpec) -> str:
+def stage_tests(box, verifier: VerifierSpec) -> str | None:
     """Copy the tests folders (and files) into a new folder under a random name at the root; its
-    path. `swap_script` then puts it in place of the tests folder."""
+    path (None: nothing to copy). `swap_script` then puts it in place of the tests folder."""
+    if not verifier.tests_dirs and not verifier.tests_files:
+        return None
     staging = f"/.tbscale-tests-{secrets.token_hex(8)}"
     for folder in verifier.tests_dirs:
         box.put_dir(folder, staging)
@@ -252,8 +254,9 @@ def run_tests(box, verifier: VerifierSpec, reward: RewardSpec, timeout_sec: floa
     # an exec costs the engine about 50 ms of CPU, a trial's verification used two.
     staging = stage_tests(box, verifier) if upload else None
     prepare = fresh_logs_script(owner, cleanup=staging) + "rc=$?; [ $rc = 0 ] || exit $rc\n"
-    if staging is not None:
-        prepare += f"echo {_REMOVAL_MARK}\n{swap_script(staging, mount)}"
+    if upload:  # with nothing to copy in, the old folder is only removed
+        prepare += f"echo {_REMOVAL_MARK}\n" + (swap_script(staging, mount) if staging else
+                                                 f"rm -rf {shlex.quote(mount)} || exit 3\n")
     chmod = f"chmod +x {shlex.quote(script)} 2>/dev/null || true" if script.startswith("/") else ":"
     prepare += f"{{ {chmod}\n}} >/dev/null 2>&1\necho {_DIGEST_MARK}\n{_digest_line(mount)}"
     res = box.exec(prepare, 60, user="0")
