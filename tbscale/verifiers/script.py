@@ -123,8 +123,12 @@ def _parse_digest(output: str, conflicts: list[str] | None = None) -> str | None
 def tests_digest(box, mount: str, first: str = "", conflicts: list[str] | None = None) -> str | None:
     """A digest of the files under the tests folder (caches left out), or None when absent.
     `first`: a root command run before it in the same exec, its output dropped (one round trip)."""
-    before = f"{{ {first}\n}} >/dev/null 2>&1\n" if first else ""
-    return _parse_digest(box.exec(before + _digest_line(mount), 60, user="0").output, conflicts)
+    return _parse_digest(box.exec(_silenced(first) + _digest_line(mount), 60, user="0").output, conflicts)
+
+
+def _silenced(command: str) -> str:
+    """A shell line running `command` with its output dropped (empty for no command)."""
+    return f"{{ {command}\n}} >/dev/null 2>&1\n" if command else ""
 
 
 # Read in the exec that digests the tests after their run, so that reading the verdict needs no
@@ -257,8 +261,8 @@ def run_tests(box, verifier: VerifierSpec, reward: RewardSpec, timeout_sec: floa
     if upload:  # with nothing to copy in, the old folder is only removed
         prepare += f"echo {_REMOVAL_MARK}\n" + (swap_script(staging, mount) if staging else
                                                  f"rm -rf {shlex.quote(mount)} || exit 3\n")
-    chmod = f"chmod +x {shlex.quote(script)} 2>/dev/null || true" if script.startswith("/") else ":"
-    prepare += f"{{ {chmod}\n}} >/dev/null 2>&1\necho {_DIGEST_MARK}\n{_digest_line(mount)}"
+    chmod = f"chmod +x {shlex.quote(script)} 2>/dev/null || true" if script.startswith("/") else ""
+    prepare += f"{_silenced(chmod)}echo {_DIGEST_MARK}\n{_digest_line(mount)}"
     res = box.exec(prepare, 60, user="0")
     head, digest_part = res.output.split(_DIGEST_MARK + "\n", 1) if _DIGEST_MARK + "\n" in res.output \
         else (res.output, "")
