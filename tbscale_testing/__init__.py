@@ -7,7 +7,8 @@ and trying things out; not part of the production package.
 - `cli.tbscale`, `cli.Started`: the CLI run to its end, or in the background to be watched and
   interrupted (Ctrl-C, kill -9) as a user would; `engine.containers`: a test's own containers;
   `waiting.wait_for`: wait on a condition, not the clock;
-- `swebench_demo`: a tiny SWE-bench-format benchmark made offline (`tbscale swebench demo`).
+- `swebench_demo`: a tiny SWE-bench-format benchmark made offline (`tbscale swebench demo`);
+- `browser.Browser`: one headless Chromium that loads many pages (the viewer and report tests).
 """
 
 from tbscale_testing.openai_server import (ErrorReply, LoopbackModel, Reply, RequestRecord, Response, auth_error,

@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -36,6 +37,7 @@ os.environ["NO_PROXY"] = os.environ["no_proxy"] = ",".join(sorted(_no_proxy | {"
 
 from _docker import docker_problem  # noqa: E402
 from tbscale_testing import LoopbackModel  # noqa: E402
+from tbscale_testing.browser import Browser, chromium_path  # noqa: E402
 
 
 @pytest.fixture
@@ -53,6 +55,16 @@ def docker_available() -> None:
         pytest.fail(f"needs a Docker engine: {problem}")
     if problem:
         pytest.skip(f"needs a Docker engine: {problem} (run scripts/ensure_docker.sh)")
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One headless Chromium per test process for every page a test loads (starting one per page
+    cost a CPU-second each; tbscale_testing/browser.py)."""
+    if chromium_path() is None:
+        pytest.skip("headless Chromium is not installed (scripts/ensure_test_tools.sh installs it)")
+    with Browser() as shared:
+        yield shared
 
 
 DURATIONS = Path(__file__).with_name("durations.json")
@@ -170,3 +182,11 @@ def longest_first(items: list, known: dict[str, float]) -> list:
 
     cost = {key: sum(seconds(i) for i in members) for key, members in units.items()}
     return [item for key in sorted(units, key=lambda k: -cost[k]) for item in units[key]]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    # A worker's heap ends up large (litellm, pandas, every test's data), and the interpreter runs
+    # the cycle collector over all of it on the way out while the lane waits for the worker to
+    # exit: freezing it first takes that off the end of every lane.
+    gc.freeze()

@@ -7,7 +7,9 @@ import json
 import re
 from pathlib import Path
 
-from tests.test_viewer import Traj, candidate, dom, load_trial_js, needs_chromium, row, start, turn_sections
+from tbscale_testing.browser import Browser
+
+from tests.test_viewer import Traj, candidate, dom, load_trial_js, row, start, turn_sections
 from tbscale.viewer.build import build_viewer
 
 KEY = "la0000000000000e"
@@ -52,10 +54,9 @@ def test_each_candidate_carries_its_fork_outcome(tmp_path: Path) -> None:
     assert by["1"]["exit_code"] == 2 and by["1"]["picked"] and not by["3"]["picked"]
 
 
-@needs_chromium
-def test_the_page_shows_each_outcome_beside_its_candidate(tmp_path: Path) -> None:
+def test_the_page_shows_each_outcome_beside_its_candidate(browser: Browser, tmp_path: Path) -> None:
     built = build_viewer(write_run(tmp_path)).out_dir
-    sec = turn_sections(dom(built, f"#/trial/{KEY}"))[(0, 1)]
+    sec = turn_sections(dom(browser, built, f"#/trial/{KEY}"))[(0, 1)]
     cards = re.split(r'<div class="cand[^"]*" data-index="', sec)[1:]
     assert len(cards) == 4
     assert "In its fork" in cards[0] and "remember the make" in cards[0] and "shared fork" in cards[0]

@@ -6,15 +6,14 @@ import asyncio
 import base64
 import os
 import re
-import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from rich.console import Console
 from test_behaviour_report import SUBMIT, cand, make_run, turn
+
+from tbscale_testing.browser import Browser
 
 from tbscale.analysis import html as H
 from tbscale.posthoc import judge as J
@@ -135,20 +134,10 @@ def test_pareto_table_uses_total_tokens(reported: R.ReportContext) -> None:
     assert "candidate_execs" not in pt.columns and "candidate_exec_sec" not in pt.columns
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None and shutil.which("chromium-browser") is None,
-                    reason="headless Chromium is not installed (apt-get install chromium)")
-def test_html_renders_in_headless_chromium(reported: R.ReportContext, tmp_path: Path) -> None:
+def test_html_renders_in_headless_chromium(browser: Browser, reported: R.ReportContext, tmp_path: Path) -> None:
     from PIL import Image
 
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    shot = tmp_path / "shot.png"
-    profile = tempfile.mkdtemp()
-    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                    f"--user-data-dir={profile}", f"--screenshot={shot}", "--window-size=1400,2400",
-                    (reported.out_dir / "report.html").resolve().as_uri()],
-                   capture_output=True, timeout=120, check=False)
-    shutil.rmtree(profile, ignore_errors=True)
+    shot = browser.screenshot((reported.out_dir / "report.html").resolve().as_uri(), tmp_path / "shot.png", 1400, 2400)
     assert shot.is_file()
     img = Image.open(shot).convert("RGB")
     assert img.size == (1400, 2400)

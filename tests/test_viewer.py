@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import threading
 import time
 import urllib.request
@@ -23,11 +22,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tbscale_testing.browser import Browser
+
 from tbscale.viewer import index_href, trial_href, trial_file_stem
 from tbscale.viewer.build import build_viewer, extract_trial, read_lines
 
-BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
-needs_chromium = pytest.mark.skipif(BROWSER is None, reason="headless Chromium is not installed (apt-get install chromium)")
 # Where the screenshot test also keeps its pictures, to look at them (else only in its tmp_path).
 SHOTS = os.environ.get("TBSCALE_VIEWER_SHOTS")
 
@@ -388,20 +387,11 @@ def test_serve_binds_to_loopback(built: Path) -> None:
 
 
 # ---- in the browser -----------------------------------------------------------------------------------
-def chromium(url: str, *extra: str, timeout: int = 120) -> str:
-    profile = tempfile.mkdtemp(prefix="tbscale-chromium-")
-    try:
-        res = subprocess.run([BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                              "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                              f"--user-data-dir={profile}", "--virtual-time-budget=5000", *extra, url],
-                             capture_output=True, text=True, timeout=timeout, check=False)
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
-    return res.stdout
+VIEWER_READY = "document.getElementById('app').getAttribute('data-ready') === '1'"  # set once a route has rendered
 
 
-def dom(built: Path, route: str) -> str:
-    page = chromium((built / "index.html").resolve().as_uri() + route, "--dump-dom")
+def dom(browser: Browser, built: Path, route: str) -> str:
+    page = browser.dom((built / "index.html").resolve().as_uri() + route, ready=VIEWER_READY)
     assert 'data-ready="1"' in page, page[:2000]
     return page
 
@@ -420,9 +410,8 @@ def text_of(fragment: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", fragment))
 
 
-@needs_chromium
-def test_turn_bon_page_highlights_the_selected_candidate(built: Path) -> None:
-    page = dom(built, f"#/trial/{TB_KEY}")
+def test_turn_bon_page_highlights_the_selected_candidate(browser: Browser, built: Path) -> None:
+    page = dom(browser, built, f"#/trial/{TB_KEY}")
     turns = turn_sections(page)
     assert sorted(turns) == [(0, 1), (0, 2), (0, 3)]
     for t, (pick, why, cmds) in enumerate(zip(TB_PICKS, TB_RATIONALES, TB_COMMANDS), 1):
@@ -442,24 +431,22 @@ def test_turn_bon_page_highlights_the_selected_candidate(built: Path) -> None:
     assert "SIMULATED MODELS" in page and "PASS: 3 checks" in page
 
 
-@needs_chromium
-def test_index_lists_trials_and_filters_from_the_hash(built: Path) -> None:
-    page = dom(built, "#/")
+def test_index_lists_trials_and_filters_from_the_hash(browser: Browser, built: Path) -> None:
+    page = dom(browser, built, "#/")
     assert len(re.findall(r'<tr class="trial-row"', page)) == 4
     assert re.search(r'id="count" data-n="4" data-total="4"', page)
     assert "SIMULATED MODELS" in page
     assert f'href="#/trial/{TB_KEY}"' in page
-    page = dom(built, "#/?setting=baseline")
+    page = dom(browser, built, "#/?setting=baseline")
     assert len(re.findall(r'<tr class="trial-row"', page)) == 2
-    page = dom(built, "#/?setting=baseline&passed=1")
+    page = dom(browser, built, "#/?setting=baseline&passed=1")
     assert re.findall(r'<tr class="trial-row" data-key="([^"]+)"', page) == [OTHER_KEY]
-    page = dom(built, "#/?sort=tokens&dir=desc")
+    page = dom(browser, built, "#/?sort=tokens&dir=desc")
     assert re.findall(r'<tr class="trial-row" data-key="([^"]+)"', page) == [PDR_KEY, TB_KEY, BASE_KEY, OTHER_KEY]
 
 
-@needs_chromium
-def test_compare_shows_both_settings_and_their_commands(built: Path) -> None:
-    page = dom(built, f"#/compare/{TB_KEY}/{BASE_KEY}")
+def test_compare_shows_both_settings_and_their_commands(browser: Browser, built: Path) -> None:
+    page = dom(browser, built, f"#/compare/{TB_KEY}/{BASE_KEY}")
     cols = re.findall(r'class="setting-name"[^>]*>([^<]+)<', page)
     assert cols[:2] == ["turn_bon_n4", "baseline"]
     a = page.split('class="cmp-grid cmp-turns"')[1]
@@ -469,14 +456,13 @@ def test_compare_shows_both_settings_and_their_commands(built: Path) -> None:
         assert html.escape(cmds[pick], quote=False) in left
     for cmd in BASE_COMMANDS:
         assert html.escape(cmd, quote=False) in right
-    trial = dom(built, f"#/trial/{TB_KEY}")
+    trial = dom(browser, built, f"#/trial/{TB_KEY}")
     assert f'<option value="{BASE_KEY}">baseline' in trial  # the control to pick the other setting
     assert f'<option value="{PDR_KEY}">pdr_rtv' in trial
 
 
-@needs_chromium
-def test_rtv_bracket_shows_each_rounds_winners(built: Path) -> None:
-    page = dom(built, f"#/trial/{PDR_KEY}")
+def test_rtv_bracket_shows_each_rounds_winners(browser: Browser, built: Path) -> None:
+    page = dom(browser, built, f"#/trial/{PDR_KEY}")
     brackets = {m.group(1): m.group(2) for m in
                 re.finditer(r'<div class="bracket" data-stage="([^"]+)">(.*?)(?=<div class="bracket"|<div class="sub-h")', page, re.S)}
     assert set(brackets) == {"select_k", "final"}
@@ -500,13 +486,12 @@ def colours(png: Path) -> int:
     return len(found) if found is not None else 1_000_000
 
 
-@needs_chromium
-def test_screenshots_are_not_blank(built: Path, tmp_path: Path) -> None:
+def test_screenshots_are_not_blank(browser: Browser, built: Path, tmp_path: Path) -> None:
     shots = {"index.png": ("#/", 1400, 900), "turn_bon_trial.png": (f"#/trial/{TB_KEY}", 1400, 1600),
              "pdr_rtv_trial.png": (f"#/trial/{PDR_KEY}", 1400, 1600)}
     for name, (route, w, h) in shots.items():
         out = tmp_path / name
-        chromium((built / "index.html").resolve().as_uri() + route, f"--screenshot={out}", f"--window-size={w},{h}")
+        browser.screenshot((built / "index.html").resolve().as_uri() + route, out, w, h, ready=VIEWER_READY)
         assert out.is_file(), name
         assert colours(out) > 50, name  # text, badges, highlighted cards: not a blank page
         if SHOTS:
