@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -75,6 +76,7 @@ class Browser:
             self._session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
             self.call("Page.enable", session=True)
         except BaseException:
+            self._proc.kill()  # it did not answer: no point asking it to close
             self.close()
             raise
 
@@ -97,7 +99,9 @@ class Browser:
 
     def _read(self, deadline: float) -> dict[str, Any]:
         while b"\0" not in self._buffer:
-            if time.monotonic() > deadline:
+            # select, so that a Chromium that hangs without closing its pipe still meets the deadline
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self._from_chrome], [], [], left)[0]:
                 raise BrowserError(f"Chromium did not answer within {self.timeout:.0f} s")
             chunk = os.read(self._from_chrome, 1 << 16)
             if not chunk:
@@ -113,10 +117,10 @@ class Browser:
         return result.get("result", {}).get("value")
 
     # ---- pages -----------------------------------------------------------------------------------
-    def load(self, url: str, ready: str = "document.readyState === 'complete'", width: int = 1400,
+    def load(self, url: str, ready: str = "true", width: int = 1400,
              height: int = 900) -> None:
-        """Load `url` as a new document in a `width` x `height` window; return once `ready` (a
-        JavaScript expression) is true in it."""
+        """Load `url` as a new document in a `width` x `height` window; return once it has loaded
+        and `ready` (a JavaScript expression: the page's own sign that it has rendered) holds."""
         self.call("Emulation.setDeviceMetricsOverride", session=True, width=width, height=height,
                   deviceScaleFactor=1, mobile=False)
         # about:blank first: a URL that differs from the current one only after `#` would be a
@@ -131,13 +135,13 @@ class Browser:
         if not wait_for(predicate, timeout=self.timeout, every=0.02):
             raise BrowserError(f"waited {self.timeout:.0f} s for {what}")
 
-    def dom(self, url: str, ready: str = "document.readyState === 'complete'") -> str:
+    def dom(self, url: str, ready: str = "true") -> str:
         """The page's DOM as HTML once `ready` holds (what `chromium --dump-dom` prints)."""
         self.load(url, ready)
         return self.evaluate("document.documentElement.outerHTML")
 
     def screenshot(self, url: str, out: Path, width: int, height: int,
-                   ready: str = "document.readyState === 'complete'") -> Path:
+                   ready: str = "true") -> Path:
         """A PNG of the `width` x `height` window once `ready` holds."""
         self.load(url, ready, width=width, height=height)
         data = self.call("Page.captureScreenshot", session=True, format="png")["data"]

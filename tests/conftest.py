@@ -20,7 +20,6 @@
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import signal
@@ -183,10 +182,3 @@ def longest_first(items: list, known: dict[str, float]) -> list:
     cost = {key: sum(seconds(i) for i in members) for key, members in units.items()}
     return [item for key in sorted(units, key=lambda k: -cost[k]) for item in units[key]]
 
-
-@pytest.hookimpl(trylast=True)
-def pytest_unconfigure(config):
-    # A worker's heap ends up large (litellm, pandas, every test's data), and the interpreter runs
-    # the cycle collector over all of it on the way out while the lane waits for the worker to
-    # exit: freezing it first takes that off the end of every lane.
-    gc.freeze()
