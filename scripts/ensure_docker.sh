@@ -73,6 +73,13 @@ build_standin() {
       extra='RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends python3 python3-pip python3-venv ca-certificates >/dev/null \
  && ln -sf /usr/bin/python3 /usr/local/bin/python && ln -sf /usr/bin/pip3 /usr/local/bin/pip \
  && rm -f /usr/lib/python3*/EXTERNALLY-MANAGED && rm -rf /var/lib/apt/lists/*' ;;
+    # Terminal-Bench's base images (the FROM of its tasks and of datasets adapted from them): its
+    # task template gives their boilerplate as tmux and asciinema (its harness drives the agent
+    # through them) and WORKDIR /app.
+    ghcr.io/laude-institute/t-bench/ubuntu-*)
+      extra='RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends tmux asciinema ca-certificates >/dev/null \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /app' ;;
     debian:*|ubuntu:*) extra='' ;;
     *) log "no recipe for a stand-in of $image"; rm -rf "$ctx"; return 1 ;;
   esac

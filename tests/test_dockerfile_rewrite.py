@@ -1,7 +1,10 @@
-"""`COPY --chmod` for the classic builder (environments/dockerfile.py). The conformance task
-`copy-chmod` builds and runs such a Dockerfile; these pin down each form of the rewrite."""
+"""`COPY --chmod` and `RUN` here-documents for the classic builder (environments/dockerfile.py).
+The conformance task `copy-chmod` builds and runs such a Dockerfile; these pin down each form of
+the rewrite."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -56,3 +59,40 @@ def test_continued_instructions_are_joined_before_rewriting() -> None:
 def test_a_mode_that_is_not_a_mode_is_an_error() -> None:
     with pytest.raises(ValueError, match="--chmod=\\$MODE: not a file mode"):
         for_classic_builder("FROM debian\nCOPY --chmod=$MODE a /b\n")
+
+
+def test_a_run_with_a_here_document_becomes_one_exec_form_run_of_the_same_text() -> None:
+    text = ("FROM debian\nRUN cat > /etc/app.yml << 'EOF'\nname: CI\n# not a comment here\n"
+            "  run: ${{ matrix.os }}\nEOF\nRUN echo next\n")
+    out = for_classic_builder(text).splitlines()
+    assert out[0] == "FROM debian" and out[2:] == ["RUN echo next"]
+    assert json.loads(out[1][len("RUN "):]) == [
+        "/bin/sh", "-c", "cat > /etc/app.yml << 'EOF'\nname: CI\n# not a comment here\n  run: ${{ matrix.os }}\nEOF"]
+
+
+def test_a_run_of_a_here_document_alone_runs_its_body_with_tabs_stripped_for_the_dash_form() -> None:
+    out = for_classic_builder("FROM debian\nRUN <<-EOT\n\tset -e\n\techo a > /a\n\tEOT\n")
+    assert json.loads(out.splitlines()[1][len("RUN "):]) == ["/bin/sh", "-c", "set -e\necho a > /a"]
+    out = for_classic_builder("FROM debian\nRUN <<EOF\n\tkept\nEOF\n")
+    assert json.loads(out.splitlines()[1][len("RUN "):])[2] == "\tkept"
+
+
+def test_here_documents_run_in_the_stages_shell_and_several_follow_one_line() -> None:
+    text = ("FROM a\nSHELL [\"/bin/bash\", \"-o\", \"pipefail\", \"-c\"]\nRUN cat <<A >/a && cat <<B >/b\n1\nA\n2\nB\n"
+            "FROM b\nRUN <<X\ntrue\nX\n")
+    lines = for_classic_builder(text).splitlines()
+    assert json.loads(lines[2][len("RUN "):]) == ["/bin/bash", "-o", "pipefail", "-c", "cat <<A >/a && cat <<B >/b\n1\nA\n2\nB"]
+    assert lines[3] == "FROM b" and json.loads(lines[4][len("RUN "):]) == ["/bin/sh", "-c", "true"]
+
+
+def test_what_is_not_a_here_document_is_left_alone() -> None:
+    # no line ends it; a shift in arithmetic; a heredoc-looking word in an instruction that takes none
+    assert for_classic_builder("FROM debian\nRUN cat <<EOF > /x\nline\n") is None
+    assert for_classic_builder("FROM debian\nRUN echo $((1 << 4)) && cat <<< B\nENV A=<<B\nB\n") is None
+
+
+def test_here_documents_the_classic_builder_cannot_take_say_they_require_buildkit() -> None:
+    with pytest.raises(ValueError, match="line 2: COPY with a here-document requires BuildKit"):
+        for_classic_builder("FROM debian\nCOPY <<EOF /etc/motd\nhi\nEOF\n")
+    with pytest.raises(ValueError, match="line 3: RUN <<EOF with its own #! interpreter requires BuildKit"):
+        for_classic_builder("FROM debian\n\nRUN <<EOF\n#!/usr/bin/env python3\nprint(1)\nEOF\n")

@@ -183,13 +183,25 @@ def test_tasks_check_reasons(tmp_path: Path):
                 error={"type": "TaskRefused", "message": "[environment].gpus = 1: no GPUs"}), row("gpu", "nop", False),
             row("vt", "oracle", False, stop_reason="verifier_timeout", ending="verifier_error", infra_error=True,
                 error={"type": "VerifierError", "message": "verifier: verifier_timeout"}), row("vt", "nop", False)]
-    tasks = [Task(id=t, format="harbor", instruction="x") for t in ("good", "net", "wrong", "easy", "gpu", "vt")]
+    # Tasks with no reference solution (datasets that ship none) are judged by their nop.
+    unsolved = {"stop_reason": "agent_error", "ending": "agent_error",
+                "error": {"type": "AgentError", "message": "task X has no reference solution"}}
+    rows += [row("bare", "oracle", False, **unsolved), row("bare", "nop", False),
+             row("bare-easy", "oracle", False, **unsolved), row("bare-easy", "nop", True),
+             row("bare-broken", "oracle", False, **unsolved),
+             row("bare-broken", "nop", False, stop_reason="reward_missing", ending="verifier_error",
+                 error={"type": "VerifierError", "message": "verifier: reward_missing"})]
+    ids = ("good", "net", "wrong", "easy", "gpu", "vt", "bare", "bare-easy", "bare-broken")
+    tasks = [Task(id=t, format="harbor", instruction="x") for t in ids]
     reasons = check_reasons(rows, tasks, tmp_path)
     assert {t: c for t, (c, _) in reasons.items()} == {
         "good": "ok", "net": "needs internet", "wrong": "oracle failed", "easy": "nop passed", "gpu": "refused",
-        "vt": "verifier error"}
+        "vt": "verifier error", "bare": "no solution", "bare-easy": "nop passed", "bare-broken": "verifier error"}
     assert reasons["gpu"][1] == "[environment].gpus = 1: no GPUs"
     assert "Could not resolve host" in reasons["net"][1]
+    assert reasons["bare"][1] == "task X has no reference solution; its nop failed with a verdict (reward 0.0)"
+    assert reasons["bare-easy"][1] == "reward 1.0 (and it has no reference solution)"
+    assert reasons["bare-broken"][1] == "reward_missing: verifier: reward_missing (and it has no reference solution)"
 
 
 def test_storage_limit_keeps_setting_identities_at_its_default():

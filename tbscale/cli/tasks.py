@@ -94,7 +94,10 @@ def check_reasons(rows: list[TrialResult], tasks: list, run_dir: Path,
     """task id -> (category, detail) for `tbscale tasks check`: "ok", "refused", "needs internet",
     "needs BuildKit", "no solution", "oracle failed", "nop passed", "verifier error" or
     "environment error". A failure whose output
-    shows a failed download or name lookup is "needs internet", told apart from a real failure."""
+    shows a failed download or name lookup is "needs internet", told apart from a real failure.
+    A task with no reference solution (whole datasets ship without one) is judged by its nop alone:
+    "no solution" says the nop failed with a verdict; a nop that passed, or whose image, container
+    or verifier failed, gets that category instead, which "no solution" would otherwise hide."""
     by_task: dict[str, dict[str, TrialResult]] = {}
     for r in rows:
         by_task.setdefault(r.task_id, {})[r.setting] = r
@@ -111,6 +114,13 @@ def check_reasons(rows: list[TrialResult], tasks: list, run_dir: Path,
         if not bad and oracle and nop:
             out[task_id] = ("ok", "")
             continue
+        unsolved = oracle is not None and oracle.error is not None and "has no reference solution" in oracle.error.message
+        if unsolved and nop is not None:
+            bad = [nop] if nop.passed or nop.infra_error or nop.ending == "verifier_error" else []
+            if not bad:
+                out[task_id] = ("no solution", f"{oracle.error.message[:120]}; its nop failed with a verdict "
+                                               f"(reward {nop.reward})")
+                continue
         r = bad[0] if bad else (oracle or nop)
         text = _trial_text(run_dir, r) if r.setting == "oracle" or r.infra_error else ""
         m = NEEDS_INTERNET.search(text)
@@ -144,6 +154,9 @@ def check_reasons(rows: list[TrialResult], tasks: list, run_dir: Path,
                             + _unenforced(r))
         else:
             out[task_id] = ("nop passed", f"reward {r.reward}" + _unenforced(r))
+        if unsolved and r is nop:
+            category, detail = out[task_id]
+            out[task_id] = (category, f"{detail} (and it has no reference solution)")
     return out
 
 
