@@ -236,19 +236,31 @@ def test_a_kept_root_process_that_writes_a_reward_line_into_the_verifiers_output
     (tests/fixtures/reward_line_injector.py). Before readers rejected a line given twice, it
     forged a pass 3 of 3 times. Such a line cannot be kept out of an exec's output, but it cannot
     replace the real one: the file's line comes twice with different values, the file is copied
-    out instead, and the attempt is recorded as tampering (`verifier_output_forged`), a failure."""
+    out instead, and the attempt is recorded as tampering (`verifier_output_forged`), a failure.
+
+    The injector has to find the reader's exec while its command runs, polling /proc. On a busy
+    machine a short command can end before it looks (once in a loaded suite): the file's real line
+    then stands alone. So the trial runs again, up to 4 times, until the injector reaches the
+    reader, and every trial must fail with the real reward."""
     import base64
 
     injector = base64.b64encode((REPO / "tests" / "fixtures" / "reward_line_injector.py").read_bytes()).decode()
-    row, run_dir = run(tmp_path, loopback_model, [f"printf %s {injector} | base64 -d > /tmp/inject.py",
-                                                  "setsid python3 /tmp/inject.py >/dev/null 2>&1 < /dev/null &",
-                                                  "sleep 1; echo waited"],
-                       environment={"agent_processes": "keep"})
-    events = list(read_jsonl(run_dir / row["trajectory_path"]))
-    (waited,) = [e for e in events if e["type"] == "observation" and e.get("turn") == 3]
-    assert "reward.txt" in waited["output"], waited  # the injector was at work in this run
-    assert row["passed"] is False and row["infra_error"] is False, row
-    (verdict,) = [e for e in events if e["type"] == "verifier"]
+    for attempt in range(4):
+        (tmp_path / str(attempt)).mkdir()
+        row, run_dir = run(tmp_path / str(attempt), loopback_model,
+                           [f"printf %s {injector} | base64 -d > /tmp/inject.py",
+                            "setsid python3 /tmp/inject.py >/dev/null 2>&1 < /dev/null &", "sleep 1; echo waited"],
+                           environment={"agent_processes": "keep"})
+        events = list(read_jsonl(run_dir / row["trajectory_path"]))
+        (waited,) = [e for e in events if e["type"] == "observation" and e.get("turn") == 3]
+        assert "reward.txt" in waited["output"], waited  # the injector was at work in this run
+        assert row["passed"] is False and row["infra_error"] is False, row
+        (verdict,) = [e for e in events if e["type"] == "verifier"]
+        assert verdict["reward"] == 0.0, verdict
+        if "output_conflicts" in verdict["details"]:
+            break
+    else:
+        pytest.fail("in 4 trials the injector never wrote into the output of the verifier's reader")
     assert verdict["details"]["output_conflicts"] == ["file /logs/verifier/reward.txt"], verdict["details"]
     assert "verifier_output_forged" in kinds(row), row
     assert verdict["reward"] == 0.0, verdict  # the file copied out: 3 of the task's 4 tests fail
