@@ -455,12 +455,13 @@ def test_exported_predictions_run_through_swebench_run_evaluation(demo, e2e, tmp
                 "--report_dir", str(tmp_path / "reports"), "-t", "300"]
         res = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=600)
         for _ in range(5):
-            if res.returncode == 0 or not _lost_a_listed_container(res.stderr):
+            if res.returncode == 0 or not _lost_a_listed_object(res.stderr):
                 break
-            # swebench's closing report lists every container on the engine, then inspects each
-            # one: a container another test removes in between fails it with a 404 after the
-            # evaluation itself is done. Again (its results are cached, so only the report runs
-            # again); on a busy engine the second report once lost one too.
+            # swebench's closing report lists every container and every image on the engine, then
+            # inspects each one: one that another test removes in between (a container, a fork's
+            # snapshot image) fails it with a 404 after the evaluation itself is done. Again (its
+            # results are cached, so only the report runs again); on a busy engine the second
+            # report once lost one too.
             res = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=600)
         assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
         model = files[setting].predictions[0]["model_name_or_path"]
@@ -475,8 +476,9 @@ def test_exported_predictions_run_through_swebench_run_evaluation(demo, e2e, tmp
     assert inst["resolved"] is True and inst["tests_status"] == ev["details"]["tests_status"]
 
 
-def _lost_a_listed_container(stderr: str) -> bool:
-    return "make_run_report" in stderr and "containers.list" in stderr and "404 Client Error" in stderr
+def _lost_a_listed_object(stderr: str) -> bool:
+    return ("make_run_report" in stderr and ("containers.list" in stderr or "images.list" in stderr)
+            and "404 Client Error" in stderr)
 
 
 def _box(task):
