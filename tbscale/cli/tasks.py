@@ -143,7 +143,7 @@ def check_reasons(rows: list[TrialResult], tasks: list, run_dir: Path,
         elif "requires BuildKit" in message or "must be a directory and end with a /" in message:
             out[task_id] = ("needs BuildKit", "its Dockerfile uses BuildKit-only syntax (e.g. RUN --mount, heredocs) "
                                               "that the classic builder, which the docker SDK drives, refuses")
-        elif r.setting == "oracle" and "has no reference solution" in message:
+        elif r is oracle and unsolved:
             out[task_id] = ("no solution", message[:160])
         elif r.stop_reason in INFRA_ENVIRONMENT:
             out[task_id] = ("environment error", f"{r.stop_reason}: {message[:160]}")
