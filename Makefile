@@ -22,7 +22,8 @@ demo: setup
 
 # The suite in three parts (tests/conftest.py says how it is laid out):
 # - test-fast: ruff, lint-imports and every test that needs no Docker engine, on 2 workers, with
-#   the engine out of reach, so a test that needs one and is not marked `docker` fails here;
+#   the engine out of reach, so a test that needs one and is not marked `docker` fails here; the
+#   tests that import litellm (marked `litellm`) run on one of them, which alone pays its import;
 # - the Docker tests, TEST_WORKERS at a time: they wait on the engine more than on the CPU;
 # - the few marked `serial`, alone: they count what an engine-wide sweep removes.
 # The Docker lanes end with their slowest tests (--durations), where the suite's time goes.
@@ -40,7 +41,7 @@ NO_DOCKER := DOCKER_HOST=unix:///dev/null/no-docker-in-test-fast
 test-fast: $(BIN)/tbscale
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
-	$(NO_DOCKER) $(PYTEST) -m "not docker" -n 2
+	$(NO_DOCKER) $(PYTEST) -m "not docker" -n 2 --dist loadgroup --no-loadscope-reorder
 
 test: setup
 	bash scripts/ensure_test_tools.sh
@@ -49,7 +50,7 @@ test: setup
 	$(PYTEST) -m "docker and serial" --durations=5
 
 test-durations: setup
-	$(NO_DOCKER) $(PYTEST) -m "not docker" -n 2 --update-durations
+	$(NO_DOCKER) $(PYTEST) -m "not docker" -n 2 --dist loadgroup --no-loadscope-reorder --update-durations
 	$(PYTEST) -m "docker and not serial" -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --update-durations
 
 check: setup

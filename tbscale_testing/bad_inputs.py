@@ -40,6 +40,7 @@ class Case:
     check: Callable[[Path], bool] | None = None
     absent: str | None = None  # text that must not be printed (a key)
     from_issue: bool = False
+    litellm: bool = False  # the command resolves a model through litellm in its process (tests/conftest.py)
 
 
 def _config(root: Path, name: str, *, extra: str = "", models: str | None = None, settings: str | None = None,
@@ -259,12 +260,12 @@ CASES: list[Case] = [
     Case('model: ""', ["run", "{root}/empty-model.yaml"], 2, "models.gen.model: must not be empty", from_issue=True),
     Case("empty key variable", ["run", "{root}/empty-key.yaml"], 2,
          "TBSCALE_TEST_EMPTY_KEY (api_key_env) is set but empty", env={"TBSCALE_TEST_EMPTY_KEY": ""},
-         from_issue=True),
+         from_issue=True, litellm=True),
     Case("a key where its variable's name goes", ["run", "{root}/key-as-name.yaml"], 2,
          "models.gen.api_key_env: not an environment variable name", absent="abc123def456"),
     Case("timeout_sec: .nan", ["run", "{root}/nan-timeout.yaml"], 2, "models.gen.timeout_sec: Input should be a finite"),
     Case("a model string with no provider", ["run", "{root}/no-provider.yaml"], 2,
-         "models.gen.model: litellm cannot tell the provider of 'mymodel'", env={"TBSCALE_TEST_ANY_KEY": "x" * 8}),
+         "models.gen.model: litellm cannot tell the provider of 'mymodel'", env={"TBSCALE_TEST_ANY_KEY": "x" * 8}, litellm=True),
     # --- refused before the first container -----------------------------------------------------
     Case("missing prompt file", ["run", "{root}/missing-prompt.yaml"], 2, "prompts.system:", from_issue=True),
     Case("broken Jinja template", ["run", "{root}/broken-jinja.yaml"], 2, "not a valid Jinja template",
@@ -277,8 +278,8 @@ CASES: list[Case] = [
     # --- preflight ------------------------------------------------------------------------------
     Case("endpoint answers 401 to the key", ["run", "{root}/wrong-key.yaml"], 2,
          "refused the key: 401 Unauthorized: Incorrect API key provided: ***",
-         env={"TBSCALE_TEST_WRONG_KEY": BAD_KEY}, absent=BAD_KEY, from_issue=True),
-    Case("endpoint wants a key, none named", ["run", "{root}/no-key-sent.yaml"], 2, "wants a key and none was sent"),
+         env={"TBSCALE_TEST_WRONG_KEY": BAD_KEY}, absent=BAD_KEY, from_issue=True, litellm=True),
+    Case("endpoint wants a key, none named", ["run", "{root}/no-key-sent.yaml"], 2, "wants a key and none was sent", litellm=True),
     Case("models check, endpoint answers 401", ["models", "check", "{root}/wrong-key.yaml"], 1, "models of",
          env={"TBSCALE_TEST_WRONG_KEY": BAD_KEY}, absent=BAD_KEY),
     # --- broken lines read around ---------------------------------------------------------------
@@ -318,7 +319,7 @@ CASES: list[Case] = [
          "simulated roles (selector 'gen' (sim/policy)) beside real ones"),
     Case("missing key variable", ["run", "{root}/real.yaml"], 2,
          "models.real: the environment variable TBSCALE_TEST_UNSET_KEY (api_key_env) is not set",
-         env={"TBSCALE_TEST_UNSET_KEY": None}),
+         env={"TBSCALE_TEST_UNSET_KEY": None}, litellm=True),
     Case("tasks path is a file", ["tasks", "list", "{root}/a-file.txt"], 2, "a-file.txt"),
     Case("task file not UTF-8", ["tasks", "list", "{root}/bad-tasks"], 1, "task.toml"),
     Case("no such task folder", ["tasks", "list", "{root}/nowhere"], 2, "nowhere: no such file or directory"),

@@ -10,6 +10,10 @@
 - Under pytest-xdist (make test runs `--dist loadgroup`), the tests of a module that share a
   module-scoped fixture (a Ray cluster, a built SWE-bench image) run on one worker, so the fixture
   is made once.
+- litellm takes about 6 CPU-seconds to import, in every process that reaches a model: the tests
+  that do (marked `litellm`; a test that asks for `loopback_model` is marked) run on one worker,
+  so one worker pays the import, not each of them. A test that calls tbscale's litellm import
+  without the mark fails (at teardown) saying so. Docker tests are left out: they run 4 at a time.
 - Longest first: the suite is ordered by what each test (or group) took when last measured
   (tests/durations.json, which lists those that took a second or more; a test not in it counts
   half a second, 30 s if marked `slow`), so that no long test starts last while the
@@ -123,6 +127,7 @@ def pytest_configure(config):
         signal.signal(signal.SIGINT, signal.default_int_handler)
     # Known without pytest-xdist too (a plain `pytest` run ignores it).
     config.addinivalue_line("markers", "xdist_group(name): run on one xdist worker with the rest of its group")
+    config.pluginmanager.register(LitellmWatch(), "tbscale-litellm-watch")
     if getattr(config.option, "dist", None) == "loadgroup" and not _ids_take_a_group_suffix():
         raise pytest.UsageError(f"--dist loadgroup: pytest {pytest.__version__} ignores the group pytest-xdist gives a "
                                 "test, so each worker would make a group's module fixtures again; install the "
@@ -157,6 +162,11 @@ def _shares_a_module_fixture(item) -> bool:
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects and before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
+        if "loopback_model" in item.fixturenames and not item.get_closest_marker("litellm"):
+            item.add_marker(pytest.mark.litellm)
+        if (item.get_closest_marker("litellm") and not item.get_closest_marker("docker")
+                and not item.get_closest_marker("xdist_group")):
+            item.add_marker(pytest.mark.xdist_group("litellm"))
         if "docker_available" in item.fixturenames and not item.get_closest_marker("docker"):
             item.add_marker(pytest.mark.docker)
         if item.get_closest_marker("docker") and "docker_available" not in item.fixturenames:
@@ -164,6 +174,53 @@ def pytest_collection_modifyitems(config, items):
         if _shares_a_module_fixture(item) and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
     items[:] = longest_first(items, measured_durations())
+
+
+class LitellmWatch:
+    """Which tests reach litellm through tbscale (`tbscale.models.llm`'s `litellm_module` and
+    `litellm_async`, the ways tbscale gets the module; a call that finds it imported counts too,
+    so the answer does not depend on which test a worker ran first). One of them without the
+    `litellm` mark fails at teardown: unmarked, it may run on the other worker and import litellm
+    there again."""
+
+    def __init__(self) -> None:
+        from tbscale.models import llm
+
+        self.current: pytest.Item | None = None
+        self.callers: set[str] = set()
+        real_module, real_async = llm.litellm_module, llm.litellm_async
+
+        def note() -> None:
+            if self.current is not None:
+                self.callers.add(self.current.nodeid)
+
+        def litellm_module():
+            note()
+            return real_module()
+
+        async def litellm_async():
+            note()
+            return await real_async()
+
+        llm.litellm_module, llm.litellm_async = litellm_module, litellm_async
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        self.current = item
+        try:
+            return (yield)
+        finally:
+            self.current = None
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        report = yield
+        if (call.when == "teardown" and item.nodeid in self.callers and report.passed
+                and not item.get_closest_marker("litellm") and not item.get_closest_marker("docker")):
+            report.outcome = "failed"
+            report.longrepr = (f"{item.nodeid} imports litellm (tbscale.models.llm.litellm_module) but is not "
+                               "marked `litellm`: add @pytest.mark.litellm (tests/conftest.py says why)")
+        return report
 
 
 def longest_first(items: list, known: dict[str, float]) -> list:

@@ -19,7 +19,8 @@ def subs(tmp_path_factory):
         yield found
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+@pytest.mark.parametrize("case", [pytest.param(c, marks=[pytest.mark.litellm] if c.litellm else [], id=c.name)
+                                  for c in CASES])
 def test_bad_input(subs, case) -> None:
     if case.readonly and not MOUNTS:
         pytest.skip("needs `unshare -m` to mount a folder read-only")

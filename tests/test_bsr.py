@@ -247,6 +247,7 @@ def _cli() -> typer.Typer:
     return app
 
 
+@pytest.mark.litellm
 def test_rewards_command_end_to_end(tmp_path: Path) -> None:
     run = _synthetic_run(tmp_path)
     res = CliRunner().invoke(_cli(), ["rewards", str(run), "--judge-model", "sim/bsr_judge", "--seed", "0"])
@@ -281,6 +282,7 @@ def test_rewards_command_end_to_end(tmp_path: Path) -> None:
     assert manifest["seed"] == 0 and manifest["params"]["a0"] == 0.15 and manifest["ordering_guarantee"]
 
 
+@pytest.mark.litellm
 def test_rewards_random_control_and_determinism(tmp_path: Path) -> None:
     run = _synthetic_run(tmp_path)
     app = _cli()
@@ -312,6 +314,7 @@ def test_group_by_task_pools_settings(tmp_path: Path) -> None:
     assert [b["n"] for b in pooled.buckets] == [4]
 
 
+@pytest.mark.litellm
 def test_rewards_rerun_reuses_the_judgements(tmp_path: Path) -> None:
     """The shared post-hoc store: a second run with the same judge and seed asks nothing new."""
     run = _synthetic_run(tmp_path)

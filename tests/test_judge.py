@@ -189,6 +189,7 @@ def _judge_run(tmp_path: Path) -> Path:
     return make_run(tmp_path, trials)
 
 
+@pytest.mark.litellm
 def test_run_judge_stores_two_samples_per_set_and_resumes(tmp_path: Path) -> None:
     run = _judge_run(tmp_path)
     cfg = J.JudgeConfig(models={"j": {"model": "sim/rubric_judge", "sim": {"accuracy": 1.0,
@@ -253,6 +254,7 @@ def test_judge_config_and_model_resolution(tmp_path: Path) -> None:
         J.load_judge_config(None)
 
 
+@pytest.mark.litellm
 def test_cli_judge(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 

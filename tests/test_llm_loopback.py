@@ -363,6 +363,7 @@ def test_server_stops_by_itself_after_its_lifetime() -> None:
 
 
 
+@pytest.mark.litellm
 def test_a_simulated_run_asks_no_context_window_of_litellm_and_imports_it_off_the_event_loop(monkeypatch) -> None:
     """litellm takes seconds of CPU to import: the simulated model's context window is not looked
     up in litellm's model map (it is not there), and the first call imports it in a worker thread,

@@ -54,6 +54,7 @@ def reported(tmp_path_factory) -> R.ReportContext:
     return build_report([run], _quiet(), compare=["baseline", "bon4"])
 
 
+@pytest.mark.litellm
 def test_every_plot_is_written(reported: R.ReportContext) -> None:
     names = {p.name for _, p in reported.images}
     assert ALL_PLOTS <= names  # other analysis modules may add plots of their own
@@ -65,6 +66,7 @@ def test_every_plot_is_written(reported: R.ReportContext) -> None:
         assert f"]({name})" in md
 
 
+@pytest.mark.litellm
 def test_html_is_one_file_with_every_table_and_plot(reported: R.ReportContext) -> None:
     page = (reported.out_dir / "report.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
@@ -125,6 +127,7 @@ def test_pareto_frontier_counts_what_candidate_runs_added() -> None:
     assert P.pareto_frontier([(800, 30.0, 0.6), (800, 0.0, 0.6)]) == [1]  # same tokens and pass, no exec: it wins
 
 
+@pytest.mark.litellm
 def test_pareto_table_uses_total_tokens(reported: R.ReportContext) -> None:
     pt = next(s.frame for s in reported.sections if s.key == "pareto").set_index("setting")
     assert pt.loc["bon4", "total_tokens"] == 900 + 200 + 500 + 30
@@ -134,6 +137,7 @@ def test_pareto_table_uses_total_tokens(reported: R.ReportContext) -> None:
     assert "candidate_execs" not in pt.columns and "candidate_exec_sec" not in pt.columns
 
 
+@pytest.mark.litellm
 def test_html_renders_in_headless_chromium(browser: Browser, reported: R.ReportContext, tmp_path: Path) -> None:
     from PIL import Image
 
@@ -145,6 +149,7 @@ def test_html_renders_in_headless_chromium(browser: Browser, reported: R.ReportC
     assert colors is not None and len(colors) > 50  # text, tables and the banner, not a blank page
 
 
+@pytest.mark.litellm
 def test_candidate_columns_and_the_joint_frontier_appear_with_lookahead(reported: R.ReportContext) -> None:
     from tbscale.analysis import plots, tables
 

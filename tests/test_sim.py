@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from tbscale_sim import provider as sim
 from tbscale_sim.provider import SUBMIT, judge_candidates, parse_selector_prompt, progress, simulate
 from tbscale.types.actions import parse_action
@@ -85,6 +87,7 @@ def test_unknown_task_still_answers():
     assert all(parse_action(Completion(t)).runnable for t in texts)
 
 
+@pytest.mark.litellm
 def test_sim_provider_through_litellm():
     import asyncio
 

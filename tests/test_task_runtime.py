@@ -191,17 +191,49 @@ def test_tasks_check_reasons(tmp_path: Path):
              row("bare-broken", "oracle", False, **unsolved),
              row("bare-broken", "nop", False, stop_reason="reward_missing", ending="verifier_error",
                  error={"type": "VerifierError", "message": "verifier: reward_missing"})]
-    ids = ("good", "net", "wrong", "easy", "gpu", "vt", "bare", "bare-easy", "bare-broken")
+    # An installer piped into a shell fails quietly; a later build step fails for want of it.
+    from tbscale.environments.network_failures import failed_build_log
+
+    quiet = failed_build_log("Step 5/9 : RUN curl -sSf https://example.org/init.sh | sh\n"
+                             "curl: (6) Could not resolve host: example.org\n"
+                             + "".join(f"Step {i}/9 : RUN true\n" for i in range(6, 9))
+                             + "Step 9/9 : RUN lake update\n/bin/sh: 1: lake: not found\n")
+    rows += [row("quiet-net", "oracle", False, stop_reason="image_build_error", ending="agent_error", infra_error=True,
+                 error={"type": "ImageBuildError", "message": f"building quiet-net failed: exit 127\n{quiet}"}),
+             row("quiet-net", "nop", False)]
+    ids = ("good", "net", "wrong", "easy", "gpu", "vt", "bare", "bare-easy", "bare-broken", "quiet-net")
     tasks = [Task(id=t, format="harbor", instruction="x") for t in ids]
     reasons = check_reasons(rows, tasks, tmp_path)
     assert {t: c for t, (c, _) in reasons.items()} == {
         "good": "ok", "net": "needs internet", "wrong": "oracle failed", "easy": "nop passed", "gpu": "refused",
-        "vt": "verifier error", "bare": "no solution", "bare-easy": "nop passed", "bare-broken": "verifier error"}
+        "vt": "verifier error", "bare": "no solution", "bare-easy": "nop passed", "bare-broken": "verifier error",
+        "quiet-net": "needs internet"}
+    assert reasons["quiet-net"][1] == ("the image build (a download) needs the internet: "
+                                       "curl: (6) Could not resolve host: example.org")
     assert reasons["gpu"][1] == "[environment].gpus = 1: no GPUs"
     assert "Could not resolve host" in reasons["net"][1]
     assert reasons["bare"][1] == "task X has no reference solution; its nop failed with a verdict (reward 0.0)"
     assert reasons["bare-easy"][1] == "reward 1.0 (and it has no reference solution)"
     assert reasons["bare-broken"][1] == "reward_missing: verifier: reward_missing (and it has no reference solution)"
+
+
+def test_a_failed_builds_log_keeps_its_tail_and_the_first_line_that_had_no_internet():
+    from tbscale.environments.network_failures import build_error_log, failed_build_log
+
+    steps = [f"Step {i}/30 : RUN step-{i}" for i in range(1, 31)]
+    quiet = [*steps[:3], "curl: (6) Could not resolve host: raw.githubusercontent.com", *steps[3:],
+             "/bin/sh: 1: lake: not found"]
+    got = failed_build_log("\n".join(quiet)).splitlines()
+    assert got == [*quiet[-8:], "earlier in the build log: curl: (6) Could not resolve host: raw.githubusercontent.com"]
+    # a network failure already among the last lines, or none at all: the last lines alone
+    loud = [*quiet, "Could not resolve host: second.example"]
+    assert failed_build_log("\n".join(loud)).splitlines() == loud[-8:]
+    assert failed_build_log("\n".join(steps) + "\n\n").splitlines() == steps[-8:]
+    # the docker SDK's log: stream chunks that split and join lines, and the error at the end
+    chunks = [{"stream": "Step 1/2 : RUN curl x | sh\n\x1b[91mcurl: (6) Could not resolve "}, {"stream": "host: x\n"},
+              *({"stream": f"line {i}\n"} for i in range(10)), {"error": "The command returned a non-zero code: 127"}]
+    assert build_error_log(chunks).splitlines()[-2:] == [
+        "The command returned a non-zero code: 127", "earlier in the build log: curl: (6) Could not resolve host: x"]
 
 
 def test_storage_limit_keeps_setting_identities_at_its_default():

@@ -64,19 +64,6 @@ def tasks_list(path: Path = typer.Argument(Path("tasks"), help="a task directory
         raise typer.Exit(1)
 
 
-# What a test or a solution prints when it needs the internet and has none: name resolution,
-# connections, and the download tools' own messages (pip, uv, curl, wget, apt, git, npm).
-NEEDS_INTERNET = re.compile("|".join([
-    r"Temporary failure in name resolution", r"Could not resolve host", r"Name or service not known",
-    r"nodename nor servname", r"getaddrinfo (?:ENOTFOUND|EAI_AGAIN)", r"No address associated with hostname",
-    r"Failed to establish a new connection", r"Network is unreachable", r"Could not connect to server",
-    r"curl: \((?:5|6|7|28|35)\)", r"wget: unable to resolve", r"unable to resolve host address",
-    r"Failed to fetch https?://", r"Could not find a version that satisfies", r"No matching distribution found",
-    r"error sending request for url", r"Failed to download", r"dns error", r"Connection timed out",
-    r"fatal: unable to access 'https?://", r"npm ERR! (?:code )?E(?:AI_AGAIN|NOTFOUND)",
-    r"astral\.sh/uv/.*(?:not found|No such file)", r"uv(?:x)?: (?:command )?not found",
-    r"dial tcp: lookup \S+", r"is not present and cannot be pulled", r"pull access denied",
-]), re.IGNORECASE)
 INFRA_ENVIRONMENT = {"sandbox_error", "image_build_error", "healthcheck_failed"}
 
 
@@ -98,6 +85,8 @@ def check_reasons(rows: list[TrialResult], tasks: list, run_dir: Path,
     A task with no reference solution (whole datasets ship without one) is judged by its nop alone:
     "no solution" says the nop failed with a verdict; a nop that passed, or whose image, container
     or verifier failed, gets that category instead, which "no solution" would otherwise hide."""
+    from tbscale.environments.network_failures import NEEDS_INTERNET
+
     by_task: dict[str, dict[str, TrialResult]] = {}
     for r in rows:
         by_task.setdefault(r.task_id, {})[r.setting] = r

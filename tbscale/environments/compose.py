@@ -49,6 +49,7 @@ from tbscale.environments.owner import LABEL_RUN, owner_labels
 from tbscale.environments.docker import cleanup_orphans as docker_cleanup_orphans
 from tbscale.environments.docker import remove_compose_project as _remove_project_by_labels
 from tbscale.environments.network import NetworkSwitch
+from tbscale.environments.network_failures import failed_build_log
 from tbscale.errors import ImageBuildError, SandboxError, TaskRefused, TbscaleError
 from tbscale.seeds import hash_directory
 
@@ -132,8 +133,7 @@ def _run(argv: list[str], *, env: dict[str, str], timeout: float, what: str, err
     except OSError as e:
         raise error(f"{what}: could not run docker compose ({e})") from None
     if res.returncode != 0:
-        tail = "\n".join((res.stderr or res.stdout).strip().splitlines()[-8:])
-        raise error(f"{what} failed (exit {res.returncode}): {tail}")
+        raise error(f"{what} failed (exit {res.returncode}): {failed_build_log(res.stderr or res.stdout)}")
     return res.stdout
 
 

@@ -30,6 +30,7 @@ from tbscale.environments.engine import (CLIENT_TIMEOUT_SEC, _use_record, build_
 from tbscale.environments.dockerfile import for_classic_builder
 from tbscale.environments.base import BoundedOutput, ExecResult, LiveSet, StartSpec, extract_tar, file_from_tar, tar_of
 from tbscale.environments.network import NetworkSwitch
+from tbscale.environments.network_failures import build_error_log
 from tbscale.environments.owner import (HOST, LABEL_APP, LABEL_HOST, LABEL_PROJECT,  # noqa: F401  (re-exported)
                                         LABEL_RUN, LABEL_SESSION, SESSION_ID, owner_labels)
 from tbscale.errors import ImageBuildError, SandboxError, TaskRefused
@@ -182,8 +183,7 @@ def ensure_image(task, build_timeout_sec: float | None = None, host: str | None 
                     timeout=int(build_timeout_sec or task.build_timeout_sec),
                 )
             except docker.errors.BuildError as e:
-                tail = "".join(str(x.get("stream", x.get("error", ""))) for x in list(e.build_log)[-8:])
-                raise ImageBuildError(f"building {task.id} failed: {e.msg}\n{tail}") from None
+                raise ImageBuildError(f"building {task.id} failed: {e.msg}\n{build_error_log(e.build_log)}") from None
             except docker.errors.APIError as e:
                 raise ImageBuildError(f"building {task.id} failed: {e.explanation}") from None
         return tag, True

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tbscale.environments.docker import LABEL_APP, client, hash_directory
+from tbscale.environments.network_failures import build_error_log
 from tbscale.errors import TbscaleError
 from tbscale.tasks.swebench.config import SWEbenchSource
 from tbscale.tasks.swebench.row import SWEbenchRow
@@ -87,8 +88,7 @@ def build_with_docker(ids: list[str], images: dict[str, str], contexts: dict[str
                                                  "org.tbscale.task": iid},
                            timeout=int(src.build_timeout_sec))
         except docker.errors.BuildError as e:
-            tail = "".join(str(x.get("stream", x.get("error", ""))) for x in list(e.build_log)[-8:])
-            return f"{iid}: {e.msg}\n{tail}"
+            return f"{iid}: {e.msg}\n{build_error_log(e.build_log)}"
         except docker.errors.APIError as e:
             return f"{iid}: {e.explanation}"
         return None
