@@ -162,15 +162,15 @@ def _shares_a_module_fixture(item) -> bool:
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects and before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if "loopback_model" in item.fixturenames and not item.get_closest_marker("litellm"):
-            item.add_marker(pytest.mark.litellm)
-        if (item.get_closest_marker("litellm") and not item.get_closest_marker("docker")
-                and not item.get_closest_marker("xdist_group")):
-            item.add_marker(pytest.mark.xdist_group("litellm"))
         if "docker_available" in item.fixturenames and not item.get_closest_marker("docker"):
             item.add_marker(pytest.mark.docker)
         if item.get_closest_marker("docker") and "docker_available" not in item.fixturenames:
             item.fixturenames.insert(0, "docker_available")
+        if "loopback_model" in item.fixturenames and not item.get_closest_marker("litellm"):
+            item.add_marker(pytest.mark.litellm)
+        if (item.get_closest_marker("litellm") and not item.get_closest_marker("docker")  # marked just above
+                and not item.get_closest_marker("xdist_group")):
+            item.add_marker(pytest.mark.xdist_group("litellm"))
         if _shares_a_module_fixture(item) and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
     items[:] = longest_first(items, measured_durations())
@@ -218,8 +218,8 @@ class LitellmWatch:
         if (call.when == "teardown" and item.nodeid in self.callers and report.passed
                 and not item.get_closest_marker("litellm") and not item.get_closest_marker("docker")):
             report.outcome = "failed"
-            report.longrepr = (f"{item.nodeid} imports litellm (tbscale.models.llm.litellm_module) but is not "
-                               "marked `litellm`: add @pytest.mark.litellm (tests/conftest.py says why)")
+            report.longrepr = (f"{item.nodeid} reaches litellm (tbscale.models.llm) but is not marked `litellm`: "
+                               "add @pytest.mark.litellm (tests/conftest.py says why)")
         return report
 
 
