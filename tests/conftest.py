@@ -14,6 +14,8 @@
   that do (marked `litellm`; a test that asks for `loopback_model` is marked) run on one worker,
   so one worker pays the import, not each of them. A test that calls tbscale's litellm import
   without the mark fails (at teardown) saying so. Docker tests are left out: they run 4 at a time.
+- A test measured to take more than a tenth of pytest-timeout's limit (600 s) gets ten times its
+  measured seconds instead, so a loaded machine does not fail it for being slow.
 - Longest first: the suite is ordered by what each test (or group) took when last measured
   (tests/durations.json, which lists those that took a second or more; a test not in it counts
   half a second, 30 s if marked `slow`), so that no long test starts last while the
@@ -173,7 +175,24 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group("litellm"))
         if _shares_a_module_fixture(item) and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-    items[:] = longest_first(items, measured_durations())
+    known = measured_durations()
+    _time_limits_from_durations(config, items, known)
+    items[:] = longest_first(items, known)
+
+
+def _time_limits_from_durations(config, items, known: dict[str, float]) -> None:
+    """pytest-timeout's limit (pyproject's `timeout`, for a hang) is raised for a test that was
+    measured to take more than a tenth of it, to ten times its measured seconds (setup included:
+    a module fixture's Ray cluster counts toward its first test). With both cores kept busy by
+    another process, a Ray test whose measure is 143 s hit 600 s: its cluster took 6 min to start."""
+    try:
+        default = float(config.getini("timeout") or 0)
+    except (ValueError, TypeError):  # pytest-timeout is not installed
+        return
+    for item in items:
+        seconds = known.get(base_id(item.nodeid))
+        if default and seconds and 10 * seconds > default and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(round(10 * seconds)))
 
 
 class LitellmWatch:
