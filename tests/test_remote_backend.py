@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from tbscale.errors import TbscaleError
+from tbscale.runfiles import latest_trials
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ROOT / "tasks"
@@ -169,25 +170,23 @@ def _run(cfg: Path, run_dir: Path, only: list[str] | None = None):
     return runner, [json.loads(x) for x in (run_dir / "trials.jsonl").read_text().splitlines()]
 
 
-def _latest(rows: list[dict]) -> list[dict]:
-    """Each trial's last line (a rerun appends the trials it retried)."""
-    return list({r["trial_key"]: r for r in rows}.values())
-
-
 @pytest.mark.docker
 @pytest.mark.slow
 def test_every_bundled_oracle_passes_and_every_nop_fails_remotely(tmp_path: Path, service) -> None:
     cfg = _config(tmp_path, {"backend": "remote-sandbox", "options": {"url": service.url}},
                   settings=[{"name": "oracle", "agent": "oracle"}, {"name": "nop", "agent": "nop"}], concurrency=4)
-    runner, rows = _run(cfg, tmp_path / "run")
+    runner, _ = _run(cfg, tmp_path / "run")
     # A verifier that runs out of time on a machine busy with other work (http-kv-server's nop did
     # once, 69 s for tests that take a few seconds quiet, in a CI run with both cores kept busy) is
     # an infrastructure error, not a verdict: a rerun retries it, as a user's rerun would.
+    def latest() -> list[dict]:  # each trial's last line: a rerun appends the trials it retried
+        return [t.model_dump(mode="json") for t in latest_trials(tmp_path / "run" / "trials.jsonl").values()]
+
     for _ in range(2):
-        if not any(r["infra_error"] for r in _latest(rows)):
+        if not any(r["infra_error"] for r in latest()):
             break
-        runner, rows = _run(cfg, tmp_path / "run")
-    rows = _latest(rows)
+        runner, _ = _run(cfg, tmp_path / "run")
+    rows = latest()
     n_tasks = len([p for p in TASKS.iterdir() if (p / "task.toml").is_file()])
     assert runner.exit_code == 0 and len(rows) == 2 * n_tasks
     failing = [(r["setting"], r["task_id"], r["ending"], r["error"]) for r in rows
