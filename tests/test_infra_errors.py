@@ -116,6 +116,40 @@ def test_image_build_failure_is_an_infrastructure_error(tmp_path: Path) -> None:
     assert row["stop_reason"] == "image_build_error" and row["infra_error"] and row["error"]["type"] == "ImageBuildError"
 
 
+def test_a_rebuild_names_the_quiet_download_failure_of_a_step_it_took_from_the_cache(tmp_path, monkeypatch):
+    """A step whose download fails quietly (`|| true`), then a step that fails: the first build's log
+    shows the download's failure; the rebuild takes that step from the engine's cache, which prints
+    nothing, and still names it (tbscale/environments/network_failures.py)."""
+    import uuid
+
+    import docker
+
+    from tbscale.environments.docker import ensure_image
+    from tbscale.errors import ImageBuildError
+    from tbscale.tasks import load_tasks
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    token = uuid.uuid4().hex  # a step no earlier build made, so that the first build runs it
+    download = f"import urllib.request; urllib.request.urlopen('http://{token}.example.invalid/install.sh')"
+    write_harbor_task(tmp_path / "tasks", "write-done", dockerfile=(
+        f'FROM python:3.11-slim-bookworm\nRUN python3 -c "{download}" || echo the install failed quietly\n'
+        "RUN exit 3\n"))
+    (task,), _ = load_tasks(tmp_path / "tasks")
+    messages = []
+    try:
+        for _ in range(2):
+            with pytest.raises(ImageBuildError) as raised:
+                ensure_image(task)
+            messages.append(str(raised.value))
+    finally:  # the image the download step made (its note's name): the only one the builds kept
+        for note in (tmp_path / "cache" / "tbscale" / "build-steps").glob("[0-9a-f]*"):
+            docker.from_env().images.remove(note.name, force=True)
+    assert "Name or service not known" in messages[0] and "took from the cache" not in messages[0]
+    assert messages[1].splitlines()[-1].startswith(
+        "earlier, in a step this build took from the cache (it printed this when it ran): ")
+    assert "Name or service not known" in messages[1].splitlines()[-1]
+
+
 def test_a_verifier_that_cannot_run_is_a_verifier_error(tmp_path: Path) -> None:
     write_harbor_task(tmp_path / "tasks", "write-done", test_sh="exit 127\n")  # writes no reward, "not found"
     doc = {"name": "infra", "tasks": {"path": str(tmp_path / "tasks")}, "trials": 1,

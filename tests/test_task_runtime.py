@@ -236,6 +236,35 @@ def test_a_failed_builds_log_keeps_its_tail_and_the_first_line_that_had_no_inter
         "The command returned a non-zero code: 127", "earlier in the build log: curl: (6) Could not resolve host: x"]
 
 
+def test_a_network_failure_in_a_step_the_rebuild_takes_from_the_cache_is_named_again(tmp_path: Path):
+    from tbscale.environments.network_failures import StepNotes, build_error_log
+
+    def log(step2: list[str], step3: list[str]) -> list[dict]:
+        """The classic builder's chunks, as the docker SDK hands them over."""
+        lines = ["Step 1/3 : FROM debian:bookworm-slim", "\n", " ---> 9abc50b02ce9\n",
+                 "Step 2/3 : RUN curl -sSf https://sh.example.org | sh || true", "\n", *step2,
+                 "Step 3/3 : RUN lake update", "\n", *step3]
+        return [{"stream": line} for line in lines] + [{"error": "The command '/bin/sh -c lake update' returned 127"}]
+
+    ran = [" ---> Running in ef5d5a692395\n", "\x1b[91mcurl: (6) Could not resolve host: sh.example.org\n\x1b[0m",
+           "Removing intermediate container ef5d5a692395\n", " ---> 27c14ab532d6\n"]
+    fails = [" ---> Running in 3af6cb0a7f98\n", "/bin/sh: 1: lake: not found\n",
+             "Removing intermediate container 3af6cb0a7f98\n"]
+    notes = StepNotes(tmp_path / "notes")
+    first = build_error_log(log(ran, fails), notes)
+    assert "curl: (6) Could not resolve host: sh.example.org" in first
+    assert (tmp_path / "notes" / "27c14ab532d6").read_text() == "curl: (6) Could not resolve host: sh.example.org"
+    cached = [" ---> Using cache\n", " ---> 27c14ab532d6\n"]
+    assert "Could not resolve" not in build_error_log(log(cached, fails), StepNotes(tmp_path / "elsewhere"))
+    again = build_error_log(log(cached, fails), notes).splitlines()
+    assert again[-1] == ("earlier, in a step this build took from the cache (it printed this when it ran): "
+                         "curl: (6) Could not resolve host: sh.example.org")
+    # another step image, cached or run without a failure, recalls nothing and notes nothing
+    other = [" ---> Using cache\n", " ---> 5d1e0c4b7a21\n"]
+    assert "Could not resolve" not in build_error_log(log(other, fails), notes)
+    assert sorted(f.name for f in (tmp_path / "notes").iterdir()) == ["27c14ab532d6"]
+
+
 def test_storage_limit_keeps_setting_identities_at_its_default():
     from tbscale.runner.identity import setting_identity
 
