@@ -199,3 +199,21 @@ def read_spend(path: Path, problems: ReadProblems | None = None) -> Iterator[Spe
             problems.corrupt.append((n, _reason(e)))
     if own:
         problems.warn()
+
+
+def find_run_dirs(paths: list[Path]) -> list[Path]:
+    """Run folders (holding trials.jsonl) named directly, or found one level below."""
+    runs: list[Path] = []
+    for p in map(Path, paths):
+        if (p / "trials.jsonl").is_file():
+            runs.append(p)
+        elif p.is_dir():
+            runs.extend(sorted(d for d in p.iterdir() if (d / "trials.jsonl").is_file()))
+        elif p.exists():
+            raise TbscaleError(f"{p}: a file, not a run folder (give the folder holding trials.jsonl)")
+        else:
+            raise TbscaleError(f"{p}: no such run folder")
+    if not runs:
+        raise TbscaleError(f"{', '.join(map(str, paths))}: no runs found (no trials.jsonl); runs made by other "
+                           "harnesses are read with `tbscale import` or `tbscale report --import`")
+    return runs

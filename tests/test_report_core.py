@@ -92,7 +92,19 @@ def test_cli_report_writes_files(tmp_path):
     assert "41.7%" in (run / "report" / "report.md").read_text()  # baseline pass@1 = 5/12
 
 
-def test_report_on_missing_folder_is_one_line(tmp_path):
-    res = subprocess.run([sys.executable, "-m", "tbscale.cli", "report", str(tmp_path / "none")],
+# Runs the CLI as `tbscale` does, and says at exit which heavy modules the process imported.
+IMPORTS_AT_EXIT = ("import atexit, sys\n"
+                   "atexit.register(lambda: print('imported:', *sorted(m for m in ('pandas', 'numpy', 'litellm') "
+                   "if m in sys.modules), file=sys.stderr))\n"
+                   "sys.argv[0] = 'tbscale'\n"
+                   "import runpy; runpy.run_module('tbscale.cli', run_name='__main__')\n")
+
+
+@pytest.mark.parametrize("command, message", [("report", "no such run folder"), ("rewards", "no such run folder"),
+                                              ("judge", "not a run folder (no trials.jsonl)")])
+def test_a_missing_run_folder_is_one_line_said_before_the_analyses_are_imported(tmp_path, command, message):
+    res = subprocess.run([sys.executable, "-c", IMPORTS_AT_EXIT, command, str(tmp_path / "none")],
                          capture_output=True, text=True)
-    assert res.returncode == 2 and "no such run folder" in res.stderr
+    lines = res.stderr.splitlines()
+    assert res.returncode == 2 and lines[0] == f"error: {tmp_path / 'none'}: {message}", res.stderr
+    assert lines[-1] == "imported:", res.stderr  # no pandas, numpy or litellm: the answer comes at once

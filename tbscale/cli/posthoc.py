@@ -26,14 +26,14 @@ def judge(run: Path = typer.Argument(..., help="a run folder (holding trials.jso
           concurrency: Optional[int] = typer.Option(None, help="judge calls at once")):
     """Judge finished trajectories with an LLM: behaviour rubrics and reward hacking. Results go to
     RUN/judge/ and appear in `tbscale report RUN`; rerunning resumes."""
+    if not (run / "trials.jsonl").is_file():  # said before the judge's modules (pandas) are imported
+        raise TbscaleError(f"{run}: not a run folder (no trials.jsonl)")
     import asyncio
 
     from tbscale.posthoc.judge import run as J
     from tbscale.posthoc.pipeline import resolve_judge_model
 
     split = split_list
-    if not (run / "trials.jsonl").is_file():
-        raise TbscaleError(f"{run}: not a run folder (no trials.jsonl)")
     cfg = J.load_judge_config(config, model, samples=samples, settings=split(settings), tasks=split(tasks),
                               per_task=per_task, concurrency=concurrency,
                               rubrics=None if rubrics else False,
@@ -135,6 +135,9 @@ def rewards(runs: list[Path] = typer.Argument(..., help="run folder(s) holding t
     """Behavioral self-rewarding: judge same-outcome trajectories of each task pairwise, fit
     Bradley-Terry scores and write refined rewards (reward + bounded auxiliary reward, every pass
     above every fail) to RUN/rewards/: bsr.jsonl, comparisons.jsonl, stats.csv, manifest.json."""
+    from tbscale.runfiles import find_run_dirs
+
+    run_dirs = find_run_dirs(runs)  # a folder with no run is named before pandas and the judge are imported
     import asyncio
 
     from rich.table import Table
@@ -142,13 +145,12 @@ def rewards(runs: list[Path] = typer.Argument(..., help="run folder(s) holding t
 
     from tbscale.names import writable_folder
     from tbscale.posthoc import bsr
-    from tbscale.rundata import find_run_dirs, load_trials
+    from tbscale.rundata import load_trials
 
     err = console
     params = bsr.BsrParams(a0=a0, a1=a1, delta=delta, tau=tau, bt_l2=bt_l2, group_by=group_by, seed=seed,
                            buckets=tuple(b.strip() for b in buckets.split(",") if b.strip()),
                            random_control=random_control, concurrency=concurrency)
-    run_dirs = find_run_dirs(runs)
     df = load_trials(run_dirs)
     df = df[~df["infra_error"]]  # a trial the harness failed says nothing about the agent
     model_cfg, judge = None, None

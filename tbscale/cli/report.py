@@ -38,13 +38,19 @@ def report(runs: Optional[list[Path]] = typer.Argument(None, help="run folders, 
 
     In a terminal the tables fit its width (COLUMNS, or 120, when output is not a terminal), key
     columns first; report/ holds every column (report.md, one CSV per table, summary.json)."""
+    paths = list(runs or [])
+    if not paths and not imports:
+        fail("give run folders, or runs made elsewhere with --import PATH")
+    if not imports:
+        # A folder that holds no run is named before the analyses are imported (pandas and numpy
+        # take most of a second); the report reads the folders again.
+        from tbscale.runfiles import find_run_dirs
+
+        find_run_dirs(paths)
     from tbscale.analysis.report import FORMATS
 
     if format_ is not None and format_ not in FORMATS:
         fail(f"--format: {format_!r} is not one of {', '.join(FORMATS)}")
-    paths = list(runs or [])
-    if not paths and not imports:
-        fail("give run folders, or runs made elsewhere with --import PATH")
     aliases: dict[str, Path] = {}
     if imports:
         paths, aliases = _imported([*imports, *paths])

@@ -28,7 +28,7 @@ import pandas as pd
 from tbscale.errors import TbscaleError
 from tbscale.jsonl import ReadProblems
 from tbscale.rundata.compact import pack_json, system_allocator
-from tbscale.runfiles import manifest_of, trial_chunks
+from tbscale.runfiles import find_run_dirs, manifest_of, trial_chunks  # noqa: F401  (find_run_dirs: the analyses read it here)
 from tbscale.types.completion import Usage
 from tbscale.types.manifest import CurrentConfig
 from tbscale.types.results import TrialResult
@@ -55,24 +55,6 @@ class TrialTable:
     set_aside: dict[str, int] = field(default_factory=dict)  # run -> trial lines not in its current config
     problems: list[ReadProblems] = field(default_factory=list)
     plans: list[RunPlan] = field(default_factory=list)  # runs whose manifest names a plan
-
-
-def find_run_dirs(paths: list[Path]) -> list[Path]:
-    """Run folders (holding trials.jsonl) named directly, or found one level below."""
-    runs: list[Path] = []
-    for p in map(Path, paths):
-        if (p / "trials.jsonl").is_file():
-            runs.append(p)
-        elif p.is_dir():
-            runs.extend(sorted(d for d in p.iterdir() if (d / "trials.jsonl").is_file()))
-        elif p.exists():
-            raise TbscaleError(f"{p}: a file, not a run folder (give the folder holding trials.jsonl)")
-        else:
-            raise TbscaleError(f"{p}: no such run folder")
-    if not runs:
-        raise TbscaleError(f"{', '.join(map(str, paths))}: no runs found (no trials.jsonl); runs made by other "
-                           "harnesses are read with `tbscale import` or `tbscale report --import`")
-    return runs
 
 
 def current_config(run_dir: Path) -> CurrentConfig | None:
