@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CONFIG ?= configs/demo.yaml
 
-.PHONY: setup docker demo test test-fast test-durations check bench clean
+.PHONY: setup docker demo test test-fast test-durations test-profile check bench clean
 
 $(BIN)/tbscale: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,11 @@ test: setup
 test-durations: setup
 	$(NO_DOCKER) $(PYTEST) -m "not docker" -n 2 --dist loadgroup --no-loadscope-reorder --update-durations
 	$(PYTEST) -m "docker and not serial" -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --update-durations
+
+# The Docker lane again, with the engine work (containers, execs, restarts, commits) each test
+# caused and the machine's CPU over it: benchmarks/profile_docker_lane.py.
+test-profile: setup
+	$(BIN)/python benchmarks/profile_docker_lane.py
 
 check: setup
 	$(BIN)/tbscale tasks check tasks/
