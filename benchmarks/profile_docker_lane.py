@@ -136,8 +136,16 @@ def main(argv: list[str]) -> int:
     env = {**os.environ, RECORD_ENV: str(record),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parent), os.environ.get("PYTHONPATH")]))}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # as `make test` runs it (the Makefile says why)
-    rc = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "profile_docker_lane", *lane_args(argv)],
-                         cwd=ROOT, env=env)
+    lane = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "profile_docker_lane", *lane_args(argv)],
+                            cwd=ROOT, env=env)
+    interrupted = False
+    try:
+        rc = lane.wait()
+    except KeyboardInterrupt:
+        # pytest had the same Ctrl-C (one process group): it tears its tests and their containers down;
+        # wait for that, then keep what the lane recorded so far.
+        interrupted = True
+        rc = lane.wait()
     wall, cpu1 = time.time() - wall0, machine_cpu()
     time.sleep(1)  # the last events of the lane's teardown
     stream.close()
@@ -155,7 +163,7 @@ def main(argv: list[str]) -> int:
     engine_estimate = sum(total[a] * unit[a] for a in unit) if unit else None
     rows = sorted(per.items(), key=lambda kv: (-kv[1]["create"], -kv[1]["exec_create"]))
     result = {
-        "pytest_exit_code": rc, "wall_sec": round(wall, 1), "tests": len(tests),
+        "pytest_exit_code": rc, "interrupted": interrupted, "wall_sec": round(wall, 1), "tests": len(tests),
         "machine_cpu_busy_sec": busy and round(busy, 1), "machine_cpu_all_sec": all_ and round(all_, 1),
         "cores": os.cpu_count(), "engine_actions": dict(total),
         "engine_cpu_estimate_sec": engine_estimate and round(engine_estimate, 1),
@@ -164,7 +172,8 @@ def main(argv: list[str]) -> int:
                      for k, v in rows],
     }
     (OUT / "docker_lane.json").write_text(json.dumps(result, indent=1) + "\n")
-    print(f"\nDocker lane: {len(tests)} tests, {wall:.0f} s wall, pytest exit code {rc}")
+    print(f"\nDocker lane: {len(tests)} tests, {wall:.0f} s wall, pytest exit code {rc}"
+          + (" (interrupted: the tests that finished)" if interrupted else ""))
     if busy is not None:
         print(f"machine CPU: {busy:.0f} of {all_:.0f} CPU-seconds busy ({busy / all_:.0%}) on {os.cpu_count()} cores")
     print("engine: " + ", ".join(f"{total[a]} {a}" for a in ACTIONS))
