@@ -5,8 +5,8 @@ pytest arguments given after `--`) while it records:
 - every container event the engine sends (the docker SDK's event stream): creations, execs,
   restarts, commits;
 - each test's tmp_path and its time, from this file loaded into pytest as a plugin (`-p`);
-- the machine's CPU over the lane, busy and in all (/proc/stat: every process, the engine and the
-  containers too).
+- the machine's CPU over the lane, busy (bench_sandbox.py's MachineCPU: /proc/stat, every process, the
+  engine and the containers too) against the lane's wall time on every core.
 
 A container is the test's whose tmp_path holds the run folder its `org.tbscale.run` label names;
 containers without that label (a remote-sandbox backend's, swebench's own, a test's bare SDK
@@ -83,17 +83,6 @@ def attribute(events: list[dict], tests: list[dict]) -> dict[str, collections.Co
     return per
 
 
-def machine_cpu() -> tuple[float, float] | None:
-    """(busy, all) CPU-seconds of the whole machine since boot, or None without /proc/stat."""
-    try:
-        fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    except (OSError, ValueError):
-        return None
-    hz = os.sysconf("SC_CLK_TCK")
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    return (sum(fields) - idle) / hz, sum(fields) / hz
-
-
 def per_operation_cpu() -> dict[str, float] | None:
     """bench_sandbox.py's CPU-seconds per exec, container start and removal, and restart."""
     try:
@@ -132,21 +121,24 @@ def main(argv: list[str]) -> int:
 
     listener = threading.Thread(target=listen, name="engine-events", daemon=True)
     listener.start()
-    cpu0, wall0 = machine_cpu(), time.time()
+    from bench_sandbox import MachineCPU  # its /proc/stat reader; imported here, not in pytest's workers
+
     env = {**os.environ, RECORD_ENV: str(record),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parent), os.environ.get("PYTHONPATH")]))}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # as `make test` runs it (the Makefile says why)
-    lane = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "profile_docker_lane", *lane_args(argv)],
-                            cwd=ROOT, env=env)
     interrupted = False
-    try:
-        rc = lane.wait()
-    except KeyboardInterrupt:
-        # pytest had the same Ctrl-C (one process group): it tears its tests and their containers down;
-        # wait for that, then keep what the lane recorded so far.
-        interrupted = True
-        rc = lane.wait()
-    wall, cpu1 = time.time() - wall0, machine_cpu()
+    with MachineCPU() as cpu:
+        wall0 = time.time()
+        lane = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "profile_docker_lane", *lane_args(argv)],
+                                cwd=ROOT, env=env)
+        try:
+            rc = lane.wait()
+        except KeyboardInterrupt:
+            # pytest had the same Ctrl-C (one process group): it tears its tests and their containers
+            # down; wait for that, then keep what the lane recorded so far.
+            interrupted = True
+            rc = lane.wait()
+        wall = time.time() - wall0
     time.sleep(1)  # the last events of the lane's teardown
     stream.close()
     listener.join(timeout=10)
@@ -156,15 +148,14 @@ def main(argv: list[str]) -> int:
     for counts in per.values():
         total.update(counts)
     seconds = {t["test"]: t["end"] - t["start"] for t in tests}
-    busy = all_ = None
-    if cpu0 and cpu1:
-        busy, all_ = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
+    busy = None if cpu.user is None else cpu.user + cpu.system
+    all_ = wall * (os.cpu_count() or 1)
     unit = per_operation_cpu()
     engine_estimate = sum(total[a] * unit[a] for a in unit) if unit else None
     rows = sorted(per.items(), key=lambda kv: (-kv[1]["create"], -kv[1]["exec_create"]))
     result = {
         "pytest_exit_code": rc, "interrupted": interrupted, "wall_sec": round(wall, 1), "tests": len(tests),
-        "machine_cpu_busy_sec": busy and round(busy, 1), "machine_cpu_all_sec": all_ and round(all_, 1),
+        "machine_cpu_busy_sec": busy and round(busy, 1), "machine_cpu_all_sec": round(all_, 1),
         "cores": os.cpu_count(), "engine_actions": dict(total),
         "engine_cpu_estimate_sec": engine_estimate and round(engine_estimate, 1),
         "per_operation_cpu_sec": unit,

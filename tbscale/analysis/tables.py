@@ -15,7 +15,8 @@ import pandas as pd
 
 from tbscale.analysis import metrics
 from tbscale.errors import TbscaleError
-from tbscale.rundata.trials import ROLES, find_run_dirs, load_trials  # noqa: F401  (the analyses' entry points)
+from tbscale.rundata.trials import ROLES, load_trials  # noqa: F401  (the analyses' entry points)
+from tbscale.runfiles import find_run_dirs  # noqa: F401
 from tbscale.strategies import names
 from tbscale.types.results import ENDINGS
 

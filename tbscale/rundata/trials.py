@@ -28,7 +28,7 @@ import pandas as pd
 from tbscale.errors import TbscaleError
 from tbscale.jsonl import ReadProblems
 from tbscale.rundata.compact import pack_json, system_allocator
-from tbscale.runfiles import find_run_dirs, manifest_of, trial_chunks  # noqa: F401  (find_run_dirs: the analyses read it here)
+from tbscale.runfiles import manifest_of, trial_chunks
 from tbscale.types.completion import Usage
 from tbscale.types.manifest import CurrentConfig
 from tbscale.types.results import TrialResult
