@@ -12,6 +12,7 @@ inside the commands that need them, so `tbscale --help` answers at once.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import signal
 import sys
@@ -59,7 +60,28 @@ def os_error_message(e: OSError) -> str:
     return f"{where}: {e.strerror or type(e).__name__}"
 
 
-class OneLineErrors(TyperGroup):
+def reflowed(text: str) -> str:
+    """A help text with each paragraph on one line (a paragraph that starts with click's `\b`
+    keeps its lines). Typer's rich help keeps a docstring's line breaks where click would reflow
+    them, so that its text broke mid-sentence at the docstring's width."""
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(p if p.startswith("\b") else " ".join(p.split()) for p in paragraphs)
+
+
+class OneLineHelp(TyperGroup):
+    """A command group whose commands' help texts are reflowed (`reflowed`): in the list of
+    commands and on each command's own help page."""
+
+    def get_command(self, ctx, cmd_name: str):
+        command = super().get_command(ctx, cmd_name)
+        if command is not None and command.help and not getattr(command, "_reflowed", False):
+            command.help = reflowed(command.help)
+            command.short_help = command.short_help or command.help.split("\n\n")[0]
+            command._reflowed = True
+        return command
+
+
+class OneLineErrors(OneLineHelp):
     """The top-level command group: turns expected errors, from any command, into one line on
     stderr and exit code 2 (see the module doc)."""
 
@@ -86,13 +108,14 @@ class OneLineErrors(TyperGroup):
         return self._expected(lambda c: super(OneLineErrors, self).parse_args(c, args), ctx)
 
 
+
 app = typer.Typer(cls=OneLineErrors, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Run LLM agents on terminal and coding tasks under test-time-scaling strategies, "
                        "and measure what the extra compute buys.")
-tasks_app = typer.Typer(no_args_is_help=True, help="Inspect and check task directories.")
-models_app = typer.Typer(no_args_is_help=True, help="Check the models a config uses before spending on a run.")
-export_app = typer.Typer(no_args_is_help=True, help="Export data from finished runs (training sets, predictions).")
-swebench_app = typer.Typer(no_args_is_help=True, help="SWE-bench instances: list a config's selection.")
+tasks_app = typer.Typer(cls=OneLineHelp, no_args_is_help=True, help="Inspect and check task directories.")
+models_app = typer.Typer(cls=OneLineHelp, no_args_is_help=True, help="Check the models a config uses before spending on a run.")
+export_app = typer.Typer(cls=OneLineHelp, no_args_is_help=True, help="Export data from finished runs (training sets, predictions).")
+swebench_app = typer.Typer(cls=OneLineHelp, no_args_is_help=True, help="SWE-bench instances: list a config's selection.")
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(models_app, name="models")
 app.add_typer(export_app, name="export")

@@ -8,9 +8,9 @@ from typing import Optional
 
 import typer
 
-from tbscale.cli.app import app, console, out, say
+from tbscale.cli.app import OneLineHelp, app, console, out, say
 
-datasets_app = typer.Typer(no_args_is_help=True, help="Datasets by name from a registry: list them, pull one.")
+datasets_app = typer.Typer(cls=OneLineHelp, no_args_is_help=True, help="Datasets by name from a registry: list them, pull one.")
 app.add_typer(datasets_app, name="datasets")
 
 REGISTRY_HELP = "a registry: URL, registry.json file or file:// URL (default: Harbor's public registry)"
