@@ -73,13 +73,15 @@ def run_folder_problem(path: Path, root: Path) -> str | None:
     return None
 
 
-def writable_folder(path: Path | str, what: str) -> Path:
-    """`path` made (with its parents) and written to once, or a one-line TbscaleError saying why not."""
+def writable_folder(path: Path | str, what: str, made: list[Path] | None = None) -> Path:
+    """`path` made (with its parents) and written to once, or a one-line TbscaleError saying why not.
+    `made`, when given, gets each folder this call created, outermost first: a command that stops
+    on bad input before it writes anything removes them again (`remove_made_folders`)."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise TbscaleError(f"{what} {path}: is a file, not a folder")
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        _make_folders(path, made if made is not None else [])
         with tempfile.NamedTemporaryFile(dir=path, prefix=".tbscale-write-check-"):
             pass
     except FileExistsError:
@@ -89,3 +91,30 @@ def writable_folder(path: Path | str, what: str) -> Path:
     except OSError as e:
         raise TbscaleError(f"{what} {path}: cannot be written ({e.strerror or type(e).__name__})") from None
     return path
+
+
+def _make_folders(path: Path, made: list[Path]) -> None:
+    """`mkdir -p path`, noting in `made` each folder it made (not one another process made meanwhile)."""
+    missing = []
+    folder = path
+    while not folder.is_dir() and folder.parent != folder:
+        missing.append(folder)
+        folder = folder.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            if not folder.is_dir():
+                raise
+            continue
+        made.append(folder)
+
+
+def remove_made_folders(made: list[Path]) -> None:
+    """Remove the folders `writable_folder` noted in `made`, innermost first, while they are empty:
+    what a command made before it stopped on bad input, and nothing else."""
+    for folder in reversed(made):
+        try:
+            folder.rmdir()
+        except OSError:  # it holds something now (or is gone): it and its parents stay
+            return

@@ -153,6 +153,10 @@ def make_inputs(root: Path, api: str) -> None:
     (root / "sweep-date.yaml").write_text(f"name: s\nconfigs: [{root / 'good.yaml'}]\ndate: ../../escape\n"
                                           f"output_dir: {root / 'sweeps'}\nhistory: {root / 'h.jsonl'}\n")
     (root / "sweep-dup.yaml").write_text(f"name: s\nconfigs: [{root / 'good.yaml'}]\nname: t\n")
+    # The first point is good and gets its run folder; the second names a key that is not set.
+    (root / "sweep-later-point.yaml").write_text(f"name: s\nconfigs: [{root / 'good.yaml'}, {root / 'real.yaml'}]\n"
+                                                 f"output_dir: {root / 'sweeps-later'}\n"
+                                                 f"history: {root / 'sweeps-later' / 'h.jsonl'}\n")
     (root / "sweep-history-folder.yaml").write_text(f"name: s\nconfigs: [{root / 'good.yaml'}]\n"
                                                     f"output_dir: {root / 'sweeps'}\nhistory: {root}\n")
     (root / "judge-dup.yaml").write_text("model: sim/rubric_judge\nmodel: sim/other\n")
@@ -320,6 +324,10 @@ CASES: list[Case] = [
     Case("missing key variable", ["run", "{root}/real.yaml"], 2,
          "models.real: the environment variable TBSCALE_TEST_UNSET_KEY (api_key_env) is not set",
          env={"TBSCALE_TEST_UNSET_KEY": None}, litellm=True),
+    Case("sweep: a later point's key variable is missing", ["sweep", "{root}/sweep-later-point.yaml"], 2,
+         "models.real: the environment variable TBSCALE_TEST_UNSET_KEY (api_key_env) is not set",
+         env={"TBSCALE_TEST_UNSET_KEY": None}, litellm=True,
+         check=lambda root: not (root / "sweeps-later").exists()),  # nor the folder of the point before it
     Case("tasks path is a file", ["tasks", "list", "{root}/a-file.txt"], 2, "a-file.txt"),
     Case("task file not UTF-8", ["tasks", "list", "{root}/bad-tasks"], 1, "task.toml"),
     Case("no such task folder", ["tasks", "list", "{root}/nowhere"], 2, "nowhere: no such file or directory"),

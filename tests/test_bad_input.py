@@ -13,6 +13,10 @@ from tbscale_testing.bad_inputs import CASES, can_mount_read_only, fill, inputs,
 MOUNTS = can_mount_read_only()
 
 
+def folders(root: Path) -> set[Path]:
+    return {p for p in root.rglob("*") if p.is_dir() and not p.is_symlink()}
+
+
 @pytest.fixture(scope="module")
 def subs(tmp_path_factory):
     with inputs(tmp_path_factory.mktemp("bad-input") / "in") as found:
@@ -24,13 +28,15 @@ def subs(tmp_path_factory):
 def test_bad_input(subs, case) -> None:
     if case.readonly and not MOUNTS:
         pytest.skip("needs `unshare -m` to mount a folder read-only")
+    before = folders(Path(subs["root"]))
     got = run_case(case, subs, in_process=True)
     assert not got.traceback, got.output
     assert got.code == case.code, got.output
     assert fill(case.first_line, subs) in got.output, got.output
-    if case.code == 2:  # one line, and it is the error
+    if case.code == 2:  # one line, and it is the error; and no folder is left behind
         errors = [ln for ln in got.output.splitlines() if ln.startswith("error:")]
         assert len(errors) == 1 and fill(case.first_line, subs) in errors[0], got.output
+        assert folders(Path(subs["root"])) == before, sorted(map(str, folders(Path(subs["root"])) - before))
     if case.check is not None:
         assert case.check(Path(subs["root"])), f"{case.name}: what must survive did not"
     if case.absent is not None:

@@ -301,3 +301,22 @@ def test_sweep_history_lines_read_around_broken_lines(tmp_path: Path, caplog) ->
     assert [(x.setting, x.trials, x.pass_at_1) for x in lines] == [("base", 3, 1.0)]
     assert "skipped 2 unreadable lines: line 2 (not JSON), line 3 (reward: Input should be a finite number)" \
         in caplog.text
+
+
+def test_only_the_folders_a_command_made_and_left_empty_are_removed_again(tmp_path: Path) -> None:
+    from tbscale.names import remove_made_folders, writable_folder
+
+    (tmp_path / "there").mkdir()
+    made: list[Path] = []
+    writable_folder(tmp_path / "there" / "a" / "b" / "c", "run folder", made)
+    assert made == [tmp_path / "there" / "a", tmp_path / "there" / "a" / "b", tmp_path / "there" / "a" / "b" / "c"]
+    (tmp_path / "there" / "a" / "mine.txt").write_text("written meanwhile\n")
+    remove_made_folders(made)
+    # b and c were empty and made here; a holds a file now; `there` was not made here
+    assert not (tmp_path / "there" / "a" / "b").exists()
+    assert (tmp_path / "there" / "a" / "mine.txt").is_file()
+    again: list[Path] = []
+    writable_folder(tmp_path / "there", "output_dir", again)
+    assert again == [] and (tmp_path / "there").is_dir()
+    remove_made_folders(again)
+    assert (tmp_path / "there").is_dir()

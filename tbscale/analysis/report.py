@@ -43,7 +43,7 @@ from tbscale.analysis import (
 )
 from tbscale.analysis.context import ReportContext, Section, fmt
 from tbscale.errors import TbscaleError
-from tbscale.names import writable_folder
+from tbscale.names import remove_made_folders, writable_folder
 from tbscale.rundata import read_trial_table
 from tbscale.rundata.compact import system_allocator
 from tbscale.rundata.spend import spend_totals
@@ -339,10 +339,25 @@ def _build_report(paths: list[Path], console: Console, *, compare: list[str] | N
                   tables_to_console: bool, run_aliases: dict[str, Path]) -> ReportContext:
     run_dirs = tables.find_run_dirs(paths)
     target = out_dir or (run_dirs[0] / "report" if len(run_dirs) == 1 else Path(paths[0]) / "report")
+    made: list[Path] = []  # the folders made for the report: removed again if it stops before writing
     try:  # before any work: a report that cannot be written is said at once
-        writable_folder(target, "report folder")
+        writable_folder(target, "report folder", made)
     except TbscaleError as e:
         raise TbscaleError(f"{e}; give --out DIR to write the report elsewhere") from None
+    try:
+        return _report_into(target, run_dirs, console, compare=compare, plots=plots, baseline=baseline,
+                            sections=sections, include_infra_errors=include_infra_errors,
+                            adaptive_pair=adaptive_pair, tables_to_console=tables_to_console,
+                            run_aliases=run_aliases)
+    except BaseException:
+        remove_made_folders(made)
+        raise
+
+
+def _report_into(target: Path, run_dirs: list[Path], console: Console, *, compare: list[str] | None, plots: bool,
+                 baseline: str | None, sections: list[SectionFn] | None, include_infra_errors: bool,
+                 adaptive_pair: list[str] | None, tables_to_console: bool,
+                 run_aliases: dict[str, Path]) -> ReportContext:
     table = read_trial_table(run_dirs)
     for p in table.problems:
         p.warn()

@@ -73,6 +73,7 @@ def run(config: Path = typer.Argument(..., help="experiment YAML"),
     from tbscale.cli.report import closing_report
     from tbscale.environments import open_backend
     from tbscale.runner import Runner, experiment_dataset, experiment_tasks, load_experiment
+    from tbscale.names import remove_made_folders
     from tbscale.runner.checks import before_first_container, run_folder
 
     overrides = {}
@@ -81,18 +82,23 @@ def run(config: Path = typer.Argument(..., help="experiment YAML"),
     if _count("trials", trials):
         overrides["trials"] = trials
     exp = load_experiment(config, overrides)
-    run_dir = run_folder(output_dir or Path(exp.output_dir), run_name or exp.name,
-                         "--run-name" if run_name is not None else f"{config}: name")
-    backend = open_backend(exp.environment)
-    dataset = experiment_dataset(exp, log=lambda m: say(m))
-    # Everything the config names is checked before anything is built or started.
-    task_list = experiment_tasks(exp, split_list(tasks), dataset=dataset,
-                                 before_build=lambda ts: before_first_container(exp, ts, config, backend))
-    if preflight:
-        _preflight(exp, config, probe)
-    backend.check()
-    runner = Runner(exp, task_list, run_dir, retry_infra_errors=retry_errors,
-                    dataset=dataset.manifest() if dataset is not None else None)
+    made: list[Path] = []  # the folders made for the run: removed again if it stops before it starts
+    try:
+        run_dir = run_folder(output_dir or Path(exp.output_dir), run_name or exp.name,
+                             "--run-name" if run_name is not None else f"{config}: name", made)
+        backend = open_backend(exp.environment)
+        dataset = experiment_dataset(exp, log=lambda m: say(m))
+        # Everything the config names is checked before anything is built or started.
+        task_list = experiment_tasks(exp, split_list(tasks), dataset=dataset,
+                                     before_build=lambda ts: before_first_container(exp, ts, config, backend))
+        if preflight:
+            preflight_models(exp, config, probe)
+        backend.check()
+        runner = Runner(exp, task_list, run_dir, retry_infra_errors=retry_errors,
+                        dataset=dataset.manifest() if dataset is not None else None)
+    except BaseException:
+        remove_made_folders(made)
+        raise
     if runner.simulated:
         console.print("[yellow]Simulated models (sim/...): these runs exercise the harness; "
                       "they measure no language model.[/]")
@@ -136,7 +142,9 @@ def _after_run(runner, run_dir: Path) -> None:
                       "and a rerun retries them.", highlight=False)
 
 
-def _preflight(exp, config: Path, probe: bool) -> None:
+def preflight_models(exp, config: Path | str, probe: bool) -> None:
+    """Every model the experiment uses: its key is set and its endpoint answers (with `probe`, a
+    one-token call succeeds); the first problem as a one-line error naming `config` and the key."""
     from tbscale.models.preflight import check_models
     from tbscale.runner.resolve import referenced_models
 

@@ -19,14 +19,17 @@ if TYPE_CHECKING:
 
 @app.command()
 def sweep(sweep_file: Path = typer.Argument(..., help="sweep YAML: configs and a grid of overrides"),
-          concurrency: Optional[int] = typer.Option(None, min=1, help="override every config's concurrency")):
+          concurrency: Optional[int] = typer.Option(None, min=1, help="override every config's concurrency"),
+          preflight: bool = typer.Option(True, help="check every point's models (key and endpoint) before the first "
+                                                    "point starts"),
+          probe: bool = typer.Option(False, help="with --preflight, also make a one-token call to each model")):
     """Run every config x grid point (resuming finished trials) and append results to the history."""
     from datetime import datetime, timezone
 
-    from tbscale.cli.run import run_with_progress
+    from tbscale.cli.run import preflight_models, run_with_progress
     from tbscale.config import bounds
     from tbscale.environments import open_backend
-    from tbscale.names import writable_folder
+    from tbscale.names import remove_made_folders, writable_folder
     from tbscale.runner import Runner, experiment_dataset, experiment_tasks, resolve_experiment
     from tbscale.runner.checks import before_first_container, run_folder
     from tbscale.sweeps import HistoryFile, expand, experiment_of, history_lines, load_sweep
@@ -38,19 +41,28 @@ def sweep(sweep_file: Path = typer.Argument(..., help="sweep YAML: configs and a
         fail(f"--concurrency: {problem}")
     if Path(sw.history).is_dir():
         fail(f"{sweep_file}: history: {sw.history} is a folder, not a file")
-    writable_folder(Path(sw.history).parent, f"{sweep_file}: history folder")
-    history = HistoryFile(Path(sw.history))
-    # Every grid point is loaded and checked before the first one runs: a bad point costs no work.
+    # Every grid point is loaded and checked before the first one runs: a bad point costs no work,
+    # and the folders made for the sweep so far are removed again.
+    made: list[Path] = []
     points = []
-    for name, doc, point, cfg_path in plan:
-        if concurrency:
-            doc["concurrency"] = concurrency
-        where = f"{cfg_path} (grid point {point})"
-        exp = resolve_experiment(experiment_of(doc, cfg_path, point), where)
-        dataset = experiment_dataset(exp)
-        task_list = experiment_tasks(exp, dataset=dataset, before_build=lambda ts, exp=exp, where=where:
-                                     before_first_container(exp, ts, where, open_backend(exp.environment)))
-        points.append((name, point, exp, dataset, task_list, run_folder(Path(sw.output_dir) / date, name, where)))
+    try:
+        writable_folder(Path(sw.history).parent, f"{sweep_file}: history folder", made)
+        for name, doc, point, cfg_path in plan:
+            if concurrency:
+                doc["concurrency"] = concurrency
+            where = f"{cfg_path} (grid point {point})"
+            exp = resolve_experiment(experiment_of(doc, cfg_path, point), where)
+            dataset = experiment_dataset(exp)
+            task_list = experiment_tasks(exp, dataset=dataset, before_build=lambda ts, exp=exp, where=where:
+                                         before_first_container(exp, ts, where, open_backend(exp.environment)))
+            if preflight:  # as `tbscale run` does: a key missing at the last point stops the sweep here
+                preflight_models(exp, where, probe)
+            run_dir = run_folder(Path(sw.output_dir) / date, name, where, made)
+            points.append((name, point, exp, dataset, task_list, run_dir))
+        history = HistoryFile(Path(sw.history))
+    except BaseException:
+        remove_made_folders(made)
+        raise
     sigterm_as_interrupt()
     for name, point, exp, dataset, task_list, run_dir in points:
         runner = Runner(exp, task_list, run_dir, dataset=dataset.manifest() if dataset is not None else None)

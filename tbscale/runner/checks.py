@@ -16,18 +16,20 @@ from tbscale.names import check_name, inside, writable_folder
 from tbscale.tasks import Task
 
 
-def run_folder(output_dir: Path | str, run_name: str, where: str = "--run-name") -> Path:
+def run_folder(output_dir: Path | str, run_name: str, where: str = "--run-name",
+               made: list[Path] | None = None) -> Path:
     """output_dir/run_name, made and known to be writable; the name follows the rule of the YAML
-    `name:` and the folder is not a link out of output_dir."""
+    `name:` and the folder is not a link out of output_dir. `made` gets the folders made for it
+    (`writable_folder`)."""
     check_name(run_name, where)
     output_dir = Path(output_dir)
     run_dir = output_dir / run_name
-    writable_folder(output_dir, "output_dir")
+    writable_folder(output_dir, "output_dir", made)
     if run_dir.is_symlink() or (run_dir.exists() and not inside(run_dir, output_dir)):
         raise TbscaleError(f"{run_dir}: is a link out of {output_dir}; a run folder must be a folder of its own")
     if run_dir.exists() and not run_dir.is_dir():
         raise TbscaleError(f"{run_dir}: is a file, not a run folder")
-    writable_folder(run_dir, "run folder")
+    writable_folder(run_dir, "run folder", made)
     return run_dir
 
 
