@@ -152,6 +152,8 @@ def make_inputs(root: Path, api: str) -> None:
     # Sweeps
     (root / "sweep-date.yaml").write_text(f"name: s\nconfigs: [{root / 'good.yaml'}]\ndate: ../../escape\n"
                                           f"output_dir: {root / 'sweeps'}\nhistory: {root / 'h.jsonl'}\n")
+    (root / "missing-tasks.yaml").write_text((root / "good.yaml").read_text().replace(
+        f"tasks: {{path: {root / 'tasks'}}}", "tasks: {path: nowhere-tasks}"))
     (root / "sweep-dup.yaml").write_text(f"name: s\nconfigs: [{root / 'good.yaml'}]\nname: t\n")
     # The first point is good and gets its run folder; the second names a key that is not set.
     (root / "sweep-later-point.yaml").write_text(f"name: s\nconfigs: [{root / 'good.yaml'}, {root / 'real.yaml'}]\n"
@@ -324,6 +326,9 @@ CASES: list[Case] = [
     Case("missing key variable", ["run", "{root}/real.yaml"], 2,
          "models.real: the environment variable TBSCALE_TEST_UNSET_KEY (api_key_env) is not set",
          env={"TBSCALE_TEST_UNSET_KEY": None}, litellm=True),
+    Case("tasks.path names nothing", ["run", "{root}/missing-tasks.yaml"], 2,
+         "{root}/missing-tasks.yaml: tasks.path: nowhere-tasks: no such file or directory (looked beside the "
+         "config, {root}/nowhere-tasks, and in the working directory)"),
     Case("sweep: a later point's key variable is missing", ["sweep", "{root}/sweep-later-point.yaml"], 2,
          "models.real: the environment variable TBSCALE_TEST_UNSET_KEY (api_key_env) is not set",
          env={"TBSCALE_TEST_UNSET_KEY": None}, litellm=True,

@@ -73,6 +73,7 @@ def run(config: Path = typer.Argument(..., help="experiment YAML"),
     from tbscale.cli.report import closing_report
     from tbscale.environments import open_backend
     from tbscale.runner import Runner, experiment_dataset, experiment_tasks, load_experiment
+    from tbscale.config import check_tasks_path
     from tbscale.names import remove_made_folders
     from tbscale.runner.checks import before_first_container, run_folder
 
@@ -84,6 +85,7 @@ def run(config: Path = typer.Argument(..., help="experiment YAML"),
     exp = load_experiment(config, overrides)
     made: list[Path] = []  # the folders made for the run: removed again if it stops before it starts
     try:
+        check_tasks_path(exp, config)
         run_dir = run_folder(output_dir or Path(exp.output_dir), run_name or exp.name,
                              "--run-name" if run_name is not None else f"{config}: name", made)
         backend = open_backend(exp.environment)

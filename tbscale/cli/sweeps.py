@@ -27,7 +27,7 @@ def sweep(sweep_file: Path = typer.Argument(..., help="sweep YAML: configs and a
     from datetime import datetime, timezone
 
     from tbscale.cli.run import preflight_models, run_with_progress
-    from tbscale.config import bounds
+    from tbscale.config import bounds, check_tasks_path
     from tbscale.environments import open_backend
     from tbscale.names import remove_made_folders, writable_folder
     from tbscale.runner import Runner, experiment_dataset, experiment_tasks, resolve_experiment
@@ -52,6 +52,7 @@ def sweep(sweep_file: Path = typer.Argument(..., help="sweep YAML: configs and a
                 doc["concurrency"] = concurrency
             where = f"{cfg_path} (grid point {point})"
             exp = resolve_experiment(experiment_of(doc, cfg_path, point), where)
+            check_tasks_path(exp, cfg_path, where)
             dataset = experiment_dataset(exp)
             task_list = experiment_tasks(exp, dataset=dataset, before_build=lambda ts, exp=exp, where=where:
                                          before_first_container(exp, ts, where, open_backend(exp.environment)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -66,3 +67,15 @@ def beside_config(config: Path, name: str | None) -> str | None:
         return name
     candidate = config.parent / name
     return str(candidate) if candidate.exists() else name
+
+
+def check_tasks_path(exp: Experiment, config: Path | str, where: str | None = None) -> None:
+    """A `tasks.path` that names nothing, as a one-line error naming the config (or `where`, a
+    sweep's grid point) and where it looked. `tbscale run` and `sweep` check it before they make
+    anything; `models check` and `clean --config` do not need the tasks."""
+    name = exp.tasks.path
+    if name is None or Path(name).exists():
+        return
+    looked = "" if Path(name).is_absolute() else \
+        f" (looked beside the config, {os.path.abspath(Path(config).parent / name)}, and in the working directory)"
+    raise TbscaleError(f"{where or config}: tasks.path: {name}: no such file or directory{looked}")
