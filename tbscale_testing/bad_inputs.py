@@ -326,6 +326,12 @@ CASES: list[Case] = [
     Case("missing key variable", ["run", "{root}/real.yaml"], 2,
          "models.real: the environment variable TBSCALE_TEST_UNSET_KEY (api_key_env) is not set",
          env={"TBSCALE_TEST_UNSET_KEY": None}, litellm=True),
+    Case("tasks show: no such folder, --path absent", ["tasks", "show", "{root}/nowhere-task", "--path",
+                                                         "{root}/nowhere-dir"], 2,
+         "{root}/nowhere-task: no such task folder; as a task id it is looked up under --path {root}/nowhere-dir, "
+         "which does not exist"),
+    Case("run --tasks naming no task", ["run", "{root}/good.yaml", "--tasks", "zzz"], 2,
+         "{root}/tasks: no task named zzz here; its tasks: ok-task"),
     Case("tasks.path names nothing", ["run", "{root}/missing-tasks.yaml"], 2,
          "{root}/missing-tasks.yaml: tasks.path: nowhere-tasks: no such file or directory (looked beside the "
          "config, {root}/nowhere-tasks, and in the working directory)"),

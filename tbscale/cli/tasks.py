@@ -252,6 +252,9 @@ def _find_task(task: str, root: Path, strict_keys: bool):
     stem, dot, _ = path.name.rpartition(".")
     if dot and is_task_dir(path.with_name(stem)):
         return load_task(path.with_name(stem), path.name, strict=strict_keys)
+    if not root.exists():  # else the error would name only --path's default, `tasks`
+        what = "not a task folder" if path.exists() else "no such task folder"
+        fail(f"{task}: {what}; as a task id it is looked up under --path {root}, which does not exist")
     tasks, _ = load_tasks(root, include=[task], strict=strict_keys)
     if len(tasks) != 1:
         fail(f"{task}: {len(tasks)} tasks have this name under {root}: {', '.join(t.id for t in tasks[:5])}")

@@ -101,5 +101,10 @@ def load_tasks(root: Path, include: list[str] | None = None, exclude: list[str] 
     if include is not None:
         missing = sorted(set(include) - selected)
         if missing:
-            raise TbscaleError(f"{root}: tasks named in `include` not found: {', '.join(missing)}")
+            # Named by a config's `tasks.include`, `run --tasks` or `tasks show`: the message says
+            # which names match nothing and which ids there are to choose from.
+            known = sorted({f.id for f in found.tasks})  # the folders found (variants are not loaded unless named)
+            listed = ", ".join(known[:8]) + (f", ... ({len(known)} in all)" if len(known) > 8 else "")
+            raise TbscaleError(f"{root}: no task named {', '.join(missing)} here"
+                               + (f"; its tasks: {listed}" if known else "; it holds no task"))
     return tasks, problems
