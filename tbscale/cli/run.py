@@ -4,6 +4,8 @@ closing report (printed by cli/report.py, which `tbscale report` uses too)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 import time
 from pathlib import Path
 from typing import Optional
@@ -31,14 +33,67 @@ def progress_view(title: str, c):
     return table
 
 
-def run_with_progress(runner, title: str) -> None:
+def progress_line(title: str, c) -> str:
+    """The live view's counts as one plain line, for output that is not a terminal."""
+    finished = c.done + c.skipped
+    rate = f"{c.passed / c.done:.0%}" if c.done else "-"
+    retries = ", ".join(f"{k} {v}" for k, v in c.retries.most_common(3))
+    return (f"{title}: {finished}/{c.total} done, {c.running} running, {c.skipped} resumed, {c.errors} infra errors"
+            + (f", {c.crashed} crashed" if c.crashed else "") + f", pass {rate}, {time.monotonic() - c.started_at:.0f} s"
+            + (f", retries: {retries}" if retries else ""))
+
+
+def progress_every_sec() -> float:
+    """How often a run whose output is not a terminal says where it is (TBSCALE_PROGRESS_EVERY_SEC)."""
+    raw = os.environ.get("TBSCALE_PROGRESS_EVERY_SEC", "30")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise TbscaleError(f"TBSCALE_PROGRESS_EVERY_SEC: a number of seconds, got {raw!r}") from None
+    if not value > 0:
+        raise TbscaleError(f"TBSCALE_PROGRESS_EVERY_SEC: more than 0 seconds, got {raw!r}")
+    return value
+
+
+def run_with_progress(runner, title: str, every: float | None = None) -> None:
+    """Run `runner` with a live view on a terminal, else with a plain line every `every` seconds
+    (default: progress_every_sec())."""
     from rich.live import Live
 
+    every = every or progress_every_sec()
     for line in runner.notice():  # once per run: the keys not enforced here, and why
         say(line, "yellow")
-    with Live(progress_view(title, runner.counters), console=console, refresh_per_second=4, transient=False) as live:
-        runner.on_update = lambda c, row: live.update(progress_view(title, c))
+    if console.is_terminal:
+        with Live(progress_view(title, runner.counters), console=console, refresh_per_second=4,
+                  transient=False) as live:
+            runner.on_update = lambda c, row: live.update(progress_view(title, c))
+            asyncio.run(runner.run())
+        return
+    # A CI log or a nightly sweep's file: a live view would print nothing until the run ends (hours,
+    # for a sweep). A line when the counts have changed, at most every `every` seconds, and at
+    # least every ten times that while a long trial runs; then the last.
+    c = runner.counters
+    stop = threading.Event()
+
+    def counts() -> tuple:
+        return c.done, c.skipped, c.running, c.errors, c.crashed, c.passed, sum(c.retries.values())
+
+    def report() -> None:
+        said, said_at = counts(), time.monotonic()
+        while not stop.wait(every):
+            now = counts()
+            if now != said or time.monotonic() - said_at >= 10 * every:
+                say(progress_line(title, c))
+                said, said_at = now, time.monotonic()
+
+    reporter = threading.Thread(target=report, name="tbscale-progress", daemon=True)
+    reporter.start()
+    try:
         asyncio.run(runner.run())
+    finally:
+        stop.set()
+        reporter.join()
+        say(progress_line(title, c))
 
 
 def _count(name: str, value: int | None) -> int | None:
@@ -83,6 +138,7 @@ def run(config: Path = typer.Argument(..., help="experiment YAML"),
     if _count("trials", trials):
         overrides["trials"] = trials
     exp = load_experiment(config, overrides)
+    every = progress_every_sec()
     made: list[Path] = []  # the folders made for the run: removed again if it stops before it starts
     try:
         check_tasks_path(exp, config)
@@ -102,11 +158,10 @@ def run(config: Path = typer.Argument(..., help="experiment YAML"),
         remove_made_folders(made)
         raise
     if runner.simulated:
-        console.print("[yellow]Simulated models (sim/...): these runs exercise the harness; "
-                      "they measure no language model.[/]")
+        say("Simulated models (sim/...): these runs exercise the harness; they measure no language model.", "yellow")
     sigterm_as_interrupt()
     try:
-        run_with_progress(runner, exp.name)
+        run_with_progress(runner, exp.name, every)
     except KeyboardInterrupt:
         say(f"interrupted: {runner.counters.done} trials finished this time are saved in {run_dir}; run the same "
             "command again to resume.", "yellow")

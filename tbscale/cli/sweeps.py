@@ -26,7 +26,7 @@ def sweep(sweep_file: Path = typer.Argument(..., help="sweep YAML: configs and a
     """Run every config x grid point (resuming finished trials) and append results to the history."""
     from datetime import datetime, timezone
 
-    from tbscale.cli.run import preflight_models, run_with_progress
+    from tbscale.cli.run import preflight_models, progress_every_sec, run_with_progress
     from tbscale.config import bounds, check_tasks_path
     from tbscale.environments import open_backend
     from tbscale.names import remove_made_folders, writable_folder
@@ -35,6 +35,7 @@ def sweep(sweep_file: Path = typer.Argument(..., help="sweep YAML: configs and a
     from tbscale.sweeps import HistoryFile, expand, experiment_of, history_lines, load_sweep
 
     sw = load_sweep(sweep_file)
+    every = progress_every_sec()
     plan = expand(sw)
     date = sw.date or datetime.now(timezone.utc).strftime("%Y-%m-%d")
     if concurrency and (problem := bounds.over_limit("concurrency", concurrency)):
@@ -68,7 +69,7 @@ def sweep(sweep_file: Path = typer.Argument(..., help="sweep YAML: configs and a
     for name, point, exp, dataset, task_list, run_dir in points:
         runner = Runner(exp, task_list, run_dir, dataset=dataset.manifest() if dataset is not None else None)
         try:
-            run_with_progress(runner, name)
+            run_with_progress(runner, name, every)
         except KeyboardInterrupt:
             say(f"interrupted; rerun the same sweep to resume ({run_dir})", "yellow")
             raise typer.Exit(130)
