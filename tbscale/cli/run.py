@@ -140,6 +140,7 @@ def run(config: Path = typer.Argument(..., help="experiment YAML"),
     exp = load_experiment(config, overrides)
     every = progress_every_sec()
     made: list[Path] = []  # the folders made for the run: removed again if it stops before it starts
+    runner = None
     try:
         check_tasks_path(exp, config)
         run_dir = run_folder(output_dir or Path(exp.output_dir), run_name or exp.name,
@@ -151,10 +152,13 @@ def run(config: Path = typer.Argument(..., help="experiment YAML"),
                                      before_build=lambda ts: before_first_container(exp, ts, config, backend))
         if preflight:
             preflight_models(exp, config, probe)
-        backend.check()
         runner = Runner(exp, task_list, run_dir, retry_infra_errors=retry_errors,
                         dataset=dataset.manifest() if dataset is not None else None)
+        runner.claim_folder()  # another run writing into this folder is refused here, before the live view
+        backend.check()
     except BaseException:
+        if runner is not None:
+            runner.folder.lock.release(remove=runner.run_dir in made)
         remove_made_folders(made)
         raise
     if runner.simulated:

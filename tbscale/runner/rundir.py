@@ -3,7 +3,10 @@ the crash log. Everything a person looks for is a file here (docs/formats.md).""
 
 from __future__ import annotations
 
+import fcntl
+import os
 import platform
+import socket
 import subprocess
 import traceback
 from datetime import datetime, timezone
@@ -46,6 +49,52 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
+class RunLock:
+    """Held by the one process that runs trials into a run folder (`tbscale run`, a sweep's point,
+    `tasks check`): a second one on the same folder is refused, instead of running every trial again
+    beside the first and interleaving their lines in the same trajectory files. An flock on
+    `.tbscale-run.lock`: the kernel lets go of it when its holder exits, however it exits (kill -9
+    too), so a lock is never stale. The file stays (removing it would let two processes hold locks on
+    two files of the same name); it names the last holder."""
+
+    NAME = ".tbscale-run.lock"
+
+    def __init__(self, folder: Path):
+        self.path = Path(folder) / self.NAME
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self) -> None:
+        if self._fd is not None:
+            return
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 300).decode(errors="replace").strip() or "a process"
+            os.close(fd)
+            raise TbscaleError(f"{self.path.parent}: another tbscale run is running trials into this run folder "
+                               f"({holder}); let it finish (or stop it), or give this run another --run-name") from None
+        except OSError:  # a file system without flock (some network mounts): run unguarded, as before
+            os.close(fd)
+            return
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()} since {now()}\n".encode())
+        self._fd = fd
+
+    def release(self, remove: bool = False) -> None:
+        """Let go of the lock; with `remove`, remove the file too (only for a folder the caller made
+        moments ago and is removing again: no other run can be waiting on it)."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            if remove:
+                self.path.unlink(missing_ok=True)
+            os.close(fd)  # closing the last descriptor lets go of the flock
+
+
 class RunFolder:
     """results/<run>/ as one experiment sees it."""
 
@@ -53,6 +102,7 @@ class RunFolder:
         self.path = Path(path)
         self.index = TrialIndex(self.path / "trials.jsonl")
         self.ledger = AppendedLines(self.path / "spend.jsonl", sync=False)
+        self.lock = RunLock(self.path)
 
     @property
     def run_label(self) -> str:

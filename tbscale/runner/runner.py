@@ -114,8 +114,21 @@ class Runner:
         self.index.append(row)
         return row
 
-    async def run(self) -> Counters:
+    def claim_folder(self) -> None:
+        """Take the run folder for this run (RunLock), or a one-line TbscaleError naming the run that
+        holds it. `run` claims it too; the CLI claims it first, so that the refusal comes before the
+        live view starts."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.folder.lock.acquire()
+
+    async def run(self) -> Counters:
+        self.claim_folder()
+        try:
+            return await self._run()
+        finally:
+            self.folder.lock.release()
+
+    async def _run(self) -> Counters:
         failures.reset_breakers()
         manifest = self.folder.open_for(self.exp, {t.id: task_hash(t) for t in self.tasks})
         invocation = Invocation(started_at=now(), argv=[redact(a) for a in sys.argv])

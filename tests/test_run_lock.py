@@ -1,0 +1,76 @@
+"""One process runs trials into a run folder at a time: a second `tbscale run` on the same folder is
+refused with one line naming the holder, instead of running every trial again beside the first and
+interleaving their lines (before: 24 trial lines for 12 trials, and torn trajectory lines)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tbscale.cli import app
+from tbscale.errors import TbscaleError
+from tbscale.runner.rundir import RunLock
+from tbscale_testing.tasks import write_harbor_task
+
+
+def test_a_held_folder_is_refused_naming_its_holder_and_free_once_let_go(tmp_path: Path) -> None:
+    first, second = RunLock(tmp_path), RunLock(tmp_path)
+    first.acquire()
+    with pytest.raises(TbscaleError, match=rf"another tbscale run is running trials into this run folder "
+                                           rf"\(pid {os.getpid()} on "):
+        second.acquire()
+    assert not second.held
+    first.release()
+    second.acquire()
+    assert second.held and (tmp_path / RunLock.NAME).is_file()
+    second.release()
+
+
+def test_a_holder_killed_with_sigkill_leaves_no_stale_lock(tmp_path: Path) -> None:
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, time
+        from tbscale.runner.rundir import RunLock
+        RunLock({str(tmp_path)!r}).acquire()
+        print("held", flush=True)
+        time.sleep(600)
+        """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(TbscaleError, match=f"pid {holder.pid} on"):
+            RunLock(tmp_path).acquire()
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=60)
+        lock = RunLock(tmp_path)
+        lock.acquire()  # the kernel let go of it with the process
+        assert lock.held
+        lock.release()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_run_on_a_folder_another_run_holds_exits_2_before_anything_starts(tmp_path: Path) -> None:
+    write_harbor_task(tmp_path / "tasks", "t1")
+    config = tmp_path / "exp.yaml"
+    config.write_text(f"name: busy\ntasks: {{path: {tmp_path / 'tasks'}}}\noutput_dir: {tmp_path / 'results'}\n"
+                      "models: {p: {model: sim/policy}}\nsettings: [{name: base, generator: p}]\n")
+    folder = tmp_path / "results" / "busy"
+    folder.mkdir(parents=True)
+    (folder / "trials.jsonl").write_text("")
+    other = RunLock(folder)
+    other.acquire()
+    try:
+        res = CliRunner().invoke(app, ["run", str(config)], env={"COLUMNS": "300"})
+    finally:
+        other.release()
+    assert res.exit_code == 2, res.output
+    errors = [x for x in res.output.splitlines() if x.startswith("error:")]
+    assert len(errors) == 1 and "another tbscale run is running trials into this run folder" in errors[0]
+    assert sorted(p.name for p in folder.iterdir()) == [RunLock.NAME, "trials.jsonl"]  # nothing written
