@@ -18,6 +18,7 @@ from __future__ import annotations
 import gc
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
@@ -217,3 +218,28 @@ def find_run_dirs(paths: list[Path]) -> list[Path]:
         raise TbscaleError(f"{', '.join(map(str, paths))}: no runs found (no trials.jsonl); runs made by other "
                            "harnesses are read with `tbscale import` or `tbscale report --import`")
     return runs
+
+
+RUN_LOCK = ".tbscale-run.lock"  # held by the process running trials into a run folder (runner/rundir.py)
+
+
+def run_holder(run_dir: Path) -> str | None:
+    """Who is running trials into `run_dir` now: its lock file's line (pid, host, since) while a
+    process holds the lock, else None. Read from the kernel's table of locks (/proc/locks, Linux), so
+    that looking takes no lock: a run starting at that moment is never refused because of a reader."""
+    path = Path(run_dir) / RUN_LOCK
+    try:
+        st = path.stat()
+        table = Path("/proc/locks").read_text()
+    except OSError:
+        return None
+    ident = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    # "1: FLOCK  ADVISORY  WRITE 8783 fe:00:2409086 0 EOF"; a waiter's line has "->" after the number
+    held = any(parts[1:3] == ["FLOCK", "ADVISORY"] and parts[3] == "WRITE" and parts[5] == ident
+               for parts in (line.split() for line in table.splitlines()) if len(parts) >= 6)
+    if not held:
+        return None
+    try:
+        return path.read_text(errors="replace").strip() or "a process"
+    except OSError:
+        return "a process"

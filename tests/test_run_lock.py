@@ -74,3 +74,48 @@ def test_run_on_a_folder_another_run_holds_exits_2_before_anything_starts(tmp_pa
     errors = [x for x in res.output.splitlines() if x.startswith("error:")]
     assert len(errors) == 1 and "another tbscale run is running trials into this run folder" in errors[0]
     assert sorted(p.name for p in folder.iterdir()) == [RunLock.NAME, "trials.jsonl"]  # nothing written
+
+
+def _live_run(tmp_path: Path) -> Path:
+    """A run folder whose last invocation has not ended: 1 of 4 planned trials finished."""
+    import json
+
+    from tbscale_testing.bad_inputs import trial_line
+
+    run = tmp_path / "results" / "live"
+    run.mkdir(parents=True)
+    (run / "manifest.json").write_text(json.dumps({
+        "schema_version": 2, "run_name": "live", "setting_keys": {"base": "k1"},
+        "current": {"settings": ["base"], "setting_keys": {"base": "k1"}, "trials": 4, "seed": 0,
+                    "task_hashes": {"ok-task": "h"}, "planned_trials": {"base": 4}},
+        "invocations": [{"started_at": "2026-01-01T10:00:00+00:00", "argv": ["tbscale", "run"]}]}))
+    (run / "trials.jsonl").write_text(json.dumps(trial_line("live", 0)) + "\n")
+    return run
+
+
+def test_a_report_of_a_run_still_going_says_so_instead_of_asking_for_a_rerun(tmp_path: Path) -> None:
+    from tbscale.rundata.trials import run_plan
+    from tbscale.runfiles import run_holder
+
+    run = _live_run(tmp_path)
+    assert run_holder(run) is None  # no lock file yet
+    lock = RunLock(run)
+    lock.acquire()
+    try:
+        assert run_holder(run).startswith(f"pid {os.getpid()} on ")
+        plan = run_plan(run)
+        assert plan.running.startswith(f"pid {os.getpid()} on ") and plan.stopped is None
+        res = CliRunner().invoke(app, ["report", str(run), "--no-plots", "--format", "json"], env={"COLUMNS": "300"})
+        assert res.exit_code == 0, res.output
+        import json
+
+        banner = next(b for b in json.loads(res.stdout)["banners"] if b.startswith("INCOMPLETE"))
+        assert f"Still running (live: pid {os.getpid()} on " in banner and "the numbers will change" in banner
+        assert "Run the same command again" not in banner
+        assert lock.held  # reading took nothing from the run
+    finally:
+        lock.release()
+    # Let go (the process ended, however): the run stopped without recording its end.
+    assert run_holder(run) is None
+    plan = run_plan(run)
+    assert plan.running is None and "never recorded its end (the process was killed)" in plan.stopped

@@ -80,9 +80,11 @@ def incomplete_banner(ctx: ReportContext, done: pd.DataFrame) -> str | None:
     planned, finished = int(done["planned"].sum()), int(done["finished"].sum())
     per = "; ".join(f"{r.setting}: {r.finished} of {r.planned}" for r in missing.itertuples())
     why = "; ".join(f"{Path(p.run_dir).name}: {p.stopped}" for p in ctx.plans if p.stopped)
+    live = "; ".join(f"{Path(p.run_dir).name}: {p.running}" for p in ctx.plans if p.running)
     return (f"INCOMPLETE: {finished} of {planned} planned trials have finished ({per}); every number below covers "
             f"the finished trials only." + (f" Why: {why}." if why else "")
-            + " Run the same command again to finish the plan.")
+            + (f" Still running ({live}): the numbers will change as trials finish." if live else "")
+            + (" Run the same command again to finish the plan." if why or not live else ""))
 
 
 def core_sections(ctx: ReportContext) -> None:

@@ -28,7 +28,7 @@ import pandas as pd
 from tbscale.errors import TbscaleError
 from tbscale.jsonl import ReadProblems
 from tbscale.rundata.compact import pack_json, system_allocator
-from tbscale.runfiles import manifest_of, trial_chunks
+from tbscale.runfiles import manifest_of, run_holder, trial_chunks
 from tbscale.types.completion import Usage
 from tbscale.types.manifest import CurrentConfig
 from tbscale.types.results import TrialResult
@@ -46,6 +46,7 @@ class RunPlan:
     planned: dict[str, int]  # setting -> trials in its plan
     tasks: set[str] | None  # the plan's task ids (None: not recorded)
     stopped: str | None = None
+    running: str | None = None  # who is running trials into it now (runfiles.run_holder)
 
 
 @dataclass
@@ -79,11 +80,14 @@ def run_plan(run_dir: Path) -> RunPlan | None:
     planned = {k: v for k, v in planned.items() if v >= 0}
     last = manifest.invocations[-1] if manifest.invocations else None
     stopped = last.stopped if last is not None else None
-    if stopped is None and last is not None and last.finished_at is None:
-        stopped = "its last invocation never recorded its end (the process was killed, or is still running)"
+    running = run_holder(run_dir) if last is not None and last.finished_at is None else None
+    if running:
+        stopped = None  # not stopped: still going
+    elif stopped is None and last is not None and last.finished_at is None:
+        stopped = "its last invocation never recorded its end (the process was killed)"
     elif stopped is None and last is not None and last.crashed:
         stopped = f"{last.crashed} trials crashed in its last invocation and were not recorded (see crashes.log)"
-    return RunPlan(str(run_dir), planned, tasks, stopped or None)
+    return RunPlan(str(run_dir), planned, tasks, stopped or None, running)
 
 
 def belongs(row: TrialResult, current: CurrentConfig | None) -> bool:

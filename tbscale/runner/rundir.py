@@ -18,7 +18,7 @@ from tbscale import SCHEMA_VERSION, __version__
 from tbscale.config import Experiment
 from tbscale.errors import TbscaleError
 from tbscale.logs import AppendedLines, EventLog, TrialIndex, model_line
-from tbscale.runfiles import manifest_json, read_manifest
+from tbscale.runfiles import RUN_LOCK, manifest_json, read_manifest
 from tbscale.secrets import redact
 from tbscale.runner.identity import identity_changes, key_of, setting_identity
 from tbscale.runner.plan import TrialSpec
@@ -57,7 +57,7 @@ class RunLock:
     too), so a lock is never stale. The file stays (removing it would let two processes hold locks on
     two files of the same name); it names the last holder."""
 
-    NAME = ".tbscale-run.lock"
+    NAME = RUN_LOCK
 
     def __init__(self, folder: Path):
         self.path = Path(folder) / self.NAME
