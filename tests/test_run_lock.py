@@ -119,3 +119,29 @@ def test_a_report_of_a_run_still_going_says_so_instead_of_asking_for_a_rerun(tmp
     assert run_holder(run) is None
     plan = run_plan(run)
     assert plan.running is None and "never recorded its end (the process was killed)" in plan.stopped
+
+
+def test_a_changed_setting_is_refused_before_the_progress_starts(tmp_path: Path) -> None:
+    from tbscale.runner import load_experiment
+    from tbscale.runner.identity import task_hash
+    from tbscale.runner.rundir import RunFolder
+    from tbscale.tasks import load_tasks
+
+    write_harbor_task(tmp_path / "tasks", "t1")
+    config = tmp_path / "exp.yaml"
+    text = (f"name: pinned\ntasks: {{path: {tmp_path / 'tasks'}}}\noutput_dir: {tmp_path / 'results'}\nseed: 0\n"
+            "models: {p: {model: sim/policy}}\nsettings: [{name: base, generator: p}]\n")
+    config.write_text(text)
+    folder = RunFolder(tmp_path / "results" / "pinned")
+    folder.path.mkdir(parents=True)
+    tasks, _ = load_tasks(tmp_path / "tasks")
+    folder.write_manifest(folder.open_for(load_experiment(config), {t.id: task_hash(t) for t in tasks}))
+    config.write_text(text.replace("seed: 0", "seed: 7"))
+    res = CliRunner().invoke(app, ["run", str(config)], env={"COLUMNS": "300"})
+    assert res.exit_code == 2, res.output
+    assert [x for x in res.output.splitlines() if x.strip()] == [
+        f"error: {folder.manifest_path}: setting 'base' changed since this run began (seed); give the run a new name "
+        "(--run-name) or the setting a new name"]
+    from tbscale.runfiles import run_holder
+
+    assert run_holder(folder.path) is None  # the refused run let go of the folder

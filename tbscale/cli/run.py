@@ -88,12 +88,17 @@ def run_with_progress(runner, title: str, every: float | None = None) -> None:
 
     reporter = threading.Thread(target=report, name="tbscale-progress", daemon=True)
     reporter.start()
+    refused = False
     try:
         asyncio.run(runner.run())
+    except TbscaleError:  # bad input found at the start: its one line is what is said
+        refused = True
+        raise
     finally:
         stop.set()
         reporter.join()
-        say(progress_line(title, c))
+        if not refused:
+            say(progress_line(title, c))
 
 
 def _count(name: str, value: int | None) -> int | None:

@@ -32,7 +32,7 @@ from tbscale.runner.rundir import RunFolder, now
 from tbscale.runner.trial import TrialRunner
 from tbscale.secrets import redact
 from tbscale.tasks import Task
-from tbscale.types.manifest import DatasetRecord, Invocation, NotEnforcedTasks
+from tbscale.types.manifest import DatasetRecord, Invocation, NotEnforcedTasks, RunManifest
 from tbscale.types.results import TrialResult
 from tbscale.types.spend import CallRecord, SpendLine
 
@@ -80,6 +80,7 @@ class Runner:
         # trial's lines back here, the only process that writes the run folder.
         self.executor = executor_for(exp)
         self._not_enforced: list[NotEnforcedTasks] | None = None
+        self._manifest: RunManifest | None = None  # claim_folder's, for run to extend
 
     def not_enforced(self) -> list[NotEnforcedTasks]:
         """The tasks' keys this run does not carry out as written, grouped by key and reason (the
@@ -115,11 +116,18 @@ class Runner:
         return row
 
     def claim_folder(self) -> None:
-        """Take the run folder for this run (RunLock), or a one-line TbscaleError naming the run that
-        holds it. `run` claims it too; the CLI claims it first, so that the refusal comes before the
-        live view starts."""
+        """Take the run folder for this run (RunLock) and check the experiment against its manifest
+        (a setting whose identity changed is refused): a one-line TbscaleError otherwise. `run`
+        claims it too; the CLI claims it first, so that a refusal comes before the live view starts."""
+        if self.folder.lock.held:
+            return
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.folder.lock.acquire()
+        try:
+            self._manifest = self.folder.open_for(self.exp, {t.id: task_hash(t) for t in self.tasks})
+        except BaseException:
+            self.folder.lock.release()
+            raise
 
     async def run(self) -> Counters:
         self.claim_folder()
@@ -130,7 +138,7 @@ class Runner:
 
     async def _run(self) -> Counters:
         failures.reset_breakers()
-        manifest = self.folder.open_for(self.exp, {t.id: task_hash(t) for t in self.tasks})
+        manifest, self._manifest = self._manifest, None  # read and checked by claim_folder
         invocation = Invocation(started_at=now(), argv=[redact(a) for a in sys.argv])
         manifest.invocations.append(invocation)
         manifest.not_enforced = self.not_enforced()
