@@ -32,6 +32,9 @@ class SteppedRunner:
     def __init__(self, log: io.StringIO, total: int = 3):
         self.log, self.counters = log, Counters(total)
 
+    def claim_folder(self) -> None:
+        pass
+
     def notice(self) -> list[str]:
         return []
 

@@ -61,6 +61,9 @@ def run_with_progress(runner, title: str, every: float | None = None) -> None:
     from rich.live import Live
 
     every = every or progress_every_sec()
+    # The folder first (`tbscale run` has claimed it already): a run holding it, or a setting changed
+    # since the run began, is one line before any view starts (a sweep's point, `tasks check`).
+    runner.claim_folder()
     for line in runner.notice():  # once per run: the keys not enforced here, and why
         say(line, "yellow")
     if console.is_terminal:
@@ -88,17 +91,12 @@ def run_with_progress(runner, title: str, every: float | None = None) -> None:
 
     reporter = threading.Thread(target=report, name="tbscale-progress", daemon=True)
     reporter.start()
-    refused = False
     try:
         asyncio.run(runner.run())
-    except TbscaleError:  # bad input found at the start: its one line is what is said
-        refused = True
-        raise
     finally:
         stop.set()
         reporter.join()
-        if not refused:
-            say(progress_line(title, c))
+        say(progress_line(title, c))
 
 
 def _count(name: str, value: int | None) -> int | None:
