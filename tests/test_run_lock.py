@@ -145,3 +145,28 @@ def test_a_changed_setting_is_refused_before_the_progress_starts(tmp_path: Path)
     from tbscale.runfiles import run_holder
 
     assert run_holder(folder.path) is None  # the refused run let go of the folder
+
+
+def test_a_sweep_claims_every_point_before_the_first_runs(tmp_path: Path) -> None:
+    write_harbor_task(tmp_path / "tasks", "t1")
+    for name in ("first", "second"):
+        (tmp_path / f"{name}.yaml").write_text(
+            f"name: {name}\ntasks: {{path: {tmp_path / 'tasks'}}}\nmodels: {{p: {{model: sim/policy}}}}\n"
+            "settings: [{name: base, generator: p}]\n")
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(f"name: nightly\nconfigs: [{tmp_path / 'first.yaml'}, {tmp_path / 'second.yaml'}]\n"
+                     f"date: '2026-01-01'\noutput_dir: {tmp_path / 'sweeps'}\nhistory: {tmp_path / 'h.jsonl'}\n")
+    held = tmp_path / "sweeps" / "2026-01-01" / "second"
+    held.mkdir(parents=True)
+    other = RunLock(held)
+    other.acquire()
+    try:
+        res = CliRunner().invoke(app, ["sweep", str(sweep)], env={"COLUMNS": "300"})
+    finally:
+        other.release()
+    assert res.exit_code == 2, res.output
+    errors = [x for x in res.output.splitlines() if x.startswith("error:")]
+    assert len(errors) == 1 and f"{held}: another tbscale run is running trials into this run folder" in errors[0]
+    # the first point never ran, and the folder the sweep made for it is gone again
+    assert not (tmp_path / "sweeps" / "2026-01-01" / "first").exists()
+    assert sorted(p.name for p in held.iterdir()) == [RunLock.NAME]

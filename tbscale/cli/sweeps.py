@@ -46,6 +46,7 @@ def sweep(sweep_file: Path = typer.Argument(..., help="sweep YAML: configs and a
     # and the folders made for the sweep so far are removed again.
     made: list[Path] = []
     points = []
+    runners: list = []
     try:
         writable_folder(Path(sw.history).parent, f"{sweep_file}: history folder", made)
         for name, doc, point, cfg_path in plan:
@@ -62,12 +63,19 @@ def sweep(sweep_file: Path = typer.Argument(..., help="sweep YAML: configs and a
             run_dir = run_folder(Path(sw.output_dir) / date, name, where, made)
             points.append((name, point, exp, dataset, task_list, run_dir))
         history = HistoryFile(Path(sw.history))
+        # Every point's run folder is claimed now and held until its turn: a point another run
+        # holds, or whose settings changed since its run began, stops the sweep before any runs.
+        for name, point, exp, dataset, task_list, run_dir in points:
+            runner = Runner(exp, task_list, run_dir, dataset=dataset.manifest() if dataset is not None else None)
+            runner.claim_folder()
+            runners.append(runner)
     except BaseException:
+        for runner in runners:
+            runner.folder.lock.release(remove=runner.run_dir in made)
         remove_made_folders(made)
         raise
     sigterm_as_interrupt()
-    for name, point, exp, dataset, task_list, run_dir in points:
-        runner = Runner(exp, task_list, run_dir, dataset=dataset.manifest() if dataset is not None else None)
+    for runner, (name, point, exp, dataset, task_list, run_dir) in zip(runners, points):
         try:
             run_with_progress(runner, name, every)
         except KeyboardInterrupt:
