@@ -77,3 +77,17 @@ def test_the_interval_must_be_a_positive_number_of_seconds(monkeypatch) -> None:
         cli_run.progress_every_sec()
     monkeypatch.setenv("TBSCALE_PROGRESS_EVERY_SEC", "2.5")
     assert cli_run.progress_every_sec() == 2.5
+
+
+def test_the_time_left_is_the_pace_of_the_trials_finished_so_far() -> None:
+    c = Counters(40)
+    assert cli_run.time_left(c) is None  # nothing finished yet: no pace
+    c.done, c.started_at = 10, time.monotonic() - 100  # 10 trials in 100 s, 30 to go
+    assert cli_run.time_left(c) == "about 5 min left"
+    c.done, c.skipped = 5, 30  # resumed trials are not left, and not the pace either: 5 left, 20 s each
+    assert cli_run.time_left(c) == "about 100 s left"
+    c.done, c.skipped, c.started_at = 1, 0, time.monotonic() - 1000
+    assert cli_run.time_left(c) == "about 10.8 h left"
+    c.done = 40
+    assert cli_run.time_left(c) is None
+    assert "(about" not in cli_run.progress_line("demo", c)

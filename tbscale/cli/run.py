@@ -29,8 +29,20 @@ def progress_view(title: str, c):
     table.add_row(f"[bold]{title}[/]", f"[green]{'━' * fill}[/][dim]{'━' * (bar_w - fill)}[/]",
                   f"{finished}/{c.total} done", f"{c.running} running", f"{c.skipped} resumed",
                   f"[red]{c.errors} infra errors[/]" + (f" [red]{c.crashed} crashed[/]" if c.crashed else ""),
-                  f"pass {rate}", f"{elapsed:5.0f} s" + (f"  [yellow]retries: {retries}[/]" if retries else ""))
+                  f"pass {rate}", f"{elapsed:5.0f} s" + (f" ({left})" if (left := time_left(c)) else "")
+                  + (f"  [yellow]retries: {retries}[/]" if retries else ""))
     return table
+
+
+def time_left(c) -> str | None:
+    """What is left of the run at the pace of this invocation's finished trials ("about 12 min
+    left"); None before the first trial finishes or once none is left."""
+    left = c.total - c.done - c.skipped - c.crashed
+    if not c.done or left <= 0:
+        return None
+    sec = (time.monotonic() - c.started_at) / c.done * left
+    return f"about {sec:.0f} s left" if sec < 120 else (
+        f"about {sec / 60:.0f} min left" if sec < 7200 else f"about {sec / 3600:.1f} h left")
 
 
 def progress_line(title: str, c) -> str:
@@ -38,9 +50,10 @@ def progress_line(title: str, c) -> str:
     finished = c.done + c.skipped
     rate = f"{c.passed / c.done:.0%}" if c.done else "-"
     retries = ", ".join(f"{k} {v}" for k, v in c.retries.most_common(3))
+    left = time_left(c)
     return (f"{title}: {finished}/{c.total} done, {c.running} running, {c.skipped} resumed, {c.errors} infra errors"
             + (f", {c.crashed} crashed" if c.crashed else "") + f", pass {rate}, {time.monotonic() - c.started_at:.0f} s"
-            + (f", retries: {retries}" if retries else ""))
+            + (f" ({left})" if left else "") + (f", retries: {retries}" if retries else ""))
 
 
 def progress_every_sec() -> float:
