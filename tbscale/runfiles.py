@@ -223,6 +223,11 @@ def find_run_dirs(paths: list[Path]) -> list[Path]:
 RUN_LOCK = ".tbscale-run.lock"  # held by the process running trials into a run folder (runner/rundir.py)
 
 
+def holders_visible() -> bool:
+    """Whether `run_holder` can tell a live run from a killed one here (the kernel's table of locks)."""
+    return os.path.isfile("/proc/locks")
+
+
 def run_holder(run_dir: Path) -> str | None:
     """Who is running trials into `run_dir` now: its lock file's line (pid, host, since) while a
     process holds the lock, else None. Read from the kernel's table of locks (/proc/locks, Linux), so

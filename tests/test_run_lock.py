@@ -170,3 +170,14 @@ def test_a_sweep_claims_every_point_before_the_first_runs(tmp_path: Path) -> Non
     # the first point never ran, and the folder the sweep made for it is gone again
     assert not (tmp_path / "sweeps" / "2026-01-01" / "first").exists()
     assert sorted(p.name for p in held.iterdir()) == [RunLock.NAME]
+
+
+def test_where_the_kernels_locks_cannot_be_read_a_run_without_an_end_may_still_be_running(tmp_path: Path,
+                                                                                           monkeypatch) -> None:
+    import tbscale.rundata.trials as trials
+
+    run = _live_run(tmp_path)
+    monkeypatch.setattr(trials, "holders_visible", lambda: False)
+    assert "never recorded its end (the process was killed, or is still running)" in trials.run_plan(run).stopped
+    monkeypatch.setattr(trials, "holders_visible", lambda: True)
+    assert trials.run_plan(run).stopped.endswith("never recorded its end (the process was killed)")

@@ -28,7 +28,7 @@ import pandas as pd
 from tbscale.errors import TbscaleError
 from tbscale.jsonl import ReadProblems
 from tbscale.rundata.compact import pack_json, system_allocator
-from tbscale.runfiles import manifest_of, run_holder, trial_chunks
+from tbscale.runfiles import holders_visible, manifest_of, run_holder, trial_chunks
 from tbscale.types.completion import Usage
 from tbscale.types.manifest import CurrentConfig
 from tbscale.types.results import TrialResult
@@ -84,7 +84,8 @@ def run_plan(run_dir: Path) -> RunPlan | None:
     if running:
         stopped = None  # not stopped: still going
     elif stopped is None and last is not None and last.finished_at is None:
-        stopped = "its last invocation never recorded its end (the process was killed)"
+        stopped = "its last invocation never recorded its end (the process was killed" + (
+            ")" if holders_visible() else ", or is still running)")
     elif stopped is None and last is not None and last.crashed:
         stopped = f"{last.crashed} trials crashed in its last invocation and were not recorded (see crashes.log)"
     return RunPlan(str(run_dir), planned, tasks, stopped or None, running)
