@@ -56,6 +56,21 @@ def test_a_holder_killed_with_sigkill_leaves_no_stale_lock(tmp_path: Path) -> No
         holder.wait()
 
 
+def refused_while_held(folder: Path, argv: list[str]) -> str:
+    """Run the CLI with `argv` while another holder has `folder`'s lock: it exits 2 with one error
+    line, which is returned."""
+    other = RunLock(folder)
+    other.acquire()
+    try:
+        res = CliRunner().invoke(app, argv, env={"COLUMNS": "300"})
+    finally:
+        other.release()
+    assert res.exit_code == 2, res.output
+    errors = [x for x in res.output.splitlines() if x.startswith("error:")]
+    assert len(errors) == 1, res.output
+    return errors[0]
+
+
 def test_run_on_a_folder_another_run_holds_exits_2_before_anything_starts(tmp_path: Path) -> None:
     write_harbor_task(tmp_path / "tasks", "t1")
     config = tmp_path / "exp.yaml"
@@ -64,15 +79,8 @@ def test_run_on_a_folder_another_run_holds_exits_2_before_anything_starts(tmp_pa
     folder = tmp_path / "results" / "busy"
     folder.mkdir(parents=True)
     (folder / "trials.jsonl").write_text("")
-    other = RunLock(folder)
-    other.acquire()
-    try:
-        res = CliRunner().invoke(app, ["run", str(config)], env={"COLUMNS": "300"})
-    finally:
-        other.release()
-    assert res.exit_code == 2, res.output
-    errors = [x for x in res.output.splitlines() if x.startswith("error:")]
-    assert len(errors) == 1 and "another tbscale run is running trials into this run folder" in errors[0]
+    error = refused_while_held(folder, ["run", str(config)])
+    assert "another tbscale run is running trials into this run folder" in error
     assert sorted(p.name for p in folder.iterdir()) == [RunLock.NAME, "trials.jsonl"]  # nothing written
 
 
@@ -158,15 +166,8 @@ def test_a_sweep_claims_every_point_before_the_first_runs(tmp_path: Path) -> Non
                      f"date: '2026-01-01'\noutput_dir: {tmp_path / 'sweeps'}\nhistory: {tmp_path / 'h.jsonl'}\n")
     held = tmp_path / "sweeps" / "2026-01-01" / "second"
     held.mkdir(parents=True)
-    other = RunLock(held)
-    other.acquire()
-    try:
-        res = CliRunner().invoke(app, ["sweep", str(sweep)], env={"COLUMNS": "300"})
-    finally:
-        other.release()
-    assert res.exit_code == 2, res.output
-    errors = [x for x in res.output.splitlines() if x.startswith("error:")]
-    assert len(errors) == 1 and f"{held}: another tbscale run is running trials into this run folder" in errors[0]
+    error = refused_while_held(held, ["sweep", str(sweep)])
+    assert f"{held}: another tbscale run is running trials into this run folder" in error
     # the first point never ran, and the folder the sweep made for it is gone again
     assert not (tmp_path / "sweeps" / "2026-01-01" / "first").exists()
     assert sorted(p.name for p in held.iterdir()) == [RunLock.NAME]

@@ -74,10 +74,9 @@ class OneLineHelp(TyperGroup):
 
     def get_command(self, ctx, cmd_name: str):
         command = super().get_command(ctx, cmd_name)
-        if command is not None and command.help and not getattr(command, "_reflowed", False):
+        if command is not None and command.help:  # reflowing again changes nothing
             command.help = reflowed(command.help)
             command.short_help = command.short_help or command.help.split("\n\n")[0]
-            command._reflowed = True
         return command
 
 
@@ -106,7 +105,6 @@ class OneLineErrors(OneLineHelp):
 
     def parse_args(self, ctx, args: list[str]) -> list[str]:
         return self._expected(lambda c: super(OneLineErrors, self).parse_args(c, args), ctx)
-
 
 
 app = typer.Typer(cls=OneLineErrors, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,

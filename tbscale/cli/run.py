@@ -8,7 +8,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import typer
 
@@ -16,21 +16,33 @@ from tbscale.cli.app import app, console, fail, labelled, models_app, out, say, 
 from tbscale.errors import TbscaleError
 
 
+class Progress(NamedTuple):
+    """The counts both views show, taken once from a runner's counters."""
+
+    finished: int  # this invocation's and the resumed
+    rate: str  # the pass rate of this invocation's finished trials
+    elapsed: float
+    left: str | None  # time_left
+    retries: str
+
+
+def progress_of(c) -> Progress:
+    return Progress(c.done + c.skipped, f"{c.passed / c.done:.0%}" if c.done else "-", time.monotonic() - c.started_at,
+                    time_left(c), ", ".join(f"{k} {v}" for k, v in c.retries.most_common(3)))
+
+
 def progress_view(title: str, c):
     from rich.table import Table
 
+    p = progress_of(c)
     table = Table.grid(padding=(0, 2))
-    finished = c.done + c.skipped
-    rate = f"{c.passed / c.done:.0%}" if c.done else "-"
-    elapsed = time.monotonic() - c.started_at
     bar_w = 30
-    fill = int(bar_w * finished / c.total) if c.total else bar_w
-    retries = ", ".join(f"{k} {v}" for k, v in c.retries.most_common(3))
+    fill = int(bar_w * p.finished / c.total) if c.total else bar_w
     table.add_row(f"[bold]{title}[/]", f"[green]{'━' * fill}[/][dim]{'━' * (bar_w - fill)}[/]",
-                  f"{finished}/{c.total} done", f"{c.running} running", f"{c.skipped} resumed",
+                  f"{p.finished}/{c.total} done", f"{c.running} running", f"{c.skipped} resumed",
                   f"[red]{c.errors} infra errors[/]" + (f" [red]{c.crashed} crashed[/]" if c.crashed else ""),
-                  f"pass {rate}", f"{elapsed:5.0f} s" + (f" ({left})" if (left := time_left(c)) else "")
-                  + (f"  [yellow]retries: {retries}[/]" if retries else ""))
+                  f"pass {p.rate}", f"{p.elapsed:5.0f} s" + (f" ({p.left})" if p.left else "")
+                  + (f"  [yellow]retries: {p.retries}[/]" if p.retries else ""))
     return table
 
 
@@ -47,13 +59,10 @@ def time_left(c) -> str | None:
 
 def progress_line(title: str, c) -> str:
     """The live view's counts as one plain line, for output that is not a terminal."""
-    finished = c.done + c.skipped
-    rate = f"{c.passed / c.done:.0%}" if c.done else "-"
-    retries = ", ".join(f"{k} {v}" for k, v in c.retries.most_common(3))
-    left = time_left(c)
-    return (f"{title}: {finished}/{c.total} done, {c.running} running, {c.skipped} resumed, {c.errors} infra errors"
-            + (f", {c.crashed} crashed" if c.crashed else "") + f", pass {rate}, {time.monotonic() - c.started_at:.0f} s"
-            + (f" ({left})" if left else "") + (f", retries: {retries}" if retries else ""))
+    p = progress_of(c)
+    return (f"{title}: {p.finished}/{c.total} done, {c.running} running, {c.skipped} resumed, {c.errors} infra errors"
+            + (f", {c.crashed} crashed" if c.crashed else "") + f", pass {p.rate}, {p.elapsed:.0f} s"
+            + (f" ({p.left})" if p.left else "") + (f", retries: {p.retries}" if p.retries else ""))
 
 
 def progress_every_sec() -> float:
