@@ -38,6 +38,14 @@ def rows(tmp_path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
 
+def run_oracle_once(tmp_path: Path) -> subprocess.CompletedProcess:
+    """`tbscale run` of one oracle trial of the tasks under tmp_path/tasks."""
+    doc = {"name": "infra", "tasks": {"path": str(tmp_path / "tasks")}, "trials": 1,
+           "output_dir": str(tmp_path / "results"), "settings": [{"name": "oracle", "agent": "oracle"}]}
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(doc))
+    return tbscale("run", str(tmp_path / "exp.yaml"), "--no-report")
+
+
 def no_call_retried(tmp_path: Path) -> bool:
     """Every model call the run recorded (spend.jsonl) failed at its first try: none was retried.
     What "stops within seconds" means, counted in calls rather than timed."""
@@ -107,10 +115,7 @@ def test_missing_credentials_through_litellm_trip_the_breaker(tmp_path: Path) ->
 
 def test_image_build_failure_is_an_infrastructure_error(tmp_path: Path) -> None:
     write_harbor_task(tmp_path / "tasks", "write-done", dockerfile="FROM debian:bookworm-slim\nRUN exit 3\n")
-    doc = {"name": "infra", "tasks": {"path": str(tmp_path / "tasks")}, "trials": 1,
-           "output_dir": str(tmp_path / "results"), "settings": [{"name": "oracle", "agent": "oracle"}]}
-    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(doc))
-    res = tbscale("run", str(tmp_path / "exp.yaml"), "--no-report")
+    res = run_oracle_once(tmp_path)
     assert res.returncode == 3, res.stderr
     (row,) = rows(tmp_path)
     assert row["stop_reason"] == "image_build_error" and row["infra_error"] and row["error"]["type"] == "ImageBuildError"
@@ -150,12 +155,24 @@ def test_a_rebuild_names_the_quiet_download_failure_of_a_step_it_took_from_the_c
     assert "Name or service not known" in messages[1].splitlines()[-1]
 
 
+def test_log_folders_that_cannot_be_made_are_a_sandbox_error_naming_them(tmp_path: Path) -> None:
+    """The verifier guard's baseline makes a fresh environment's /logs folders in its own exec
+    (one exec a trial fewer); where they cannot be made (the image's /logs is a file), the trial is
+    still the sandbox error it was when a separate exec made them, naming the folders."""
+    write_harbor_task(tmp_path / "tasks", "write-done",
+                      dockerfile="FROM debian:bookworm-slim\nRUN echo not a folder > /logs\nWORKDIR /app\n")
+    res = run_oracle_once(tmp_path)
+    assert res.returncode == 3, res.stderr
+    (row,) = rows(tmp_path)
+    assert row["stop_reason"] == "sandbox_error" and row["infra_error"] and row["turns"] == 0, row
+    assert row["error"]["message"].startswith(
+        "could not make /logs/agent /logs/verifier /logs/artifacts in the container: mkdir: "), row["error"]
+    assert "Not a directory" in row["error"]["message"] and "\n" not in row["error"]["message"]
+
+
 def test_a_verifier_that_cannot_run_is_a_verifier_error(tmp_path: Path) -> None:
     write_harbor_task(tmp_path / "tasks", "write-done", test_sh="exit 127\n")  # writes no reward, "not found"
-    doc = {"name": "infra", "tasks": {"path": str(tmp_path / "tasks")}, "trials": 1,
-           "output_dir": str(tmp_path / "results"), "settings": [{"name": "oracle", "agent": "oracle"}]}
-    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(doc))
-    res = tbscale("run", str(tmp_path / "exp.yaml"), "--no-report")
+    res = run_oracle_once(tmp_path)
     assert res.returncode == 3
     (row,) = rows(tmp_path)
     # exit 127 (126) without a reward: the script could not run (issue 9: tests_not_run)

@@ -72,6 +72,10 @@ def test_a_passing_trial_copies_nothing_out_and_still_restarts_before_the_verifi
     assert [(r["passed"], r["reward"], r["ending"]) for r in rows] == [(True, 1.0, "pass")] * 2
     assert calls.counts[("GET", "archive")] == 0, calls.counts
     assert calls.counts[("POST", "restart")] == 2, calls.counts  # the process sweep is a restart, as before
+    # Eight execs a trial: the guard's baseline (which makes the log folders too), the oracle's
+    # clearing of /solution and its run, the process listing, the guard's check, the tests'
+    # preparation, the tests, and their digest with the reward read.
+    assert calls.counts[("POST", "exec")] == 2 * 8, calls.counts
     # as when the empty folder was copied out: the trial's artifacts folder stays, empty
     for r in rows:
         assert r["artifacts_path"] is None

@@ -145,7 +145,10 @@ class Attempt:
         box, image, built = await asyncio.to_thread(envs.start, self.task, envs.env, self.timing)
         self._started(box, image, built)
         t = time.monotonic()
-        await asyncio.to_thread(envs.prepare, box, envs.env, envs.env.network)
+        # The guard's baseline, the next exec in this environment, makes its log folders too.
+        self.checks.log_folders_pending = self.checks.makes_log_folders
+        await asyncio.to_thread(envs.prepare, box, envs.env, envs.env.network,
+                                log_folders=not self.checks.log_folders_pending)
         self.timing["prepare"] = time.monotonic() - t
         return box
 

@@ -122,6 +122,12 @@ if [ ! -e "$f" ] && [ ! -L "$f" ]; then a=absent
 elif [ -d "$f" ] && [ ! -L "$f" ] && [ -z "$(find "$f" -mindepth 1 -maxdepth 1 2>&1 | head -n 1)" ]; then a=empty; fi
 printf 'A\t%s\n' "$a"
 '''
+# A root command run first in the baseline's exec (`VerifierGuard.baseline`'s `setup`), its
+# failure one `S` line with the end of what it printed. The standard folders follow the PATH it is
+# given: the exec carries the verifier's env, whose PATH may leave them out.
+_SETUP = r'''_setup=$(PATH="${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"; { %s
+} 2>&1) || printf 'S\t%%s\n' "$(printf %%s "$_setup" | tail -c 200 | tr '\n\t' '  ')"
+'''
 KEEP_ALIVE = "sleep infinity"
 _INITS = (KEEP_ALIVE, "/sbin/docker-init -- " + KEEP_ALIVE)
 _KILL = r'''
@@ -279,6 +285,7 @@ class VerifierGuard:
         # (ExecResult.abandoned): while the agent's processes may run, one of them can stop a
         # command (SIGSTOP). Reported by the next seal as `check_stalled`.
         self.stalled: list[str] = []
+        self.setup_failed: str | None = None  # `baseline`'s setup: what it printed when it failed
 
     def _exec(self, target: Environment, what: str, command: str, timeout_sec: float, **kw: Any):
         res = target.exec(command, timeout_sec, user="0", **kw)
@@ -287,7 +294,8 @@ class VerifierGuard:
         return res
 
     # ---- probes ----------------------------------------------------------------------------------
-    def _snapshot(self, since: str | None = None, *, processes: bool = False, probe: bool = False) -> GuardSnapshot:
+    def _snapshot(self, since: str | None = None, *, processes: bool = False, probe: bool = False,
+                  setup: str = "") -> GuardSnapshot:
         """Digests and mount points; with `since` (the container's clock at the baseline), also
         the paths whose status changed after it, where they matter to the verifier. A status
         change time cannot be set back from inside a container (it needs the clock), so what the
@@ -299,6 +307,8 @@ class VerifierGuard:
             # What an earlier verification (a previous step's) left in /logs/verifier is not the
             # agent's: clear it before this agent phase, so that anything found there later is.
             cmd = _CLEAR_VERIFIER_LOGS + cmd
+        if setup:
+            cmd = _SETUP % setup + cmd
         if processes:
             cmd += _PROCESSES
         if probe:
@@ -312,6 +322,8 @@ class VerifierGuard:
             snap["processes"] = parse_processes(res.output)
         if probe:
             snap["artifacts_folder"] = next((x[2:] for x in res.output.splitlines() if x.startswith("A\t")), None)
+        if setup:
+            self.setup_failed = next((x[2:] for x in res.output.splitlines() if x.startswith("S\t")), None)
         return snap
 
     def _env(self, box: Environment, since: str | None) -> dict[str, str]:
@@ -343,9 +355,12 @@ class VerifierGuard:
         return {name: self.box.service(name) for name in self.box.services}
 
     # ---- before the agent phase ------------------------------------------------------------------
-    def baseline(self) -> None:
+    def baseline(self, setup: str = "") -> None:
+        """`setup`: a root command run first in the same exec (the log folders of an environment
+        just started: one round trip instead of two); what it printed when it failed is in
+        `setup_failed`. Given only where no process of the agent's has run yet."""
         t = time.monotonic()
-        self.before = self._snapshot(processes=True)  # the main container's processes too
+        self.before = self._snapshot(processes=True, setup=setup)  # the main container's processes too
         self.timing["guard_digest"] = time.monotonic() - t
         t = time.monotonic()
         self.before["sidecar_processes"] = {n: self._processes(c) for n, c in self._sidecars().items()}

@@ -27,7 +27,7 @@ from tbscale.environments import Environment, PhaseView, StartSpec
 from tbscale.errors import SandboxError, TaskRefused
 from tbscale.logs import AttemptRecorder
 from tbscale.runner.artifacts import collect_artifacts, restore_artifacts
-from tbscale.runner.environment import AttemptEnvironments
+from tbscale.runner.environment import LOG_FOLDERS_COMMAND, AttemptEnvironments, log_folders_error
 from tbscale.runner.findings import review
 from tbscale.runner.guard import VerifierGuard
 from tbscale.tasks import Task
@@ -63,6 +63,15 @@ class AttemptVerification:
         self.tampering: list[Tampering] = []
         self.artifacts_folder: str | None = None  # the last seal's finding (VerifierGuard.artifacts_folder)
         self.writers_kept = False  # the last seal left agent processes running (agent_processes: keep)
+        # The environment just started leaves its log folders to the next baseline (`begin`).
+        self.log_folders_pending = False
+
+    @property
+    def makes_log_folders(self) -> bool:
+        """Whether `begin`'s baseline can make a fresh environment's log folders in its exec: not
+        for a SWE-bench instance (no baseline) nor a multi-step task (its first step's setup.sh
+        runs before the baseline)."""
+        return self.task.format != "swebench" and not self.task.is_multi_step
 
     # ---- around the agent phase (runner/guard.py) -------------------------------------------------
     def begin(self, box: Environment, verifier: VerifierSpec, timing: dict[str, float]) -> None:
@@ -70,7 +79,10 @@ class AttemptVerification:
         if self.task.format == "swebench":
             return
         self.guard = VerifierGuard(box, verifier, sweep=self.sweep)
-        self.guard.baseline()
+        setup, self.log_folders_pending = (LOG_FOLDERS_COMMAND if self.log_folders_pending else ""), False
+        self.guard.baseline(setup=setup)
+        if self.guard.setup_failed is not None:
+            raise log_folders_error(self.guard.setup_failed)
         for k, v in self.guard.timing.items():
             timing[k] = timing.get(k, 0.0) + v
 
