@@ -168,6 +168,7 @@ def test_log_folders_that_cannot_be_made_are_a_sandbox_error_naming_them(tmp_pat
     assert row["error"]["message"].startswith(
         "could not make /logs/agent /logs/verifier /logs/artifacts in the container: mkdir: "), row["error"]
     assert "Not a directory" in row["error"]["message"] and "\n" not in row["error"]["message"]
+    assert row["error"]["message"].count("Not a directory") == 3, row["error"]  # one line per folder, joined
 
 
 def test_a_verifier_that_cannot_run_is_a_verifier_error(tmp_path: Path) -> None:

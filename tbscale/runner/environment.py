@@ -33,11 +33,12 @@ from tbscale.tasks.schema import Healthcheck
 LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
 # The root command that makes them, writable by any user.
 LOG_FOLDERS_COMMAND = "mkdir -p {0} && chmod 777 {0}".format(" ".join(LOG_DIRS))
+MCP_CONFIG_PATH = "/logs/agent/tbscale-mcp.json"
 
 
 def log_folders_error(output: str) -> SandboxError:
+    """The error of log folders that could not be made, with the end of what the command printed."""
     return SandboxError(f"could not make {' '.join(LOG_DIRS)} in the container: {output.strip()[-200:]}")
-MCP_CONFIG_PATH = "/logs/agent/tbscale-mcp.json"
 
 
 class McpServerEntry(TypedDict):

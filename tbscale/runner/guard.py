@@ -122,11 +122,12 @@ if [ ! -e "$f" ] && [ ! -L "$f" ]; then a=absent
 elif [ -d "$f" ] && [ ! -L "$f" ] && [ -z "$(find "$f" -mindepth 1 -maxdepth 1 2>&1 | head -n 1)" ]; then a=empty; fi
 printf 'A\t%s\n' "$a"
 '''
-# A root command run first in the baseline's exec (`VerifierGuard.baseline`'s `setup`), its
-# failure one `S` line with the end of what it printed. The standard folders follow the PATH it is
-# given: the exec carries the verifier's env, whose PATH may leave them out.
+# A root command run first in the baseline's exec (`VerifierGuard.baseline`'s `setup`); when it
+# fails, one `S` line with what it printed, its lines joined (the caller keeps the end). The
+# standard folders follow the PATH it is given: the exec carries the verifier's env, whose PATH
+# may leave them out.
 _SETUP = r'''_setup=$(PATH="${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"; { %s
-} 2>&1) || printf 'S\t%%s\n' "$(printf %%s "$_setup" | tail -c 200 | tr '\n\t' '  ')"
+} 2>&1) || printf 'S\t%%s\n' "$(printf %%s "$_setup" | tr '\n\t' '  ')"
 '''
 KEEP_ALIVE = "sleep infinity"
 _INITS = (KEEP_ALIVE, "/sbin/docker-init -- " + KEEP_ALIVE)
