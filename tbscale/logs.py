@@ -229,13 +229,15 @@ class TrialIndex(AppendedLines):
             return {}
         return latest_trials(self.path)
 
-    def finished_keys(self, retry_stop_reasons: set[str] | None = None, retry_infra_errors: bool = False) -> set[str]:
+    def finished_keys(self, retry_stop_reasons: set[str] | None = None, retry_infra_errors: bool = False,
+                      latest: dict[str, TrialResult] | None = None) -> set[str]:
         """Keys of trials with a readable line. A trial whose latest line stopped for one of
         `retry_stop_reasons`, or (with retry_infra_errors) was an infrastructure error, counts as
         unfinished: its new line will supersede the old one. So does a trial whose only lines are
-        unreadable (warned about with their line numbers)."""
+        unreadable (warned about with their line numbers). `latest`: `self.latest()` when the
+        caller has read it already."""
         retry = retry_stop_reasons or set()
-        return {k for k, row in self.latest().items()
+        return {k for k, row in (self.latest() if latest is None else latest).items()
                 if row.stop_reason not in retry and not (retry_infra_errors and row.infra_error)}
 
     def append(self, row: TrialResult) -> None:

@@ -144,7 +144,11 @@ def run(config: Path = typer.Argument(..., help="experiment YAML"),
                                           help="rerun finished trials that ended in an infrastructure error "
                                                "(model, sandbox, image build, verifier), or keep them"),
         preflight: bool = typer.Option(True, help="check every model's key and endpoint before starting"),
-        probe: bool = typer.Option(False, help="with --preflight, also make a one-token call to each model")):
+        probe: bool = typer.Option(False, help="with --preflight, also make a one-token call to each model"),
+        dry_run: bool = typer.Option(False, "--dry-run",
+                                     help="check everything a run checks, say which trials it would run and which "
+                                          "it would keep from an earlier run, and stop: nothing is started or "
+                                          "written")):
     """Run an experiment; rerunning the same config resumes it (finished trials are kept).
 
     Exit codes: 0 done; 1 some trials crashed (not recorded, rerun to retry); 2 bad input;
@@ -179,6 +183,11 @@ def run(config: Path = typer.Argument(..., help="experiment YAML"),
             preflight_models(exp, config, probe)
         runner = Runner(exp, task_list, run_dir, retry_infra_errors=retry_errors,
                         dataset=dataset.manifest() if dataset is not None else None)
+        if dry_run:
+            planned = runner.dry_run()
+            remove_made_folders(made)  # a folder made for the run, and still empty: the dry run leaves none
+            _say_plan(exp.name, run_dir, planned)
+            return
         runner.claim_folder()  # another run writing into this folder is refused here, before the live view
         backend.check()
     except BaseException:
@@ -205,6 +214,21 @@ def run(config: Path = typer.Argument(..., help="experiment YAML"),
     if report and runner.counters.done + runner.counters.skipped:
         closing_report(run_dir, plots=runner.stopped is None)
     raise typer.Exit(runner.exit_code)
+
+
+def _say_plan(name: str, run_dir: Path, planned: list) -> None:
+    """`run --dry-run`'s account: per setting, the trials planned, kept and to run."""
+    from tbscale.runner.runner import PlannedSetting
+
+    def counts(p: PlannedSetting) -> str:
+        return (f"{p.planned} planned, {p.kept} kept from an earlier run, {p.to_run} to run"
+                + (f" ({p.rerun} of them again, after an infrastructure error)" if p.rerun else ""))
+
+    total = PlannedSetting("all", *(sum(getattr(p, k) for p in planned) for k in ("planned", "kept", "to_run", "rerun")))
+    lines = [f"dry run of {name} into {run_dir}: {counts(total)}", *(f"  {p.setting}: {counts(p)}" for p in planned),
+             "nothing was started or written; run the same command without --dry-run to run them"]
+    for line in lines:
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _after_run(runner, run_dir: Path) -> None:

@@ -55,6 +55,19 @@ class Counters:
     started_at: float = field(default_factory=time.monotonic)
 
 
+@dataclass
+class PlannedSetting:
+    """What `run` would do for one setting (`Runner.dry_run`): trials planned, those an earlier
+    run of the folder finished (kept), and those it would run, of which `rerun` have a line
+    already (an infrastructure error, run again)."""
+
+    setting: str
+    planned: int = 0
+    kept: int = 0
+    to_run: int = 0
+    rerun: int = 0
+
+
 class Runner:
     def __init__(self, exp: Experiment, tasks: list[Task], run_dir: Path,
                  on_update: Callable[[Counters, TrialResult | None], None] | None = None,
@@ -128,6 +141,25 @@ class Runner:
         except BaseException:
             self.folder.lock.release()
             raise
+
+    def dry_run(self) -> list[PlannedSetting]:
+        """What `run` would do, and nothing of it: the manifest's check (a setting whose identity
+        changed is refused, as `run` refuses it), then the plan against the trials already
+        indexed. Takes no lock and writes nothing."""
+        self.folder.open_for(self.exp, {t.id: task_hash(t) for t in self.tasks})
+        indexed = self.index.latest()
+        done = self.index.finished_keys(retry_stop_reasons=self.retry_stop_reasons,
+                                        retry_infra_errors=self.retry_infra_errors, latest=indexed)
+        by_setting: dict[str, PlannedSetting] = {}
+        for spec in plan_trials(self.exp, self.tasks):
+            row = by_setting.setdefault(spec.setting.name, PlannedSetting(spec.setting.name))
+            row.planned += 1
+            if spec.key in done:
+                row.kept += 1
+            else:
+                row.to_run += 1
+                row.rerun += spec.key in indexed
+        return list(by_setting.values())
 
     async def run(self) -> Counters:
         self.claim_folder()
