@@ -4,6 +4,7 @@ infrastructure error), and nothing of it: no container, no folder, no lock, no l
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import yaml
@@ -12,7 +13,7 @@ from typer.testing import CliRunner
 from tbscale.cli import app
 from tbscale.runner import load_experiment, plan_trials
 from tbscale.runner.identity import task_hash
-from tbscale.runner.rundir import RunFolder
+from tbscale.runner.rundir import RunFolder, RunLock
 from tbscale.tasks import load_tasks
 from tbscale.types.results import TrialResult
 from tbscale_testing.tasks import write_harbor_task
@@ -68,7 +69,19 @@ def test_a_dry_run_of_a_run_begun_counts_what_it_keeps_and_what_it_reruns_and_to
     assert "  nop: 4 planned, 0 kept from an earlier run, 4 to run" in res.output
     kept = CliRunner().invoke(app, ["run", str(cfg), "--dry-run", "--keep-errors"])
     assert "  oracle: 4 planned, 2 kept from an earlier run, 2 to run\n" in kept.output, kept.output
+    assert "another tbscale run" not in kept.output
     assert _files(tmp_path / "results") == before  # not a byte written, and no lock file made
+
+    # While another run holds the folder, the dry run says so (it takes no lock: it is not refused).
+    lock = RunLock(folder.path)
+    lock.acquire()
+    try:
+        live = CliRunner().invoke(app, ["run", str(cfg), "--dry-run"])
+    finally:
+        lock.release()
+    assert live.exit_code == 0, live.output
+    assert f"another tbscale run is running trials into this folder now (pid {os.getpid()} on " in live.output
+    before = _files(tmp_path / "results")  # now with the lock file the holder made
 
     # A setting whose identity changed is refused as `run` refuses it, before anything.
     changed = _config(tmp_path, [{"name": "oracle", "agent": "nop"}, SETTINGS[1]])

@@ -218,6 +218,7 @@ def run(config: Path = typer.Argument(..., help="experiment YAML"),
 
 def _say_plan(name: str, run_dir: Path, planned: list) -> None:
     """`run --dry-run`'s account: per setting, the trials planned, kept and to run."""
+    from tbscale.runfiles import run_holder
     from tbscale.runner.runner import PlannedSetting
 
     def counts(p: PlannedSetting) -> str:
@@ -225,8 +226,12 @@ def _say_plan(name: str, run_dir: Path, planned: list) -> None:
                 + (f" ({p.rerun} of them again, after an infrastructure error)" if p.rerun else ""))
 
     total = PlannedSetting("all", *(sum(getattr(p, k) for p in planned) for k in ("planned", "kept", "to_run", "rerun")))
-    lines = [f"dry run of {name} into {run_dir}: {counts(total)}", *(f"  {p.setting}: {counts(p)}" for p in planned),
-             "nothing was started or written; run the same command without --dry-run to run them"]
+    lines = [f"dry run of {name} into {run_dir}: {counts(total)}", *(f"  {p.setting}: {counts(p)}" for p in planned)]
+    holder = run_holder(run_dir)
+    if holder is not None:  # the counts are of now: that run's trials are kept as they finish
+        lines.append(f"another tbscale run is running trials into this folder now ({holder}): it would have to "
+                     "finish first")
+    lines.append("nothing was started or written; run the same command without --dry-run to run them")
     for line in lines:
         out.print(line, markup=False, highlight=False, soft_wrap=True)
 
