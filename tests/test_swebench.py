@@ -197,6 +197,29 @@ def test_rows_without_swebench5_columns_are_refused_by_name(demo, tmp_path) -> N
         select_instances({"dataset": str(tmp_path / "bad.jsonl"), "cache_dir": str(tmp_path / "c")})
 
 
+def test_a_dry_run_builds_no_instance_image(demo, tmp_path, monkeypatch) -> None:
+    """`run --dry-run` of a config whose instances' images are built first (`build: docker`) plans
+    them and builds nothing."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from tbscale.cli import app
+    from tbscale.environments import swebench_images
+
+    def no_build(*a, **k):
+        raise AssertionError("a dry run built an image")
+
+    monkeypatch.setattr(swebench_images, "prepare_images", no_build)
+    cfg = tmp_path / "exp.yaml"
+    cfg.write_text(yaml.safe_dump({"name": "swe-dry", "tasks": {"swebench": source(demo, build="docker")},
+                                   "output_dir": str(tmp_path / "results"),
+                                   "settings": [{"name": "oracle", "agent": "oracle"}]}))
+    res = CliRunner().invoke(app, ["run", str(cfg), "--dry-run"])
+    assert res.exit_code == 0, res.output
+    assert "  oracle: 1 planned, 0 kept from an earlier run, 1 to run" in res.output
+    assert not (tmp_path / "results").exists()
+
+
 def test_missing_local_file_is_named(tmp_path) -> None:
     from tbscale.tasks.swebench import select_instances
 
