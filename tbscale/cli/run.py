@@ -225,7 +225,7 @@ def _say_plan(name: str, run_dir: Path, planned: list) -> None:
         return (f"{p.planned} planned, {p.kept} kept from an earlier run, {p.to_run} to run"
                 + (f" ({p.rerun} of them again, after an infrastructure error)" if p.rerun else ""))
 
-    total = PlannedSetting("all", *(sum(getattr(p, k) for p in planned) for k in ("planned", "kept", "to_run", "rerun")))
+    total = PlannedSetting("all", *(sum(getattr(p, k) for p in planned) for k in ("planned", "kept", "rerun")))
     lines = [f"dry run of {name} into {run_dir}: {counts(total)}", *(f"  {p.setting}: {counts(p)}" for p in planned)]
     holder = run_holder(run_dir)
     if holder is not None:  # the counts are of now: that run's trials are kept as they finish

@@ -146,9 +146,8 @@ class Attempt:
         self._started(box, image, built)
         t = time.monotonic()
         # The guard's baseline, the next exec in this environment, makes its log folders too.
-        self.checks.log_folders_pending = self.checks.makes_log_folders
         await asyncio.to_thread(envs.prepare, box, envs.env, envs.env.network,
-                                log_folders=not self.checks.log_folders_pending)
+                                log_folders=not self.checks.take_log_folders())
         self.timing["prepare"] = time.monotonic() - t
         return box
 

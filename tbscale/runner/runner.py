@@ -64,8 +64,11 @@ class PlannedSetting:
     setting: str
     planned: int = 0
     kept: int = 0
-    to_run: int = 0
     rerun: int = 0
+
+    @property
+    def to_run(self) -> int:
+        return self.planned - self.kept
 
 
 class Runner:
@@ -157,7 +160,6 @@ class Runner:
             if spec.key in done:
                 row.kept += 1
             else:
-                row.to_run += 1
                 row.rerun += spec.key in indexed
         return list(by_setting.values())
 

@@ -63,15 +63,14 @@ class AttemptVerification:
         self.tampering: list[Tampering] = []
         self.artifacts_folder: str | None = None  # the last seal's finding (VerifierGuard.artifacts_folder)
         self.writers_kept = False  # the last seal left agent processes running (agent_processes: keep)
-        # The environment just started leaves its log folders to the next baseline (`begin`).
-        self.log_folders_pending = False
+        self.log_folders_pending = False  # the environment just started left them to `begin`
 
-    @property
-    def makes_log_folders(self) -> bool:
-        """Whether `begin`'s baseline can make a fresh environment's log folders in its exec: not
-        for a SWE-bench instance (no baseline) nor a multi-step task (its first step's setup.sh
-        runs before the baseline)."""
-        return self.task.format != "swebench" and not self.task.is_multi_step
+    def take_log_folders(self) -> bool:
+        """For an environment just started: whether `begin`'s baseline makes its log folders in
+        its own exec (then `prepare` leaves them out). Not for a SWE-bench instance (no baseline)
+        nor a multi-step task (its first step's setup.sh runs before the baseline)."""
+        self.log_folders_pending = self.task.format != "swebench" and not self.task.is_multi_step
+        return self.log_folders_pending
 
     # ---- around the agent phase (runner/guard.py) -------------------------------------------------
     def begin(self, box: Environment, verifier: VerifierSpec, timing: dict[str, float]) -> None:
