@@ -46,7 +46,7 @@ from tbscale.tasks import load_task, load_tasks  # noqa: E402
 from tbscale.types.actions import FINISH_MARKER  # noqa: E402
 from tbscale_testing import LoopbackModel, auth_error  # noqa: E402
 from tbscale_testing.cli import Started  # noqa: E402
-from tbscale_testing.engine import containers  # noqa: E402
+from tbscale_testing.engine import TcpToDockerSocket, containers  # noqa: E402
 from tbscale_testing.tasks import write_harbor_task  # noqa: E402
 from tbscale_testing.waiting import wait_for  # noqa: E402
 
@@ -472,54 +472,6 @@ def test_backend_evicts_before_a_build_and_keeps_pending_images(tmp_path, monkey
 
 
 # ---- a Docker host reached over tcp:// ------------------------------------------------------------
-
-class TcpToDockerSocket:
-    """A TCP port on 127.0.0.1 that forwards every connection to the local engine's unix socket:
-    the engine seen as a remote `tcp://` Docker host, without starting a second one."""
-
-    def __init__(self, socket_path: str = "/var/run/docker.sock"):
-        import socket
-        import threading
-
-        self.socket_path, self.connections = socket_path, 0
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.port = self.server.getsockname()[1]
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        import socket
-        import threading
-
-        while True:
-            try:
-                client, _ = self.server.accept()
-            except OSError:
-                return
-            self.connections += 1
-            upstream = socket.socket(socket.AF_UNIX)
-            upstream.connect(self.socket_path)
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pipe(src, dst) -> None:
-        import socket
-
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        self.server.close()
-
 
 def test_a_trial_runs_against_a_docker_host_over_tcp(tmp_path):
     write_harbor_task(tmp_path / "tasks", "overtcp")

@@ -42,6 +42,18 @@ def test_the_backend_is_found_through_its_entry_point() -> None:
     assert backend.name == "remote-sandbox" and type(backend).__module__ == "tbscale_testing.remote_backend"
 
 
+def test_a_backend_that_cannot_build_images_refuses_a_swebench_build_in_one_line() -> None:
+    """Building SWE-bench images goes through the backend; one without builds says so (a plan-time error)."""
+    from types import SimpleNamespace
+
+    from tbscale.environments import get_backend
+
+    backend = get_backend("remote-sandbox", url="http://127.0.0.1:9")
+    with pytest.raises(TbscaleError, match=r"^tasks\.swebench\.build: docker: the remote-sandbox backend cannot build "
+                                           r"images; give images it can start and build: none$"):
+        backend.build_swebench_images([], {}, SimpleNamespace(build="docker"), print)
+
+
 @pytest.mark.parametrize("environment, error", [
     ({"backend": "remote-sandbox"}, "environment.options.url: Field required"),
     ({"backend": "remote-sandbox", "options": {"url": "ftp://x"}},

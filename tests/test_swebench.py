@@ -333,6 +333,33 @@ def test_swebench_build_path_uses_swebench_image_builder(demo, tmp_path, monkeyp
     assert written.read_text() == (demo.task_repo / "tasks" / demo.instance_id / "Dockerfile").read_text()
 
 
+@pytest.mark.docker
+def test_swebench_builds_on_the_runs_engine_and_its_buildx_is_pointed_there(demo, monkeypatch) -> None:
+    """`build: swebench` on a Docker host: swebench's builder gets a client of that engine, and the
+    `docker buildx` it runs sees DOCKER_HOST naming it, for the build only."""
+    import swebench.image_builder as builder
+
+    from tbscale.environments.swebench_images import _task_repo_parts, build_with_swebench
+    from tbscale.tasks.swebench import select_instances
+    from tbscale.tasks.swebench.images import resolve_image
+    from tbscale_testing.engine import TcpToDockerSocket
+
+    seen = {}
+    monkeypatch.setattr(builder, "build_instance_images", lambda client, image_specs, **kw: seen.update(
+        base_url=client.api.base_url, docker_host=os.environ.get("DOCKER_HOST"), names=[s.name for s in image_specs]))
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    src, rows = select_instances(source(demo, build="swebench"))
+    images = {r["instance_id"]: resolve_image(r, src) for r in rows}
+    dockerfiles, contexts = _task_repo_parts(src, list(images))
+    proxy = TcpToDockerSocket()
+    try:
+        build_with_swebench(rows, images, dockerfiles, contexts, src, log=lambda m: None, dry_run=True, host=proxy.url)
+    finally:
+        proxy.close()
+    assert seen == {"base_url": f"http://127.0.0.1:{proxy.port}", "docker_host": proxy.url, "names": [demo.image]}
+    assert "DOCKER_HOST" not in os.environ
+
+
 # ---- export and command registration ------------------------------------------------------------
 
 def _fake_run(tmp_path: Path) -> Path:
@@ -645,6 +672,33 @@ def test_docker_build_rebuilds_only_when_the_task_folder_changes(demo, built, tm
         assert labels["org.tbscale.test"] == "changed" and labels[CONTEXT_LABEL]
     finally:  # the first build is the demo image itself (same content, same labels): untag only
         client().images.remove(images[demo.instance_id])
+
+
+@pytest.mark.docker
+def test_instance_images_are_built_on_the_engine_the_run_starts_containers_on(demo, built, tmp_path) -> None:
+    """`build: docker` builds through the run's backend: with `environment.options.host` naming a
+    tcp:// Docker host, the build goes there, where the trials will look for the image (here the
+    local engine behind a TCP forwarder that records the requests passing through it)."""
+    from tbscale.config import Experiment
+    from tbscale.environments.engine import client
+    from tbscale.runner.plan import experiment_tasks
+    from tbscale_testing.engine import TcpToDockerSocket
+
+    proxy = TcpToDockerSocket()
+    task = None
+    try:
+        exp = Experiment.model_validate({
+            "name": "swe-tcp", "tasks": {"swebench": source(demo, build="docker",
+                                                            image=f"tbscale-test/overtcp-{os.getpid()}:{{docker_id}}")},
+            "settings": [{"name": "oracle", "agent": "oracle"}], "environment": {"options": {"host": proxy.url}}})
+        (task,) = experiment_tasks(exp, log=lambda m: None)
+        builds = [r for r in proxy.requests if r.startswith("POST ") and "/build?" in r]
+        assert len(builds) == 1 and "tbscale-test%2Fovertcp-" in builds[0], proxy.requests
+        assert client().images.get(task.image).labels["org.tbscale.task"] == demo.instance_id
+    finally:
+        proxy.close()
+        if task is not None:
+            client().images.remove(task.image)  # it shares the demo image's layers and labels: untagged only
 
 
 @pytest.mark.docker

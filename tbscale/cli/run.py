@@ -178,7 +178,8 @@ def run(config: Path = typer.Argument(..., help="experiment YAML"),
         dataset = experiment_dataset(exp, log=lambda m: say(m))
         # Everything the config names is checked before anything is built or started.
         task_list = experiment_tasks(exp, split_list(tasks), dataset=dataset, build_images=not dry_run,
-                                     before_build=lambda ts: before_first_container(exp, ts, config, backend))
+                                     before_build=lambda ts: before_first_container(exp, ts, config, backend),
+                                     backend=backend)
         if preflight:
             preflight_models(exp, config, probe)
         runner = Runner(exp, task_list, run_dir, retry_infra_errors=retry_errors,

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from tbscale.errors import ForksUnsupported
+from tbscale.errors import ForksUnsupported, TbscaleError
 
 
 @dataclass
@@ -374,6 +374,12 @@ class Backend(Protocol):
         """Images pending trials need (image_ref), never evicted: the Ray executor's workers."""
         ...
 
+    def build_swebench_images(self, rows: list, images: dict[str, str], source: Any, log: Callable[[str], None]) -> None:
+        """Build SWE-bench instances' images from their task repo (`tasks.swebench.build: docker`
+        or `swebench`; `images` maps instance id to the name its trials start from) where this
+        backend's environments start, before the first trial; a one-line TbscaleError when it cannot."""
+        ...
+
     def cleanup_orphans(self) -> int:
         """Remove what killed tbscale processes on this host left behind; the number removed."""
         ...
@@ -435,6 +441,10 @@ class BaseBackend:
 
     def keep_images(self, refs: set[str]) -> None:
         return None
+
+    def build_swebench_images(self, rows: list, images: dict[str, str], source: Any, log: Callable[[str], None]) -> None:
+        raise TbscaleError(f"tasks.swebench.build: {source.build}: the {self.name} backend cannot build images; "
+                           "give images it can start and build: none")
 
     def cleanup_orphans(self) -> int:
         return 0

@@ -93,6 +93,12 @@ class DockerBackend(BaseBackend):
     def keep_images(self, refs: set[str]) -> None:
         self.kept_images = set(refs)
 
+    def build_swebench_images(self, rows, images, source, log) -> None:
+        """On this backend's engine, where the trials will look for them."""
+        from tbscale.environments.swebench_images import prepare_images
+
+        prepare_images(rows, images, source, log, host=self.host)
+
     def plan(self, tasks: list) -> None:
         """The tasks whose trials are still to run: their images are kept whatever the budget."""
         if self.image_disk_budget_gb is not None:

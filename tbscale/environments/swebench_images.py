@@ -1,6 +1,8 @@
 """Building SWE-bench instance images when the config asks for it.
 
-Builds read the Dockerfile and build context of tasks/<instance_id>/ in a swebench task repo:
+Builds read the Dockerfile and build context of tasks/<instance_id>/ in a swebench task repo, on the
+engine the run's docker backend starts containers on (`environment.options.host`, or DOCKER_HOST
+and the local socket), so the trials find the images they were built for:
 - `build: swebench` calls swebench.image_builder (make_image_spec + build_instance_images), which
   runs `docker buildx build`, exactly as `swebench images build` / `swebench eval --task-repo` do;
 - `build: docker` builds the same Dockerfile and context with the Docker engine's classic builder
@@ -10,8 +12,10 @@ Builds read the Dockerfile and build context of tasks/<instance_id>/ in a sweben
 
 from __future__ import annotations
 
+import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 from tbscale.environments.docker import LABEL_APP, client, hash_directory
@@ -49,25 +53,27 @@ def _image_exists(client, name: str):
 
 
 def prepare_images(rows: list[SWEbenchRow], images: dict[str, str], src: SWEbenchSource,
-                   log=None) -> None:
-    """Build the images of `rows` as `src.build` says (a no-op for build: none)."""
+                   log=None, host: str | None = None) -> None:
+    """Build the images of `rows` as `src.build` says (a no-op for build: none), on the engine at
+    `host` (None: DOCKER_HOST or the local socket)."""
     if src.build == "none":
         return
     log = log or (lambda msg: print(msg, file=sys.stderr))
     ids = [r["instance_id"] for r in rows]
     dockerfiles, contexts = _task_repo_parts(src, ids)
     if src.build == "docker":
-        build_with_docker(ids, images, contexts, src, log)
+        build_with_docker(ids, images, contexts, src, log, host=host)
     else:
-        build_with_swebench(rows, images, dockerfiles, contexts, src, log)
+        build_with_swebench(rows, images, dockerfiles, contexts, src, log, host=host)
 
 
 # ---- build: docker (classic builder through the SDK) ---------------------------------------------
 
 def build_with_docker(ids: list[str], images: dict[str, str], contexts: dict[str, Path], src: SWEbenchSource,
-                      log) -> list[str]:
-    """Build each instance's Dockerfile in its task folder; returns the ids built (others were current)."""
-    c = client()
+                      log, host: str | None = None) -> list[str]:
+    """Build each instance's Dockerfile in its task folder on the engine at `host`; returns the ids
+    built (others were current)."""
+    c = client(host)
     todo = []
     for iid in ids:
         digest = hash_directory(contexts[iid])
@@ -119,25 +125,42 @@ def swebench_image_specs(rows: list[SWEbenchRow], images: dict[str, str], docker
     return specs
 
 
+@contextmanager
+def _docker_cli_host(host: str | None):
+    """DOCKER_HOST set to `host` while swebench runs the `docker buildx` CLI, which reads no other
+    setting; restored afterwards (unchanged when `host` is None)."""
+    if host is None:
+        yield
+        return
+    before = os.environ.get("DOCKER_HOST")
+    os.environ["DOCKER_HOST"] = host
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("DOCKER_HOST", None)
+        else:
+            os.environ["DOCKER_HOST"] = before
+
+
 def build_with_swebench(rows: list[SWEbenchRow], images: dict[str, str], dockerfiles: dict[str, str],
-                        contexts: dict[str, Path], src: SWEbenchSource, log, *, dry_run: bool = False) -> list:
-    """Build the missing images with swebench.image_builder.build_instance_images. swebench names
-    each image `spec.name`; when that differs from the configured name the image is tagged with it
-    too. Every image must exist afterwards (unless dry_run), or this raises naming swebench's logs."""
-    import docker
+                        contexts: dict[str, Path], src: SWEbenchSource, log, *, dry_run: bool = False,
+                        host: str | None = None) -> list:
+    """Build the missing images with swebench.image_builder.build_instance_images, on the engine at
+    `host` (its client, and DOCKER_HOST for the buildx it runs). swebench names each image
+    `spec.name`; when that differs from the configured name the image is tagged with it too. Every
+    image must exist afterwards (unless dry_run), or this raises naming swebench's logs."""
     from swebench.image_builder import build_instance_images
 
-    try:
-        c = docker.from_env(timeout=600)
-    except docker.errors.DockerException as e:
-        raise TbscaleError(f"Docker engine not reachable ({type(e).__name__}); run scripts/ensure_docker.sh") from None
+    c = client(host)
     specs = swebench_image_specs(rows, images, dockerfiles, contexts)
     todo = [s for s in specs if dry_run or _image_exists(c, images[s.instance_id]) is None]
     if not todo:
         return []
     log(f"building {len(todo)} SWE-bench image(s) with swebench.image_builder (docker buildx) ...")
-    build_instance_images(client=c, image_specs=todo, force_rebuild=False, max_workers=src.build_workers,
-                          dry_run=dry_run)
+    with _docker_cli_host(host):
+        build_instance_images(client=c, image_specs=todo, force_rebuild=False, max_workers=src.build_workers,
+                              dry_run=dry_run)
     if dry_run:
         return todo
     failed = []

@@ -44,18 +44,23 @@ def plan_trials(exp: Experiment, tasks: list[Task]) -> list[TrialSpec]:
 
 
 def swebench_tasks(source, include: list[str] | None = None, exclude: list[str] | None = None, *,
-                   build: bool = True, log=None, before_build=None) -> list[Task]:
+                   build: bool = True, log=None, before_build=None, backend=None) -> list[Task]:
     """One Task per selected SWE-bench instance; with `build`, their images are built first when the
-    source says `build: docker` or `build: swebench` (after `before_build(tasks)`, if given)."""
+    source says `build: docker` or `build: swebench` (after `before_build(tasks)`, if given), by
+    `backend` (default: the one an `environment:` left out opens)."""
     from tbscale.tasks.swebench import load_swebench_tasks
 
     src, rows, tasks = load_swebench_tasks(source, include=include, exclude=exclude)
     if before_build is not None:
         before_build(tasks)
-    if build:
-        from tbscale.environments.swebench_images import prepare_images
+    if build and src.build != "none":
+        if backend is None:
+            from tbscale.config.experiment import EnvironmentConfig
+            from tbscale.environments import open_backend
 
-        prepare_images(rows, {t.id: t.image for t in tasks}, src, log=log or (lambda m: print(m, file=sys.stderr)))
+            backend = open_backend(EnvironmentConfig())
+        backend.build_swebench_images(rows, {t.id: t.image for t in tasks}, src,
+                                      log or (lambda m: print(m, file=sys.stderr)))
     return tasks
 
 
@@ -70,15 +75,18 @@ def experiment_dataset(exp: Experiment, log=None):
 
 
 def experiment_tasks(exp: Experiment, only: list[str] | None = None, *, build_images: bool = True,
-                     log=None, dataset=None, before_build=None) -> list[Task]:
+                     log=None, dataset=None, before_build=None, backend=None) -> list[Task]:
     """The tasks an experiment names: task folders, a registry dataset (pulled first, unless
     `dataset` is the pulled one), or SWE-bench instances (whose images are built first when the
     config says so). `only` narrows them to some task ids. `before_build(tasks)`, when given, sees
-    the tasks before any image is built (the checks of runner/checks.py)."""
+    the tasks before any image is built (the checks of runner/checks.py). `backend` builds the
+    SWE-bench images (default: the one the config's `environment:` opens)."""
     include = only or exp.tasks.include
     if exp.tasks.swebench is not None:
+        from tbscale.environments import open_backend
+
         return swebench_tasks(exp.tasks.swebench, include, exp.tasks.exclude, build=build_images, log=log,
-                              before_build=before_build)
+                              before_build=before_build, backend=backend or open_backend(exp.environment))
     if exp.tasks.dataset is not None:
         root = (dataset or experiment_dataset(exp, log=log)).path
     else:
