@@ -79,6 +79,17 @@ def test_the_selector_model_is_declared_by_the_policy(policy, params):
     assert selector_key(policy, params, "gen") == _former_selector_rule(policy, params, "gen")
 
 
+@pytest.mark.parametrize("policy, params, n", [
+    ("baseline", {}, 1), ("turn_bon", {}, 4), ("turn_bon", {"n": 8}, 8), ("lookahead", {}, 4),
+    ("lookahead", {"n": 2}, 2), ("verify_pointwise", {}, 4), ("verify_listwise", {"n": 6}, 6)])
+def test_a_trial_lines_n_is_the_policys_with_its_defaults(policy, params, n):
+    """The trial line's `n` (runner/trial_line.py) is what the turn samples: a config that leaves
+    `n` out runs the policy's default, and its trial line says so (it said 1)."""
+    from tbscale.strategies import candidates_per_turn
+
+    assert candidates_per_turn(policy, params) == n
+
+
 def test_a_name_is_registered_once():
     from tbscale.strategies import register_trajectory
     from tbscale.strategies.base import Params

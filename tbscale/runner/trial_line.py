@@ -13,7 +13,7 @@ from tbscale.logs import AttemptRecorder, merge_usage
 from tbscale.runner.enforcement import not_enforced
 from tbscale.runner.plan import TrialSpec
 from tbscale.runner.rundir import now
-from tbscale.strategies import oracle_selects, selector_key
+from tbscale.strategies import candidates_per_turn, oracle_selects, selector_key
 from tbscale.strategies.base import TrajectoryOutcome
 from tbscale.types.results import INFRA_STOP_REASONS, ErrorInfo, NotEnforcedKey, TrialResult
 
@@ -38,7 +38,7 @@ def trial_line(exp: Experiment, run: str, caps: Capabilities, spec: TrialSpec, o
         schema_version=SCHEMA_VERSION, run=run, setting=s.name, setting_key=spec.setting_key,
         trial_key=spec.key, task_id=spec.task.id, task_format=spec.task.format, task_hash=spec.task_hash,
         trial=spec.trial, seed=spec.seed, agent=s.agent, policy=s.policy.name, policy_params=pp,
-        trajectory=s.trajectory.name, trajectory_params=s.trajectory.params(), n=int(pp.get("n", 1)),
+        trajectory=s.trajectory.name, trajectory_params=s.trajectory.params(), n=candidates_per_turn(s.policy.name, pp),
         generator_model=gen_cfg.model if gen_cfg else None,
         selector_model=exp.models[sel_key].model if sel_key in exp.models else None,
         simulated=bool(sim_roles), simulated_roles=sim_roles,

@@ -13,7 +13,7 @@ from typing import Any
 
 from tbscale.strategies.registry import RECORD_CER, RECORD_STAGED, Entry, register_policy, register_trajectory
 
-_LOOKUPS = ("entry", "names", "oracle_selects", "record_kinds", "selector_key", "validate_component")
+_LOOKUPS = ("candidates_per_turn", "entry", "names", "oracle_selects", "record_kinds", "selector_key", "validate_component")
 
 
 def __getattr__(name: str) -> Any:
@@ -24,5 +24,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["RECORD_CER", "RECORD_STAGED", "Entry", "entry", "names", "oracle_selects", "record_kinds",
+__all__ = ["RECORD_CER", "RECORD_STAGED", "Entry", "candidates_per_turn", "entry", "names", "oracle_selects", "record_kinds",
            "register_policy", "register_trajectory", "selector_key", "validate_component"]

@@ -48,6 +48,11 @@ class Params(BaseModel):
         (the `oracle` selector: an upper bound for analysis, labelled `oracle_selection`)."""
         return False
 
+    def candidates_per_turn(self) -> int:
+        """Policies: the candidate actions a turn samples (the trial line's `n`), defaults
+        included: a policy whose parameters call it `n` needs nothing more, another overrides this."""
+        return int(getattr(self, "n", 1))
+
 
 @dataclass
 class AttemptResult:

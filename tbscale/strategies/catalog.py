@@ -89,6 +89,12 @@ def oracle_selects(trajectory: str, params: dict[str, Any]) -> bool:
     return entry("trajectory", trajectory).params.model_validate(params).oracle_selects()
 
 
+def candidates_per_turn(policy: str, params: dict[str, Any]) -> int:
+    """The candidate actions a turn samples under this policy, with its parameters' defaults (a
+    config that leaves `n` out gets the policy's default, not 1)."""
+    return entry("policy", policy).params.model_validate(params).candidates_per_turn()
+
+
 def selector_key(policy: str, params: dict[str, Any], generator: str | None) -> str | None:
     """The key of `models` whose model picks among a turn's candidates under this policy (its
     Params' `selector_field`, by default the generator); None for a policy that does not pick."""
