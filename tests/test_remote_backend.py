@@ -116,10 +116,36 @@ def _refusal(tmp_path: Path, task_toml: str, backend=None, **environment) -> str
     return AttemptEnvironments(exp, backend, task, AttemptRecorder(None, 0), labels={}).refusal()
 
 
+def test_a_gpu_model_and_a_tpu_slice_are_the_backends_to_give(tmp_path: Path) -> None:
+    """The loader keeps `[environment].tpu` and `gpu_types` as the task asks them; whether they are
+    given, refused or noted as not enforced is the backend's capabilities' call."""
+    from tbscale.config import Experiment
+    from tbscale.environments import Capabilities
+    from tbscale.runner.enforcement import not_enforced
+    from tbscale.tasks import load_task
+    from tbscale_testing.tasks import write_harbor_task
+
+    task = load_task(write_harbor_task(tmp_path / "tasks", "t", task_toml=(
+        '[environment]\ngpus = 1\ngpu_types = ["H100"]\ntpu = { type = "v6e", topology = "2x2" }\n')))
+    assert (task.environment.tpu.type, task.environment.tpu.topology, task.environment.gpu_types) == (
+        "v6e", "2x2", ["H100"])
+    exp = Experiment.model_validate({"name": "x", "tasks": {"path": "."}, "settings": [{"name": "o", "agent": "oracle"}],
+                                     "environment": {"backend": "remote-sandbox", "options": {"url": "http://x:1"}}})
+    notes = {n.key: n.why for n in not_enforced(task, exp, Capabilities(gpus=True))}
+    assert notes["[environment].gpu_types"] == ("the remote-sandbox backend cannot pick a GPU model: any GPU it has "
+                                                "is given (Harbor's Docker backend ignores the key too)")
+    assert "[environment].gpu_types" not in {n.key for n in not_enforced(task, exp, Capabilities(gpus=True,
+                                                                                                  gpu_types=True))}
+
+
 def test_what_the_backend_cannot_give_is_refused_naming_the_key(tmp_path: Path) -> None:
     assert _refusal(tmp_path / "ok", "[agent]\ntimeout_sec = 30\n") is None
     gpu = _refusal(tmp_path / "gpu", "[environment]\ngpus = 1\n")
     assert gpu == "[environment].gpus = 1: the sandbox service gives no GPUs; a GPU task is refused, not run without one"
+    # a TPU slice is the backend's to give or refuse (tbscale refused it when the task was loaded)
+    tpu = _refusal(tmp_path / "tpu", '[environment]\ntpu = { type = "v6e", topology = "2x2" }\n')
+    assert tpu == ("[environment].tpu = v6e (2x2): the remote-sandbox backend gives no TPU slices; a TPU task is "
+                   "refused, not run without one")
     storage = _refusal(tmp_path / "st", "[environment]\nstorage_mb = 512\n", storage_limit="enforce")
     assert storage.startswith("[environment].storage_mb = 512: the sandbox service has no storage quotas; the task is "
                               "refused")

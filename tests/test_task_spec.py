@@ -224,7 +224,6 @@ def test_reward_key_policy():
     ('[environment]\nos = "windows"\n', '[environment].os = "windows": windows tasks are not supported'),
     ('[environment]\nos = "Windows"\nworkdir = "C:\\\\app"\n', "windows tasks are not supported"),
     ('[verifier.environment]\nos = "windows"\n', "[verifier.environment].os"),
-    ('[environment]\ntpu = { type = "v6e", topology = "2x2" }\n', "[environment].tpu: TPU slices are not supported"),
     ('[environment]\nos = "macos"\n', "[environment].os: Input should be 'linux' or 'windows'"),
     ('[environment]\ncpus = "two"\n', "[environment].cpus: Input should be a valid integer"),
     ('[environment]\ncpus = 0\n', "`cpus` must be a positive number"),

@@ -313,6 +313,8 @@ class Capabilities:
     for a capability it lacks (they reach refusals and the `not_enforced` notes)."""
 
     gpus: bool = False  # give an environment GPUs ([environment].gpus)
+    gpu_types: bool = False  # give the GPU model asked for ([environment].gpu_types; else any GPU, said so)
+    tpus: bool = False  # give an environment a TPU slice ([environment].tpu)
     storage_quota: bool = False  # enforce [environment].storage_mb
     services: bool = False  # run a task's compose file: the main service and its sidecars
     network_policies: bool = False  # switch a running environment between public, no-network and allowlists

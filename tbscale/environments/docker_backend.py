@@ -67,7 +67,9 @@ class DockerBackend(BaseBackend):
     def capabilities(self) -> Capabilities:
         found = containers.engine_capabilities(self.host)
         why = {"allowlist_hosts": "tbscale enforces an allowlist by network topology and cannot reach hosts outside "
-                                  "the task"}
+                                  "the task",
+               "gpu_types": "a Docker engine cannot pick a GPU model",
+               "tpus": "a Docker engine has no TPU slices (they exist only on cloud providers)"}
         if not found["gpus"]:
             why["gpus"] = "this Docker engine has no GPUs (no nvidia runtime)"
         if not found["storage_quota"]:

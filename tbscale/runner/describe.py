@@ -41,6 +41,7 @@ class Resources(TypedDict):
     storage_mb: str | None
     gpus: int | None
     gpu_types: list[str] | None
+    tpu: str | None  # "<type> (<topology>)"
     pids_limit: int | None
     build_timeout_sec: float | None
 
@@ -179,7 +180,8 @@ def _resources(env: EnvironmentSpec, exp: Experiment, caps: Capabilities | None)
     else:
         storage = f"{env.storage_mb} MB: not enforced here (this engine has no quota), as under Harbor's Docker backend"
     return {"cpus": cpus if cpus else "no limit", "memory_mb": memory if memory else "no limit",
-            "storage_mb": storage, "gpus": env.gpus, "gpu_types": env.gpu_types, "pids_limit": cfg.pids_limit,
+            "storage_mb": storage, "gpus": env.gpus, "gpu_types": env.gpu_types,
+            "tpu": f"{env.tpu.type} ({env.tpu.topology})" if env.tpu is not None else None, "pids_limit": cfg.pids_limit,
             "build_timeout_sec": cfg.build_timeout_sec or env.build_timeout_sec}
 
 

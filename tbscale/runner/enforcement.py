@@ -39,6 +39,10 @@ def not_enforced(task: Task, exp: Experiment, caps: Capabilities) -> list[NotEnf
     """The task's keys this run does not carry out as written: those the loader set aside, and
     those this backend cannot give where the reference harness does not give them either."""
     out = list(task.not_enforced)
+    if not caps.gpu_types:
+        why = caps.reason("gpu_types", f"the {exp.environment.backend} backend cannot pick a GPU model")
+        out += [NotEnforced(f"{table}.gpu_types", f"{why}: any GPU it has is given (Harbor's Docker backend ignores "
+                            "the key too)") for table, env in environment_tables(task) if env.gpus and env.gpu_types]
     if not caps.storage_quota and exp.environment.storage_limit != "enforce":
         why = caps.reason("storage_quota", f"the {exp.environment.backend} backend cannot enforce a storage quota")
         for table, env in environment_tables(task):

@@ -100,6 +100,10 @@ class AttemptEnvironments:
             if env.gpus and not caps.gpus:
                 return (f"{table}.gpus = {env.gpus}: {caps.reason('gpus', f'the {name} backend gives no GPUs')}; "
                         "a GPU task is refused, not run without one")
+            if env.tpu is not None and not caps.tpus:
+                why = caps.reason("tpus", f"the {name} backend gives no TPU slices")
+                return (f"{table}.tpu = {env.tpu.type} ({env.tpu.topology}): {why}; a TPU task is refused, not run "
+                        "without one")
             if env.storage_mb and not caps.storage_quota and self.exp.environment.storage_limit == "enforce":
                 why = caps.reason("storage_quota", f"the {name} backend cannot enforce a storage quota")
                 return (f"{table}.storage_mb = {env.storage_mb}: {why}; the task is refused, not run without it "

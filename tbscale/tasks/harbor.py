@@ -36,6 +36,7 @@ from tbscale.tasks.model import (
     SolutionSpec,
     StepSpec,
     Task,
+    TpuRequest,
     VerifierSpec,
 )
 from tbscale.tasks.schema import (
@@ -212,19 +213,6 @@ def _refuse_windows(data: dict, toml_path: Path) -> None:
                                "(tbscale runs Linux containers)")
 
 
-def _refuse_unsupported(cfg: TaskConfig, where: str) -> None:
-    envs: list[tuple[str, EnvironmentConfig]] = [("[environment]", cfg.environment)]
-    if cfg.verifier.environment is not None:
-        envs.append(("[verifier.environment]", cfg.verifier.environment))
-    for step in cfg.steps or []:
-        if step.verifier.environment is not None:
-            envs.append((f"[steps.verifier.environment] (step \"{step.name}\")", step.verifier.environment))
-    for table, env in envs:
-        if env.tpu is not None:
-            raise TbscaleError(f"{where}: {table}.tpu: TPU slices are not supported (tbscale runs on a Docker "
-                               "engine; TPUs exist only on cloud providers)")
-
-
 # ---- building the Task ---------------------------------------------------------------------------
 
 def _policy(mode: str, hosts: list[str] | None) -> NetworkPolicy:
@@ -272,6 +260,7 @@ def _environment_spec(cfg: EnvironmentConfig, folder: Path | None, where: str, t
         storage_mb=cfg.storage_mb,
         gpus=cfg.gpus,
         gpu_types=list(cfg.gpu_types) if cfg.gpu_types is not None else None,
+        tpu=TpuRequest(cfg.tpu.type, cfg.tpu.topology) if cfg.tpu is not None else None,
         network=_policy(mode, hosts),
         healthcheck=cfg.healthcheck,
         env=EnvTable(cfg.env, where=f"{where}: {table.rstrip(']')}.env]"),
@@ -391,7 +380,6 @@ def load_harbor_task(path: Path, task_id: str | None = None, strict: bool = Fals
     toml_path = path / "task.toml"
     where = str(toml_path)
     cfg, _, ignored = read_task_config(toml_path, strict)
-    _refuse_unsupported(cfg, where)
 
     environment = _environment_spec(cfg.environment, path / "environment", where, "[environment]",
                                     "the agent's environment")
@@ -458,7 +446,7 @@ def load_harbor_task(path: Path, task_id: str | None = None, strict: bool = Fals
         multi_step_reward_strategy=cfg.multi_step_reward_strategy,
         reward=RewardSpec(),
         trajectory=path / "trajectory.json" if not multi_step and (path / "trajectory.json").is_file() else None,
-        not_enforced=ignored + _gpu_type_notes(cfg) + _empty_instructions(path, instruction, steps, strict),
+        not_enforced=ignored + _empty_instructions(path, instruction, steps, strict),
     )
 
 
@@ -470,17 +458,6 @@ def _empty_instructions(path: Path, instruction: str, steps: list[StepSpec], str
     if empty and strict:
         raise TbscaleError(f"{path / empty[0]}: empty instruction")
     return [NotEnforced(e, "empty: the agent is given an empty instruction, as Harbor gives it") for e in empty]
-
-
-def _gpu_type_notes(cfg: TaskConfig) -> list[NotEnforced]:
-    """`gpu_types` asks for a GPU model; a Docker engine gives any GPU (Harbor's Docker backend
-    ignores the key with a warning)."""
-    envs = [("[environment]", cfg.environment)]
-    if cfg.verifier.environment is not None:
-        envs.append(("[verifier.environment]", cfg.verifier.environment))
-    return [NotEnforced(f"{table}.gpu_types", "a Docker engine cannot pick a GPU model: any GPU it has is given "
-                        "(Harbor's Docker backend ignores the key too)")
-            for table, env in envs if env.gpus and env.gpu_types]
 
 
 def _task_level_verifier(cfg: TaskConfig, path: Path, environment: EnvironmentSpec, where: str) -> VerifierSpec:

@@ -63,6 +63,15 @@ class NetworkPolicy:
         return self.mode == "public"
 
 
+@dataclass(frozen=True)
+class TpuRequest:
+    """`[environment].tpu`: a TPU slice of this type and topology (only a backend whose
+    capabilities include `tpus` runs such a task; others refuse it)."""
+
+    type: str
+    topology: str
+
+
 @dataclass
 class EnvironmentSpec:
     """How to make the container(s) a phase runs in.
@@ -89,6 +98,7 @@ class EnvironmentSpec:
     storage_mb: int | None = None
     gpus: int | None = None
     gpu_types: list[str] | None = None
+    tpu: TpuRequest | None = None
     network: NetworkPolicy = field(default_factory=NetworkPolicy)
     healthcheck: Healthcheck | None = None
     env: EnvTable = field(default_factory=EnvTable)
