@@ -51,6 +51,40 @@ def test_a_prefix_forks_only_from_a_live_snapshot_and_replay_can_be_chosen():
     assert Prefix.of(a).snapshot is None and Prefix.of(a).actions == ["ls"]
 
 
+def test_a_released_parent_pending_before_its_child_goes_when_the_child_is_released():
+    """A lookahead attempt inside CER releases its chain at its end, while CER still holds the
+    snapshot taken in its last fork (a child image of the chain): the engine refuses the chain
+    until that child is released, and then the whole chain goes with it."""
+    import docker
+
+    from tbscale.environments.snapshots import SnapshotStore
+
+    parent_of = {"img-cer": "img-la2", "img-la2": "img-la1", "img-la1": None}  # what the engine holds
+
+    class Api:
+        def remove_image(self, ref, force=False):
+            if ref not in parent_of:
+                raise docker.errors.ImageNotFound(ref)
+            if ref in parent_of.values():
+                raise docker.errors.APIError(f"conflict: unable to delete {ref} (cannot be forced) - image has "
+                                             "dependent child images")
+            del parent_of[ref]
+
+    class Engine:
+        api = Api()
+
+    store = SnapshotStore()
+    snaps = {name: Snapshot(id=name, backend="docker", parent="p", images={"main": f"img-{name}"})
+             for name in ("la1", "la2", "cer")}
+    for snap in snaps.values():
+        store.add(snap, Engine())
+    store.release(snaps["la2"])  # the chain, newest first, as the attempt's end releases it
+    store.release(snaps["la1"])
+    assert set(parent_of) == {"img-cer", "img-la2", "img-la1"} and set(store.pending) == {"la2", "la1"}
+    store.release(snaps["cer"])  # CER lets its prefix go
+    assert parent_of == {} and store.pending == {} and store.snapshots == {}
+
+
 # ---- on Docker ----------------------------------------------------------------------------------------
 def _docker(*args: str) -> list[str]:
     return subprocess.run(["docker", *args], capture_output=True, text=True).stdout.split()

@@ -108,16 +108,22 @@ class SnapshotStore:
 
     def _retry_pending(self) -> None:
         """Remove what is pending; an image another snapshot was committed on top of (a fork's
-        snapshot) stays until that one is gone, then goes on a later try."""
-        with self._lock:
-            todo = list(self.pending.items())
-        for snap_id, (refs, engine) in todo:
-            left = [ref for ref in refs if not remove_image(engine, ref)]
+        snapshot) stays until that one is gone. Passes repeat while one removes something, so a
+        parent pending before its child goes with it: a lookahead attempt's chain is released at
+        the attempt's end, before the CER prefix snapshot taken in its last fork."""
+        removed = True
+        while removed:
             with self._lock:
-                if left:
-                    self.pending[snap_id] = (left, engine)
-                else:
-                    self.pending.pop(snap_id, None)
+                todo = list(self.pending.items())
+            removed = False
+            for snap_id, (refs, engine) in todo:
+                left = [ref for ref in refs if not remove_image(engine, ref)]
+                removed = removed or len(left) < len(refs)
+                with self._lock:
+                    if left:
+                        self.pending[snap_id] = (left, engine)
+                    else:
+                        self.pending.pop(snap_id, None)
 
     def release_all(self) -> int:
         """On the way out (the process's exit, a cancelled worker): stop every environment this
