@@ -276,6 +276,26 @@ def test_no_runnable_candidate_releases_every_fork(loopback_model, tmp_path) -> 
         s.close()
 
 
+def test_a_snapshot_that_cannot_be_released_is_said_with_its_error(loopback_model, tmp_path, monkeypatch) -> None:
+    """A failed release does not stop the attempt: a `fork` event says so (`release_failed`, the
+    error in `error`, the purpose kept), and the run's clean-up removes what it left."""
+    s = Setup(tmp_path)
+    cands = ["echo red > colour.txt", "echo blue > colour.txt"]
+    loopback_model.responder = scripted(cands, pick=1)
+
+    def refuse(snapshot):
+        raise RuntimeError("image is being used by a running container")
+
+    try:
+        s.run(make_policy(loopback_model, n=2).decide([dict(m) for m in MESSAGES], s.ctx()))
+        monkeypatch.setattr(s.backend, "release", refuse)
+    finally:
+        s.close()  # validates every event against its model (an unknown op would fail here)
+    (failed,) = [e for e in s.rec.of("fork") if e["op"] == "release_failed"]
+    assert failed["error"] == "RuntimeError: image is being used by a running container"
+    assert failed["purpose"] == "lookahead" and failed["snapshot"]
+
+
 def test_a_fork_that_fails_to_start_is_a_sandbox_error_and_leaks_nothing(loopback_model, tmp_path) -> None:
     from tbscale.errors import SandboxError
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tbscale.environments import Environment, PhaseView
@@ -59,16 +59,6 @@ class _Fork:
     processes: ProcessBaseline | None = None  # the guard's process baseline, as the fork started
 
 
-@dataclass
-class ForkStats:
-    """What forking cost this attempt (the trial line's fork fields sum them)."""
-
-    snapshots: int = 0
-    forks: int = 0
-    snapshot_sec: list[float] = field(default_factory=list)
-    fork_sec: list[float] = field(default_factory=list)
-
-
 class AttemptForks:
     """See the module doc. `box` is the attempt's environment now (what verification runs in)."""
 
@@ -77,7 +67,6 @@ class AttemptForks:
         self.envs, self.checks, self.box, self.agent, self.rec = envs, checks, box, agent, rec
         self.open_forks: list[_Fork] = []
         self.snapshot: Any = None  # of the open forks
-        self.stats = ForkStats()
         self.pending: list[asyncio.Task] = []  # removals started by `adopt`
         self.owed: list[Any] = []  # every snapshot taken and not yet released (`close` releases the rest)
         self._lock = asyncio.Lock()
@@ -93,8 +82,6 @@ class AttemptForks:
             took = time.monotonic() - t
             self.snapshot = snapshot
             self.owed.append(snapshot)
-            self.stats.snapshots += 1
-            self.stats.snapshot_sec.append(took)
             self.rec.event("fork", op="snapshot", snapshot=_id(snapshot), container=self.box.id,
                            images=getattr(snapshot, "images", None), sec=round(took, 4), purpose=PURPOSE,
                            node=getattr(snapshot, "node", None))
@@ -139,7 +126,8 @@ class AttemptForks:
         results = await asyncio.gather(*(asyncio.to_thread(self.envs.stop, b) for b in boxes), return_exceptions=True)
         for r in results:
             if isinstance(r, BaseException):
-                self.rec.event("fork", op="stop_failed", snapshot="", purpose=f"{PURPOSE}: {type(r).__name__}: {r}"[:300])
+                self.rec.event("fork", op="stop_failed", snapshot="", purpose=PURPOSE,
+                               error=f"{type(r).__name__}: {r}"[:300])
 
     async def discard(self) -> None:
         async with self._lock:
@@ -154,8 +142,6 @@ class AttemptForks:
         if parent_spec is not None:
             self.envs.specs[id(raw)] = parent_spec
         took = time.monotonic() - t
-        self.stats.forks += 1
-        self.stats.fork_sec.append(took)
         self.rec.event("fork", op="fork", snapshot=_id(snapshot), container=raw.id, sec=round(took, 4), purpose=PURPOSE)
         # The fork is under its parent's network policy already (the agent phase's: the backend puts
         # it there); the agent's user and env are the ones its parent was seen with.
@@ -183,8 +169,8 @@ class AttemptForks:
         try:
             self.envs.backend.release(snapshot)
         except Exception as e:  # noqa: BLE001 - a release that fails is said; the run's clean-up removes it
-            self.rec.event("fork", op="release_failed", snapshot=_id(snapshot),
-                           purpose=f"{PURPOSE}: {type(e).__name__}: {e}"[:300])
+            self.rec.event("fork", op="release_failed", snapshot=_id(snapshot), purpose=PURPOSE,
+                           error=f"{type(e).__name__}: {e}"[:300])
             return
         self.rec.event("fork", op="release", snapshot=_id(snapshot), sec=round(time.monotonic() - t, 4),
                        purpose=PURPOSE)

@@ -232,16 +232,19 @@ class Replay(EventBase):
 
 class ForkEvent(EventBase):
     """A snapshot taken (`op` "snapshot"), a fork started from one ("fork") or a snapshot released
-    ("release"); `sec` is how long it took (docs/forks-and-lookahead.md)."""
+    ("release"); `sec` is how long it took (docs/forks-and-lookahead.md). A fork that could not be
+    stopped ("stop_failed") or a snapshot that could not be released ("release_failed") carries the
+    `error`; the run's clean-up removes what it left."""
 
     type: Literal["fork"] = "fork"
-    op: str
+    op: Literal["snapshot", "fork", "release", "stop_failed", "release_failed"]
     snapshot: str
     container: str | None = None
     images: dict[str, str] | None = None
     sec: float | None = None
     purpose: str | None = None
     node: str | None = None  # where the snapshot lives (a Ray node id, or the host)
+    error: str | None = None
 
 
 class SetupEvent(EventBase):
