@@ -8,7 +8,9 @@
 * ``turn_size.png`` -- reasoning tokens and command characters per turn, pick vs candidates vs
   baseline (Figure 5).
 * ``pareto.png`` -- pass@1 (with its bootstrap interval) against total tokens per trial, with the
-  Pareto frontier across settings (no setting on the frontier is beaten on both axes).
+  Pareto frontier across settings (no setting on the frontier is beaten on both axes). When some
+  setting's forks added environment seconds, a second panel gives pass@1 against them, and the
+  settings on the frontier over both costs are ringed in both panels.
 * ``judge_rubrics.png`` -- share of trajectories the LLM judge flags per rubric and setting, when
   the run has judge results (``tbscale judge``).
 
@@ -183,33 +185,57 @@ def pareto_frontier(points: list[tuple[float, ...]]) -> list[int]:
 
 def pareto_table(df: pd.DataFrame) -> pd.DataFrame:
     """pass@1 against cost per trial, with the frontier over two costs: tokens (input + output,
-    every role) and the exec seconds candidate commands added (a lookahead policy runs every
-    candidate in a fork; other settings add none, and for them the frontier is the token one)."""
+    every role) and the environment seconds forks added: the exec seconds of the candidate commands
+    a lookahead policy ran in forks, plus the seconds spent taking snapshots and starting forks
+    (lookahead, CER on forks). Settings without forks add none; when no setting has any, the
+    frontier is the token one."""
     s = tables.summary(df)
-    tokens, execs, exec_sec = [], [], []
-    cols = ["label", "candidate_execs", "candidate_exec_sec", *(f"{r}_{k}" for r in tables.ROLES
-                                                                for k in ("input", "output"))]
+    tokens, execs, exec_sec, forks, fork_sec = [], [], [], [], []
+    cols = ["label", "candidate_execs", "candidate_exec_sec", "forks", "fork_sec", "snapshot_sec",
+            *(f"{r}_{k}" for r in tables.ROLES for k in ("input", "output"))]
     by = tables.by_label(df, cols)
     for lab in s["setting"]:
         sub = by[lab]
         tokens.append(float(sum(sub[f"{r}_input"].mean() + sub[f"{r}_output"].mean() for r in tables.ROLES)))
         execs.append(float(sub["candidate_execs"].mean()) if "candidate_execs" in sub else 0.0)
         exec_sec.append(float(sub["candidate_exec_sec"].mean()) if "candidate_exec_sec" in sub else 0.0)
-    s = s.assign(total_tokens=tokens, candidate_execs=execs, candidate_exec_sec=exec_sec)
-    if any(exec_sec) or any(execs):
-        points = list(zip(s["total_tokens"], s["candidate_exec_sec"], s["pass@1"]))
-    else:  # no setting ran candidates in forks: the token frontier alone
+        forks.append(float(sub["forks"].mean()) if "forks" in sub else 0.0)
+        fork_sec.append(tables.snapshot_fork_sec(sub))
+    s = s.assign(total_tokens=tokens, candidate_execs=execs, candidate_exec_sec=exec_sec, forks=forks,
+                 snapshot_fork_sec=fork_sec)
+    env_sec = [a + b for a, b in zip(exec_sec, fork_sec)]
+    if any(env_sec) or any(execs) or any(forks):
+        points = list(zip(s["total_tokens"], env_sec, s["pass@1"]))
+    else:  # no setting made forks: the token frontier alone
         points = list(zip(s["total_tokens"], s["pass@1"]))
     front = set(pareto_frontier(points))
     s["on_frontier"] = [i in front for i in range(len(s))]
-    return tables.without_unused_candidate_columns(
-        s[["setting", "total_tokens", "candidate_execs", "candidate_exec_sec", "pass@1", "ci_lo", "ci_hi",
-           "on_frontier"]])
+    return tables.without_unused_environment_columns(
+        s[["setting", "total_tokens", "candidate_execs", "candidate_exec_sec", "forks", "snapshot_fork_sec",
+           "pass@1", "ci_lo", "ci_hi", "on_frontier"]])
+
+
+def environment_sec(pt: pd.DataFrame) -> pd.Series | None:
+    """The Pareto table's second cost per setting (the environment seconds forks added: the
+    columns of tables.ENVIRONMENT_SEC it has, summed); None when it has none (the token frontier)."""
+    have = [c for c in tables.ENVIRONMENT_SEC if c in pt.columns]
+    if not have:
+        return None
+    return pt[have].fillna(0).sum(axis=1)
 
 
 def plot_pareto(pt: pd.DataFrame, path: Path, simulated: bool = False) -> Path | None:
     if pt.empty:
         return None
+    return _save(pareto_figure(pt, simulated), path)
+
+
+def pareto_figure(pt: pd.DataFrame, simulated: bool = False):
+    """The Pareto plot of a pareto_table: pass@1 against tokens, the frontier a dotted step; with a
+    second cost (environment seconds), a panel for each cost and the frontier's settings ringed."""
+    env = environment_sec(pt)
+    if env is not None:
+        return _pareto_two_costs(pt, env, simulated)
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     for i, (_, r) in enumerate(pt.iterrows()):
@@ -229,7 +255,36 @@ def plot_pareto(pt: pd.DataFrame, path: Path, simulated: bool = False) -> Path |
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left")
     _simulated_mark(ax, simulated)
-    return _save(fig, path)
+    return fig
+
+
+def _pareto_two_costs(pt: pd.DataFrame, env: pd.Series, simulated: bool):
+    """Two panels sharing pass@1: against tokens and against environment seconds. The frontier is
+    over both costs at once, so a setting on it may be beaten on one panel's cost alone; it is
+    marked by a ring in both panels rather than by a line in either."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(11.0, 4.4), sharey=True)
+    summed = " + ".join(c for c in tables.ENVIRONMENT_SEC if c in pt.columns)
+    costs = ((pt["total_tokens"], "total tokens per trial (input + output, all roles)", True),
+             (env, f"environment seconds per trial ({summed})", False))
+    front = pt["on_frontier"].to_numpy(bool)
+    y = 100 * pt["pass@1"].to_numpy(float)
+    lo, hi = y - 100 * pt["ci_lo"].to_numpy(float), 100 * pt["ci_hi"].to_numpy(float) - y
+    for ax, (cost, label, may_log) in zip(axes, costs):
+        xs = cost.to_numpy(float)
+        for i, lab in enumerate(pt["setting"]):
+            ax.errorbar([xs[i]], [y[i]], yerr=[[lo[i]], [hi[i]]], fmt="o", color=_color(i), capsize=3, label=lab)
+            ax.annotate(lab, (xs[i], y[i]), textcoords="offset points", xytext=(5, 5), fontsize=8)
+        ax.scatter(xs[front], y[front], s=140, facecolors="none", edgecolors="black", lw=1.2, zorder=3,
+                   label="on the Pareto frontier (tokens and environment seconds)")
+        if may_log and xs.min() > 0 and xs.max() / xs.min() > 20:
+            ax.set_xscale("log")
+        ax.set_xlabel(label, fontsize=8)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("pass@1 (%) with 95% bootstrap CI")
+    axes[0].legend(fontsize=7, loc="upper left")
+    _simulated_mark(axes[1], simulated)
+    return fig
 
 
 def plot_judge(rubrics: pd.DataFrame, path: Path, simulated: bool = False) -> Path | None:
@@ -265,14 +320,8 @@ def _frame(ctx: ReportContext, key: str) -> pd.DataFrame | None:
 
 def plot_sections(ctx: ReportContext) -> None:
     pareto = pareto_table(ctx.df)
-    ctx.sections.append(Section(
-        "pareto", "pass@1 against tokens: the Pareto frontier across settings", pareto,
-        ("total_tokens: input + output tokens of every role per trial (mean over trials); candidate_execs and "
-         "candidate_exec_sec: commands a lookahead policy ran in forks per trial and the exec seconds they added; "
-         "on_frontier: no other setting is at least as good on tokens, added exec seconds and pass@1 and better "
-         "on one." if "candidate_exec_sec" in pareto.columns else
-         "total_tokens: input + output tokens of every role per trial (mean over trials); on_frontier: no other "
-         "setting has both fewer tokens and a higher pass@1."), ("pass@1", "ci_lo", "ci_hi")))
+    ctx.sections.append(Section("pareto", "pass@1 against tokens: the Pareto frontier across settings", pareto,
+                                _pareto_note(pareto), ("pass@1", "ci_lo", "ci_hi")))
     if not ctx.plots:
         return
     out, sim = ctx.out_dir, ctx.simulated
@@ -286,8 +335,8 @@ def plot_sections(ctx: ReportContext) -> None:
          lambda: plot_preference(_frame(ctx, "behaviour_preference"), out / "behaviour_preference.png", sim)),
         ("Reasoning tokens and command characters per turn",
          lambda: plot_turn_size(_frame(ctx, "turn_size"), out / "turn_size.png", sim)),
-        ("pass@1 against total tokens, with the Pareto frontier",
-         lambda: plot_pareto(pareto, out / "pareto.png", sim)),
+        ("pass@1 against total tokens" + (" and environment seconds" if environment_sec(pareto) is not None else "")
+         + ", with the Pareto frontier", lambda: plot_pareto(pareto, out / "pareto.png", sim)),
         ("LLM judge: share of trajectories flagged per rubric",
          lambda: plot_judge(_frame(ctx, "judge_rubrics"), out / "judge_rubrics.png", sim)),
     ]
@@ -295,3 +344,14 @@ def plot_sections(ctx: ReportContext) -> None:
         path = make()
         if path is not None:
             ctx.images.append((title, path))
+
+
+def _pareto_note(pareto: pd.DataFrame) -> str:
+    tokens = "total_tokens: input + output tokens of every role per trial (mean over trials); "
+    described = tables.environment_notes(pareto)
+    if not described:
+        return tokens + "on_frontier: no other setting has both fewer tokens and a higher pass@1."
+    summed = [c for c in tables.ENVIRONMENT_SEC if c in pareto.columns]
+    second = "added exec seconds" if summed == ["candidate_exec_sec"] else f"environment seconds ({' + '.join(summed)})"
+    return (tokens + "; ".join(described) + f"; on_frontier: no other setting is at least as good on tokens, "
+            f"{second} and pass@1 and better on one.")

@@ -131,9 +131,11 @@ def core_sections(ctx: ReportContext) -> None:
                                     "pass@k: unbiased estimator (Chen et al. 2021); pass^k: all k of k succeed "
                                     "(tau-bench); consistency@k: share of tasks solved in at least k trials "
                                     "(turn-bon).", ("pass_at_k", "pass_hat_k", "consistency_at_k")))
-    ctx.sections.append(Section("costs", "Tokens per attempt (turn-bon Table 1)", tables.costs(every, ctx.baseline),
+    costs = tables.costs(every, ctx.baseline)
+    ctx.sections.append(Section("costs", "Tokens per attempt (turn-bon Table 1)", costs,
                                 f"Output tokens per trial, averaged over trials; total_vs_baseline = (all output) / "
-                                f"baseline generator output; baseline = {ctx.baseline or 'none found'}."))
+                                f"baseline generator output; baseline = {ctx.baseline or 'none found'}."
+                                + "".join(f" {note}." for note in tables.environment_notes(costs))))
     ctx.sections.append(Section("endings", "How attempts end (turn-bon Table 2)", tables.endings(every),
                                 "infra_error: the share whose cause was the harness (also counted under its ending).",
                                 (*tables.ENDINGS, "infra_error")))

@@ -138,13 +138,14 @@ def costs(df: pd.DataFrame, baseline: str | None) -> pd.DataFrame:
     """turn-bon Table 1: per-attempt generator output tokens (all N candidates), selector output
     tokens, and (generator + selector output) as a ratio to the baseline's generator output; plus
     every other role's output tokens and the input side, for strategies beyond Turn-BoN; and the
-    environment side a lookahead policy adds: candidate commands run in forks (the picks
-    included) and the exec seconds of those beyond the picks, per trial."""
+    environment side forks add: candidate commands a lookahead policy ran in forks (the picks
+    included) and the exec seconds of those beyond the picks, and the forks started and the
+    seconds spent taking snapshots and starting forks (a lookahead policy, CER on forks), per trial."""
     base_gen = None
     if baseline is not None:
         base_gen = df.loc[df["label"] == baseline, "generator_output"].mean()
     rows = []
-    cols = ["label", "turns", "cost_usd", "candidate_execs", "candidate_exec_sec",
+    cols = ["label", "turns", "cost_usd", "candidate_execs", "candidate_exec_sec", "forks", "fork_sec", "snapshot_sec",
             *(f"{r}_{k}" for r in ROLES for k in ("input", "output"))]
     for lab, sub in by_label(df, cols).items():
         gen, sel = sub["generator_output"].mean(), sub["selector_output"].mean()
@@ -157,24 +158,54 @@ def costs(df: pd.DataFrame, baseline: str | None) -> pd.DataFrame:
             "avg_turns": sub["turns"].mean(), "cost_usd": sub["cost_usd"].mean(),
             "candidate_execs": _mean_or_zero(sub, "candidate_execs"),
             "candidate_exec_sec": _mean_or_zero(sub, "candidate_exec_sec"),
+            "forks": _mean_or_zero(sub, "forks"), "snapshot_fork_sec": snapshot_fork_sec(sub),
         })
-    return without_unused_candidate_columns(pd.DataFrame(rows))
+    return without_unused_environment_columns(pd.DataFrame(rows))
 
 
 CANDIDATE_COLUMNS = ("candidate_execs", "candidate_exec_sec")
+FORK_COLUMNS = ("forks", "snapshot_fork_sec")
+# The seconds of environment time a setting's forks add per trial: the Pareto frontier's second cost.
+ENVIRONMENT_SEC = ("candidate_exec_sec", "snapshot_fork_sec")
 
 
-def without_unused_candidate_columns(table: pd.DataFrame) -> pd.DataFrame:
-    """The candidate-execution columns only where some setting ran candidates in forks: a run
-    without lookahead keeps the tables it always had."""
-    if all(c in table.columns and not table[c].fillna(0).any() for c in CANDIDATE_COLUMNS):
-        return table.drop(columns=list(CANDIDATE_COLUMNS))
+def without_unused_environment_columns(table: pd.DataFrame) -> pd.DataFrame:
+    """The candidate-execution columns only where some setting ran candidates in forks, and the
+    fork columns only where some setting made forks (or spent seconds on snapshots): a run without
+    forks keeps the tables it always had."""
+    for group in (CANDIDATE_COLUMNS, FORK_COLUMNS):
+        if all(c in table.columns and not table[c].fillna(0).any() for c in group):
+            table = table.drop(columns=list(group))
     return table
+
+
+def environment_notes(table: pd.DataFrame) -> list[str]:
+    """What the environment columns a table has say (none for a run without forks)."""
+    notes = []
+    if "candidate_execs" in table.columns:
+        notes.append("candidate_execs and candidate_exec_sec: commands a lookahead policy ran in forks per trial and "
+                     "the exec seconds they added")
+    if "forks" in table.columns:
+        notes.append("forks and snapshot_fork_sec: forks started per trial (a lookahead candidate's or a CER "
+                     "continuation's) and the seconds per trial spent taking snapshots and starting forks")
+    return notes
 
 
 def _mean_or_zero(sub: pd.DataFrame, col: str) -> float:
     """A column's mean; 0 for tables without it (runs imported from other harnesses run no forks)."""
     return float(sub[col].mean()) if col in sub.columns and len(sub) else 0.0
+
+
+def snapshot_fork_sec(sub: pd.DataFrame) -> float:
+    """The seconds a trial spent taking snapshots and starting forks (the sum of its `snapshot_sec`
+    and `fork_sec`), mean over the trials; 0 for tables without them."""
+    if not len(sub):
+        return 0.0
+    per_trial = np.zeros(len(sub))
+    for col in ("snapshot_sec", "fork_sec"):
+        if col in sub.columns:
+            per_trial += [float(sum(v)) if isinstance(v, (tuple, list)) else 0.0 for v in sub[col]]
+    return float(per_trial.mean())
 
 
 def endings(df: pd.DataFrame) -> pd.DataFrame:
