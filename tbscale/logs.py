@@ -27,7 +27,6 @@ from tbscale.jsonl import ReadProblems, jsonl_with_text, numbered_jsonl, read_js
 from tbscale.runfiles import check_schema_version, latest_trials, read_events, read_trials  # noqa: F401  (re-exported)
 from tbscale.secrets import redact
 from tbscale.types import Usage
-from tbscale.types.completion import UsageJSON
 from tbscale.types.events import EVENT_TYPES
 from tbscale.types.results import TrialResult
 from tbscale.types.spend import CallRecord
@@ -128,7 +127,7 @@ class AttemptRecorder:
     def record_call(self, role: str, model: str, usage: Usage, latency_sec: float, *, n: int,
                     retries: int, error: str | None = None, retry_causes: list[str] | None = None) -> None:
         self.usage[role].add(usage)
-        record = {"role": role, "model": model, "n": n, "usage": usage.as_dict(), "latency_sec": round(latency_sec, 4),
+        record = {"role": role, "model": model, "n": n, "usage": usage.recorded(), "latency_sec": round(latency_sec, 4),
                   "retries": retries, "error": error}
         if retry_causes:
             record["retry_causes"] = retry_causes
@@ -136,9 +135,9 @@ class AttemptRecorder:
         if self.on_call is not None:
             self.on_call(CallRecord(attempt=self.attempt, turn=self.turn, **record))  # type: ignore[typeddict-item]
 
-    def usage_dict(self) -> dict[str, UsageJSON]:
-        """Usage per role, as records hold it (Usage.as_dict), roles in order."""
-        return {role: u.as_dict() for role, u in sorted(self.usage.items())}
+    def recorded_usage(self) -> dict[str, Usage]:
+        """Usage per role, as records hold it (Usage.recorded), roles in order."""
+        return {role: u.recorded() for role, u in sorted(self.usage.items())}
 
     def side_file(self, name: str) -> Path:
         """A file beside the trajectory for this attempt and turn (whole command outputs):
@@ -152,23 +151,6 @@ class AttemptRecorder:
     def relative(self, path: Path) -> str:
         """A side file's path relative to the trajectory's folder, as events record it."""
         return path.relative_to(self.log.path.parent).as_posix() if self.log else str(path)
-
-
-def merge_usage(*parts: dict[str, UsageJSON] | dict[str, Usage]) -> dict[str, UsageJSON]:
-    """Sum usage per role (as records hold it, Usage.as_dict). A cost of None (an unknown price)
-    keeps the sum unknown."""
-    out: dict[str, UsageJSON] = {}
-    for part in parts:
-        for role, u in part.items():
-            if isinstance(u, Usage):
-                u = u.as_dict()
-            acc = out.setdefault(role, {k: 0 for k in u})
-            for k, v in u.items():
-                if k == "cost_usd" and (v is None or acc.get(k) is None):
-                    acc[k] = None
-                else:
-                    acc[k] = round(acc.get(k, 0) + v, 6)
-    return out
 
 
 class AppendedLines:

@@ -22,6 +22,7 @@ from tbscale.strategies.base import AttemptResult
 from tbscale.strategies.cer import (CER, CERParams, Criterion, aggregate, allocate, common_prefix_len, parse_rubrics,
                                     parse_scores, rank, regressed, select_beam, top_tied)
 from tbscale.tasks import Task
+from tbscale.types import Usage
 
 INSTRUCTION = "Raise the quality of the widget."
 TASK = Task(id="t", format="harbor", instruction=INSTRUCTION)
@@ -116,7 +117,7 @@ class Attempts:
             passed = q >= self.pass_q
             a = AttemptResult(index, stage, stage, float(passed), passed, "pass" if passed else "wrong_submission",
                               "submitted", len(actions) + 1, actions + [SUBMIT], msgs,
-                              usage={"generator": {"input": 100, "output": 10}})
+                              usage={"generator": Usage(input=100, output=10)})
         else:
             cmd = self.plan[(stage, parent, k)]
             if cmd == "SANDBOX":  # the container died: no transcript at all
@@ -124,7 +125,7 @@ class Attempts:
                 self.results[index] = a
                 return a
             a = AttemptResult(index, stage, stage, None, False, "unfinished", "paused", len(actions) + 1,
-                              actions + [cmd], base + _turn(cmd), usage={"generator": {"input": 50, "output": 5}})
+                              actions + [cmd], base + _turn(cmd), usage={"generator": Usage(input=50, output=5)})
             if keep_snapshot != "no":  # a stand-in for the environment's snapshot
                 snap = SimpleNamespace(id=f"snap{index}", released=False)
                 self.snapshot_log.append(("take", index))

@@ -137,6 +137,22 @@ def test_hidden_reasoning_tokens_are_split_evenly() -> None:
     assert [c.reasoning_tokens for c in comps] == [100, 100, 100, 100]
 
 
+def test_usage_totals_add_the_rounded_numbers_their_parts_show() -> None:
+    """sum_usage (a trial line's `tokens`, a strategy's `stage_usage`) adds each part as its record
+    holds it, cost rounded to a millionth, and rounds after every part; an unknown cost stays unknown."""
+    from tbscale.types import Usage, sum_usage
+
+    attempt = {"selector": Usage(cost_usd=4e-7, calls=1), "generator": Usage(input=3, cost_usd=0.1234564, calls=1)}
+    total = sum_usage(attempt, attempt, {"judge": Usage(cost_usd=None, calls=1)}, attempt)
+    assert list(total) == ["selector", "generator", "judge"]
+    assert [u.as_dict()["cost_usd"] for u in attempt.values()] == [0.0, 0.123456]
+    assert total["selector"] == Usage(cost_usd=0.0, calls=3)  # 3 x 4e-7 rounded once would be 0.000001
+    assert total["generator"] == Usage(input=9, cost_usd=0.370368, calls=3)  # rounded once: 0.370369
+    assert total["judge"].cost_usd is None
+    assert sum_usage(total, {"judge": Usage(cost_usd=0.5)})["judge"].cost_usd is None
+    assert attempt["selector"] == Usage(cost_usd=4e-7, calls=1)  # the parts are left as they were
+
+
 @pytest.mark.docker
 def test_spend_ledger_counts_a_crashed_attempt(tmp_path: Path, loopback_model, monkeypatch) -> None:
     from tbscale.rundata.spend import spend_totals

@@ -259,16 +259,17 @@ class Attempt:
             outcome.error = outcome.error or f"verifier: {verdict.error}" + (f": {why}" if why else "")
             outcome.error_type = outcome.error_type or "VerifierError"
         timing = {k: round(v, 4) for k, v in self.timing.items()}
+        usage = rec.recorded_usage()
         rec.event("attempt_end", stage=req.stage, ending=ending, stop_reason=outcome.stop_reason,
                   reward=verdict.reward if verdict else None, turns=outcome.turns, error=outcome.error, tampering=tampering,
-                  timing=timing, usage=rec.usage_dict())
+                  timing=timing, usage=usage)
         rewards = verdict.rewards if verdict else None
         art_dir = self.artifacts_dir
         return AttemptResult(index=req.index, label=rec.label, stage=req.stage,
                              reward=verdict.reward if verdict else None,
                              passed=ending == "pass", ending=ending, stop_reason=outcome.stop_reason,
                              turns=outcome.turns, actions=actions, transcript=outcome.messages,
-                             usage=rec.usage_dict(), timing=timing,
+                             usage=usage, timing=timing,
                              error=outcome.error, error_type=outcome.error_type, context_indices=req.context_indices,
                              rewards=rewards, reward_key=reward_key(task.reward, rewards), steps=steps,
                              tampering=tampering, artifacts_path=art_dir.relative_to(self.trial.folder.path).as_posix()

@@ -9,12 +9,13 @@ from tbscale import SCHEMA_VERSION
 from tbscale.agent.agents import uses_model
 from tbscale.config import Experiment
 from tbscale.environments import Capabilities
-from tbscale.logs import AttemptRecorder, merge_usage
+from tbscale.logs import AttemptRecorder
 from tbscale.runner.enforcement import not_enforced
 from tbscale.runner.plan import TrialSpec
 from tbscale.runner.rundir import now
 from tbscale.strategies import candidates_per_turn, oracle_selects, selector_key
 from tbscale.strategies.base import TrajectoryOutcome
+from tbscale.types import sum_usage
 from tbscale.types.results import INFRA_STOP_REASONS, ErrorInfo, NotEnforcedKey, TrialResult
 
 
@@ -31,8 +32,8 @@ def trial_line(exp: Experiment, run: str, caps: Capabilities, spec: TrialSpec, o
     gen_cfg = exp.models.get(s.generator) if s.generator and uses_model(s.agent) else None
     pp = s.policy.params()
     sel_key = selector_key(s.policy.name, pp, s.generator)
-    usage = merge_usage(*(a.usage for a in outcome.attempts), trial_rec.usage_dict())
-    costs = [u.get("cost_usd") for u in usage.values()]
+    usage = sum_usage(*(a.usage for a in outcome.attempts), trial_rec.recorded_usage())
+    costs = [u.cost_usd for u in usage.values()]
     error = error or error_info(final.error, final.error_type)
     return TrialResult(
         schema_version=SCHEMA_VERSION, run=run, setting=s.name, setting_key=spec.setting_key,

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from tbscale.agent.policy import ActionPolicy, Decision, TurnContext
 from tbscale.logs import AttemptRecorder
 from tbscale.tasks import Task
-from tbscale.types.completion import UsageJSON
+from tbscale.types.completion import Usage
 from tbscale.types.guard import GuardSnapshot, Tampering
 from tbscale.types.messages import ChatMessage
 from tbscale.types.results import AttemptBrief, StepResult
@@ -70,7 +70,7 @@ class AttemptResult:
     turns: int
     actions: list[str]
     transcript: list[ChatMessage] = field(repr=False, default_factory=list)
-    usage: dict[str, UsageJSON] = field(default_factory=dict)
+    usage: dict[str, Usage] = field(default_factory=dict)  # per role, as records hold it (Usage.recorded)
     timing: dict[str, float] = field(default_factory=dict)
     error: str | None = None
     summary: str | None = None

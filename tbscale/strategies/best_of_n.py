@@ -18,13 +18,12 @@ from typing import Any, Callable, Literal
 
 from pydantic import Field
 
-from tbscale.logs import merge_usage
 from tbscale.strategies.registry import RECORD_STAGED, register_trajectory
 from tbscale.strategies.base import AttemptResult, StartAttempt, TrajectoryOutcome
 from tbscale.strategies.rtv import RTVParams, RTVResult, SummaryJudge, select
 from tbscale.strategies.stage_records import StagedRecord, StageRecord
-from tbscale.strategies.summaries import StageMeter, Summarizer, Summary, SummaryParams
-from tbscale.types.completion import UsageJSON
+from tbscale.strategies.summaries import StageMeter, Summarizer, Summary, SummaryParams, stage_usage_json
+from tbscale.types.completion import Usage, sum_usage
 
 Selector = Literal["rtv", "judge", "random", "oracle"]
 
@@ -100,14 +99,14 @@ class StagedStrategy:
                             "tournament": result.record, **info})
         return result
 
-    def _stage_usage(self) -> dict[str, dict[str, UsageJSON]]:
+    def _stage_usage(self) -> dict[str, dict[str, Usage]]:
         """Tokens per stage and role: the attempts of an iteration (generator, selector,
         verifier inside them) plus the summaries and votes made for that stage."""
-        own = self.meter.as_dict()
+        own = self.meter.by_stage()
         out = {}
         for st in self.stages:
             parts = [self.attempts[i].usage for i in st.get("attempts", [])] + [own.get(st["stage"], {})]
-            out[st["stage"]] = merge_usage(*parts)
+            out[st["stage"]] = sum_usage(*parts)
         for stage, roles in own.items():  # e.g. summaries made for a selection of another stage
             out.setdefault(stage, roles)
         return out
@@ -119,7 +118,7 @@ class StagedStrategy:
                # the summaries themselves are `summary` events in the trajectory file; the row keeps it lean
                "summaries": {str(i): {"source": s.source, "chars": len(s.text), **({"error": s.error} if s.error else {})}
                              for i, s in sorted(self.summaries.items())},
-               "stage_usage": self._stage_usage()}
+               "stage_usage": stage_usage_json(self._stage_usage())}
         return TrajectoryOutcome(final=final, attempts=attempts, record=rec)
 
 

@@ -42,7 +42,6 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from tbscale.logs import merge_usage
 from tbscale.models.replies import ask_json, parse_json_reply
 from tbscale.seeds import derive_rng, derive_seed
 from tbscale.strategies.registry import RECORD_CER, register_trajectory
@@ -57,8 +56,8 @@ from tbscale.strategies.calls import log_call
 from tbscale.strategies.cer_records import (CerCandidate, CerGroup, CerRecord, CerRound, CerTieBreak, CriterionRecord,
                                              CriterionScores)
 from tbscale.strategies.render import command_of_message
-from tbscale.strategies.summaries import StageMeter
-from tbscale.types.completion import UsageJSON
+from tbscale.strategies.summaries import StageMeter, stage_usage_json
+from tbscale.types.completion import Usage, sum_usage
 from tbscale.types.messages import ChatMessage
 
 SCALE = 4  # criterion scores are integers 0..SCALE (anchored in the prompt)
@@ -499,7 +498,7 @@ class CER:
                   "analysis_complete_all": p.analysis_complete_all,
                   "judge_usage": meter.as_dict(), "rubric_sets": sum(len(rd["groups"]) for rd in rounds)}
         attempts = [self.attempts[i] for i in sorted(self.attempts)]
-        record["stage_usage"] = self._stage_usage(attempts, meter)
+        record["stage_usage"] = stage_usage_json(self._stage_usage(attempts, meter))
         return TrajectoryOutcome(final=final, attempts=attempts, record=record)
 
     async def _tie_break(self, scorer: CERScorer, stage: str, tied: list[int], cands: dict[int, Cand]) -> CerTieBreak:
@@ -554,11 +553,11 @@ class CER:
             if i not in keep and c.attempt.snapshot is not None and not c.attempt.snapshot.released:
                 await asyncio.to_thread(c.attempt.release_snapshot)
 
-    def _stage_usage(self, attempts: list[AttemptResult], meter: StageMeter) -> dict[str, dict[str, UsageJSON]]:
-        by: dict[str, list[dict[str, UsageJSON]]] = {}
+    def _stage_usage(self, attempts: list[AttemptResult], meter: StageMeter) -> dict[str, dict[str, Usage]]:
+        by: dict[str, list[dict[str, Usage]]] = {}
         for a in attempts:
             by.setdefault(a.stage, []).append(a.usage)
-        out = {stage: merge_usage(*parts) for stage, parts in by.items()}
-        for stage, roles in meter.as_dict().items():
-            out[stage] = merge_usage(out.get(stage, {}), roles)
+        out = {stage: sum_usage(*parts) for stage, parts in by.items()}
+        for stage, roles in meter.by_stage().items():
+            out[stage] = sum_usage(out.get(stage, {}), roles)
         return out

@@ -97,8 +97,17 @@ class StageMeter:
     def sink(self, stage: str) -> "_StageSink":
         return _StageSink(self, stage)
 
+    def by_stage(self) -> dict[str, dict[str, Usage]]:
+        """Usage per stage and role, as records hold it (Usage.recorded), roles in order."""
+        return {stage: {role: u.recorded() for role, u in sorted(roles.items())} for stage, roles in self.usage.items()}
+
     def as_dict(self) -> dict[str, dict[str, UsageJSON]]:
-        return {stage: {role: u.as_dict() for role, u in sorted(roles.items())} for stage, roles in self.usage.items()}
+        return stage_usage_json(self.by_stage())
+
+
+def stage_usage_json(usage: dict[str, dict[str, Usage]]) -> dict[str, dict[str, UsageJSON]]:
+    """Usage per stage and role as a strategy record holds it (`stage_usage`, `judge_usage`)."""
+    return {stage: {role: u.as_dict() for role, u in roles.items()} for stage, roles in usage.items()}
 
 
 class _StageSink:

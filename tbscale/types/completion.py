@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Mapping, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -33,10 +33,32 @@ class Usage(BaseModel):
             setattr(self, k, getattr(self, k) + getattr(other, k))
         self.cost_usd = None if self.cost_usd is None or other.cost_usd is None else self.cost_usd + other.cost_usd
 
+    def recorded(self) -> "Usage":
+        """A copy as records hold it: every field set, the cost rounded to a millionth of a dollar
+        (what an event, a spend line or an attempt carries; `as_dict` is its JSON)."""
+        return Usage(input=self.input, output=self.output, reasoning=self.reasoning, cached=self.cached,
+                     cost_usd=None if self.cost_usd is None else round(self.cost_usd, 6), calls=self.calls)
+
     def as_dict(self) -> UsageJSON:
         """Every field, the cost rounded to a millionth of a dollar (what events and records hold)."""
-        return {"input": self.input, "output": self.output, "reasoning": self.reasoning, "cached": self.cached,
-                "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6), "calls": self.calls}
+        return self.recorded().model_dump()
+
+
+def sum_usage(*parts: Mapping[str, Usage]) -> dict[str, Usage]:
+    """Usage per role summed over `parts` (an attempt's usage, a stage's, a recorder's), roles in
+    the order they first appear. Each part is added as records hold it (`Usage.recorded`) and the
+    running cost is rounded to a millionth of a dollar after every part, so a total (a trial line's
+    `tokens`, a strategy record's `stage_usage`) is the sum of the rounded numbers its parts show
+    and stays what these records have always held: a full-precision sum rounded once can differ in
+    the last digit. An unknown cost (None) keeps the sum unknown."""
+    out: dict[str, Usage] = {}
+    for part in parts:
+        for role, u in part.items():
+            acc = out.setdefault(role, Usage())
+            acc.add(u.recorded())
+            if acc.cost_usd is not None:
+                acc.cost_usd = round(acc.cost_usd, 6)
+    return out
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import NotRequired, TypedDict
 
-from tbscale.types.completion import Usage, UsageJSON
+from tbscale.types.completion import Usage
 
 
 class SpendLine(BaseModel):
@@ -43,7 +43,7 @@ class CallRecord(TypedDict):
     role: str
     model: str
     n: int
-    usage: UsageJSON
+    usage: Usage  # as records hold it (Usage.recorded)
     latency_sec: float
     retries: int
     error: str | None
