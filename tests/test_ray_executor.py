@@ -76,6 +76,9 @@ def cluster():
             c.shutdown()
             if tries_left == 0 or "timed out during startup" not in str(e):
                 raise
+    # One Ray job for the module's runs: the executor uses a Ray this process already joined (and
+    # leaves it running), so the runs share the job's workers instead of each starting its own.
+    ray.init(address=c.address, log_to_driver=False, logging_level="WARNING")
     yield c
     ray.shutdown()
     c.shutdown()
