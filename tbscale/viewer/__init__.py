@@ -5,8 +5,9 @@ opens from the file system (file://) with no server: `RUN/view/index.js` holds t
 (columnar), and `RUN/view/trials/<trial_key>.js` one trial each, loaded on demand. See
 docs/viewer.md for the files, the URL hash routes and the data format.
 
-This package imports nothing heavy (no pandas, litellm or docker) and nothing of tbscale, so that
-building stays fast and the package can move with the rest of the code.
+This package imports nothing heavy (no pandas, litellm or docker), so that building stays fast:
+`build.py` reads the run through tbscale's typed readers (`runfiles`, the record types), and this
+module, which links to the viewer from reports, imports nothing of tbscale at all.
 """
 
 from __future__ import annotations
