@@ -60,11 +60,6 @@ def exited_cpu(path: Path) -> tuple[collections.Counter, collections.Counter]:
     return cpu, count
 
 
-def machine_ticks() -> dict[str, int]:
-    names = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
-    return dict(zip(names, map(int, open("/proc/stat").readline().split()[1:9])))
-
-
 def live_processes() -> dict[int, tuple[str, int, int]]:
     """pid -> (command, utime + stime ticks, start time) for every process now."""
     out = {}
@@ -95,26 +90,26 @@ def main() -> None:
     bench.bench_trials(root, task, 2, 2, "warm")
     acct = root / "pacct"
     acct.touch()
-    before, ticks0 = live_processes(), machine_ticks()
+    before = live_processes()
     subprocess.run(["accton", str(acct)], check=True, capture_output=True)
     try:
-        wall, _, calls, _ = bench.bench_trials(root, task, args.trials, args.concurrency, "profiled")
+        # the machine's CPU a trial comes with the trials (bench_sandbox.MachineCPU, /proc/stat)
+        wall, _, calls, busy = bench.bench_trials(root, task, args.trials, args.concurrency, "profiled")
     finally:
         subprocess.run(["accton", "off"], check=True, capture_output=True)
-    after, ticks1 = live_processes(), machine_ticks()
+    after = live_processes()
     n = args.trials
-    busy = {k: (ticks1[k] - ticks0[k]) / HZ / n for k in ticks0 if k not in ("idle", "iowait")}
     live = collections.Counter()
     for pid, (name, spent, started) in after.items():
         was = before.get(pid)
         live[name] += (spent - (was[1] if was and was[2] == started else 0)) / HZ / n
     cpu, count = exited_cpu(acct)
-    total = sum(busy.values())
+    total = busy["total"]
     exited = sum(cpu.values()) / n
     live_total = sum(v for v in live.values() if v > 0)
     result = {
         "trials": n, "concurrency": args.concurrency, "wall_sec": round(wall, 2),
-        "machine_cpu_sec_per_trial": {k: round(v, 3) for k, v in busy.items() if v} | {"total": round(total, 3)},
+        "machine_cpu_sec_per_trial": busy,
         "live_processes_cpu_sec_per_trial": {k: round(v, 3) for k, v in live.most_common(8) if v > 0},
         "exited_processes_cpu_sec_per_trial": {k: round(v / n, 3) for k, v in cpu.most_common(10)},
         "exited_processes_per_trial": {k: round(count[k] / n, 2) for k, _ in cpu.most_common(10)},

@@ -203,8 +203,8 @@ def pareto_table(df: pd.DataFrame) -> pd.DataFrame:
         fork_sec.append(tables.snapshot_fork_sec(sub))
     s = s.assign(total_tokens=tokens, candidate_execs=execs, candidate_exec_sec=exec_sec, forks=forks,
                  snapshot_fork_sec=fork_sec)
-    env_sec = [a + b for a, b in zip(exec_sec, fork_sec)]
-    if any(env_sec) or any(execs) or any(forks):
+    env_sec = environment_sec(s)
+    if env_sec.any() or any(execs) or any(forks):
         points = list(zip(s["total_tokens"], env_sec, s["pass@1"]))
     else:  # no setting made forks: the token frontier alone
         points = list(zip(s["total_tokens"], s["pass@1"]))
