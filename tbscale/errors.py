@@ -70,6 +70,19 @@ class ImageBuildError(SandboxError):
     stop_reason = "image_build_error"
 
 
+class BuilderUnsupported(ImageBuildError):
+    """The task's image needs what this backend's builder lacks (`needs`: a builder feature, in the
+    backend's words): the task cannot run here as it stands, whatever the agent does. The message
+    starts "needs NEEDS: " and its first line says why (`tasks check` shows both)."""
+
+    def __init__(self, needs: str, why: str, detail: str = ""):
+        self.needs, self.why, self.detail = needs, why, detail
+        super().__init__(f"needs {needs}: {why}" + (f"\n{detail}" if detail else ""))
+
+    def __reduce__(self):  # pickled with its three parts (a Ray worker's error reaches the driver)
+        return type(self), (self.needs, self.why, self.detail)
+
+
 class HealthcheckFailed(SandboxError):
     """The task's healthcheck did not pass before the agent: the environment never became ready."""
 

@@ -28,6 +28,7 @@ class FolderEnvironment:
     backend = "folder"
     services: list[str] = []
     default_user = ""
+    idle_processes = None
 
     def __init__(self, owner: "FolderBackend", root: Path, env_id: str, labels: dict[str, str] | None = None):
         self.owner, self.root, self.id = owner, root, env_id

@@ -91,6 +91,7 @@ class RemoteSandbox:
 
     backend = NAME
     live = LiveSet()
+    idle_processes = None  # the service does not say what a sandbox runs of its own
 
     def __init__(self, api: Api, sid: str, workdir: str | None, default_user: str):
         self.api, self.id, self.workdir, self._user = api, sid, workdir, default_user

@@ -734,3 +734,40 @@ def test_zz_e2e_timing(e2e) -> None:
     if shutil.which("uptime"):
         print("  load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
 
+
+
+def test_multimodal_assets_are_staged_through_the_environment_protocol(tmp_path) -> None:
+    """swebench's own staging code puts a binary test asset into any backend's environment (here
+    a recording one with no docker SDK container), and the eval script restores it."""
+    from types import SimpleNamespace
+
+    from swebench.harness.constants import START_TEST_OUTPUT
+    from swebench.task.repo import asset_path
+
+    from tbscale.environments import ExecResult
+    from tbscale.verifiers.swebench import _stage_assets
+
+    class Recording:
+        def __init__(self):
+            self.commands, self.files = [], {}
+
+        def exec(self, command, timeout_sec, **kw):
+            self.commands.append((command, kw.get("user")))
+            return ExecResult(0, "", False, 0.0)
+
+        def put_archive(self, files, dest="/"):
+            self.files.update({f"{dest.rstrip('/')}/{name}": data for name, data in files.items()})
+
+    iid, png = "org__repo-1", b"\x89PNG\r\n\x1a\n\x00binary"
+    (tmp_path / "tasks").mkdir()
+    local = asset_path(tmp_path, iid, "tests/baseline/expected.png")
+    local.parent.mkdir(parents=True)
+    local.write_bytes(png)
+    spec = SimpleNamespace(instance_id=iid, image_assets={"test_patch": [{"path": "tests/baseline/expected.png"}]})
+    box = Recording()
+    script = _stage_assets(box, spec, str(tmp_path), f"git apply /tmp/test.patch\n{START_TEST_OUTPUT}\npytest\n")
+    assert box.files == {"/image_assets/tests__baseline__expected.png": png}
+    assert ("mkdir -p /image_assets", "root") in box.commands
+    restore = "mkdir -p $(dirname tests/baseline/expected.png) && cp /image_assets/tests__baseline__expected.png " \
+              "tests/baseline/expected.png"
+    assert script.split("\n")[1:3] == [restore, START_TEST_OUTPUT]

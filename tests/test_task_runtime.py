@@ -201,13 +201,21 @@ def test_tasks_check_reasons(tmp_path: Path):
     rows += [row("quiet-net", "oracle", False, stop_reason="image_build_error", ending="agent_error", infra_error=True,
                  error={"type": "ImageBuildError", "message": f"building quiet-net failed: exit 127\n{quiet}"}),
              row("quiet-net", "nop", False)]
-    ids = ("good", "net", "wrong", "easy", "gpu", "vt", "bare", "bare-easy", "bare-broken", "quiet-net")
+    # A Dockerfile the docker backend's classic builder refuses: the backend's error says what it needs.
+    from tbscale.environments.docker import build_failed
+
+    bk = build_failed("building bk failed: The command '/bin/sh -c x' returned: the --chmod option requires BuildKit")
+    rows += [row("bk", "oracle", False, stop_reason=bk.stop_reason, ending="agent_error", infra_error=True,
+                 error={"type": type(bk).__name__, "message": str(bk)}), row("bk", "nop", False)]
+    assert type(build_failed("building x failed: exit 1")).__name__ == "ImageBuildError"
+    ids = ("good", "net", "wrong", "easy", "gpu", "vt", "bare", "bare-easy", "bare-broken", "quiet-net", "bk")
     tasks = [Task(id=t, format="harbor", instruction="x") for t in ids]
     reasons = check_reasons(rows, tasks, tmp_path)
     assert {t: c for t, (c, _) in reasons.items()} == {
         "good": "ok", "net": "needs internet", "wrong": "oracle failed", "easy": "nop passed", "gpu": "refused",
         "vt": "verifier error", "bare": "no solution", "bare-easy": "nop passed", "bare-broken": "verifier error",
-        "quiet-net": "needs internet"}
+        "quiet-net": "needs internet", "bk": "needs BuildKit"}
+    assert reasons["bk"][1].startswith("its Dockerfile uses BuildKit-only syntax")
     assert reasons["quiet-net"][1] == ("the image build (a download) needs the internet: "
                                        "curl: (6) Could not resolve host: example.org")
     assert reasons["gpu"][1] == "[environment].gpus = 1: no GPUs"

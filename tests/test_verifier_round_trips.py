@@ -234,3 +234,15 @@ def test_the_tests_are_staged_then_put_in_place_by_the_exec_that_prepares_the_ve
         assert box.exec("ls -A / | grep -c tbscale-tests", 30).output.strip() == "0"
     finally:
         box.stop()
+
+
+def test_idle_means_only_the_environments_own_init_and_keep_alive():
+    from tbscale.environments.base import IdleProcesses
+
+    own = IdleProcesses(init=("/sbin/init-x -- keep", "keep"), children=("keep",))
+    init = {"pid": 1, "ppid": 0, "cmd": "/sbin/init-x -- keep"}
+    child = {"pid": 7, "ppid": 1, "cmd": "keep"}
+    assert own.only([init, child])
+    assert not own.only([init, child, {"pid": 9, "ppid": 1, "cmd": "sleep 600"}])  # something the agent left
+    assert not own.only([init, {"pid": 9, "ppid": 7, "cmd": "keep"}])  # the keep-alive's name, not under the init
+    assert not own.only([{"pid": 1, "ppid": 0, "cmd": "keep 2"}])  # an init started otherwise

@@ -79,7 +79,8 @@ def _trial_text(run_dir: Path, row: TrialResult) -> str:
 def check_reasons(rows: list[TrialResult], tasks: list, run_dir: Path,
                   network: str = "task") -> dict[str, tuple[str, str]]:
     """task id -> (category, detail) for `tbscale tasks check`: "ok", "refused", "needs internet",
-    "needs BuildKit", "no solution", "oracle failed", "nop passed", "verifier error" or
+    "needs X" (the backend's builder lacks X: errors.BuilderUnsupported; the docker backend's
+    "needs BuildKit"), "no solution", "oracle failed", "nop passed", "verifier error" or
     "environment error". A failure whose output
     shows a failed download or name lookup is "needs internet", told apart from a real failure.
     A task with no reference solution (whole datasets ship without one) is judged by its nop alone:
@@ -129,9 +130,9 @@ def check_reasons(rows: list[TrialResult], tasks: list, run_dir: Path,
                 " (its own policy gives it no internet)" if offline and not pull else ""
             line = re.split(r'\\n|\n|"', text[m.start():m.start() + 300])[0]
             out[task_id] = ("needs internet", f"{where} needs the internet{note}: {line[:120]}")
-        elif "requires BuildKit" in message or "must be a directory and end with a /" in message:
-            out[task_id] = ("needs BuildKit", "its Dockerfile uses BuildKit-only syntax (e.g. RUN --mount, heredocs) "
-                                              "that the classic builder, which the docker SDK drives, refuses")
+        elif r.error is not None and r.error.type == "BuilderUnsupported":  # errors.py: "needs X: why\n..."
+            needs, _, why = message.split("\n", 1)[0].partition(": ")
+            out[task_id] = (needs, why)
         elif r is oracle and unsolved:
             out[task_id] = ("no solution", message[:160])
         elif r.stop_reason in INFRA_ENVIRONMENT:

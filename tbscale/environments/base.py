@@ -209,6 +209,22 @@ class Snapshot:
     extra: dict[str, Any] = field(default_factory=dict)  # what else the backend keeps
 
 
+@dataclass(frozen=True)
+class IdleProcesses:
+    """The processes an environment runs of its own while nothing else runs in it: the command
+    lines its init (pid 1) may have, and those of the keep-alive under it, as /proc/PID/cmdline
+    gives them with arguments joined by spaces. The verifier guard (runner/guard.py) takes a
+    process list of only these as idle (nothing can write a file before the verifier runs)."""
+
+    init: tuple[str, ...]
+    children: tuple[str, ...]
+
+    def only(self, processes: list) -> bool:
+        """Whether `processes` (dicts with pid, ppid, cmd) are these and nothing else."""
+        return all(p["cmd"] in (self.init if p["pid"] == 1 else self.children) and (p["pid"] == 1 or p["ppid"] == 1)
+                   for p in processes)
+
+
 class Environment(Protocol):
     """A running environment: where one attempt's commands run. Every backend's environments have
     all of these; what a backend cannot do (see Capabilities) raises SandboxError, and the runner
@@ -218,6 +234,9 @@ class Environment(Protocol):
     backend: str  # the name of the kind of environment it is (a trajectory's attempt_start says it)
     workdir: str | None
     services: list[str]  # the sidecars beside the main service (empty for one container)
+    # What it runs of its own when idle; None: the backend does not say, and no process list is
+    # taken as idle (the guard then never leaves out the copy of the artifacts folder).
+    idle_processes: IdleProcesses | None
 
     def exec(self, command: str, timeout_sec: float, *, workdir: str | None = None,
              env: dict[str, str] | None = None, user: str = "", output_limit: int | None = None,

@@ -44,13 +44,14 @@ from pathlib import Path
 from typing import Any
 
 from tbscale.environments.base import ComposeSpec, LiveSet, StartSpec
-from tbscale.environments.docker import LABEL_PROJECT, Container, client, engine_capabilities, ensure_image
+from tbscale.environments.docker import (LABEL_PROJECT, Container, build_failed, client, engine_capabilities,
+                                        ensure_image)
 from tbscale.environments.owner import LABEL_RUN, owner_labels
 from tbscale.environments.docker import cleanup_orphans as docker_cleanup_orphans
 from tbscale.environments.docker import remove_compose_project as _remove_project_by_labels
 from tbscale.environments.network import NetworkSwitch
 from tbscale.environments.network_failures import failed_build_log
-from tbscale.errors import ImageBuildError, SandboxError, TaskRefused, TbscaleError
+from tbscale.errors import SandboxError, TaskRefused, TbscaleError
 from tbscale.seeds import hash_directory
 
 
@@ -157,6 +158,7 @@ class ComposeEnvironment:
 
     live = LiveSet()
     backend = "compose"
+    idle_processes = None  # the main service's `sh -c` runs under the init: never taken as idle
 
     def __init__(self, project: _Project, main: Container, sidecars: dict[str, Container], host: str | None,
                  main_service: str = "main"):
@@ -288,7 +290,7 @@ class ComposeProjects:
                 try:
                     project = self._project(spec, f"tbscale-build-{uuid.uuid4().hex[:8]}", workdir, base=None)
                     _run(project.argv("build", *missing), env=project.env, timeout=timeout,
-                         what=f"building the compose services of {task.id} ({', '.join(missing)})", error=ImageBuildError)
+                         what=f"building the compose services of {task.id} ({', '.join(missing)})", error=build_failed)
                 finally:
                     shutil.rmtree(workdir, ignore_errors=True)
                 built = True

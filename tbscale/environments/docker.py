@@ -28,12 +28,13 @@ from tbscale.environments.cleanup import (cleanup_labelled, cleanup_orphans,  # 
 from tbscale.environments.engine import (CLIENT_TIMEOUT_SEC, _use_record, build_lock,  # noqa: F401  (re-exported)
                                          cache_dir, client, note_image_use)
 from tbscale.environments.dockerfile import for_classic_builder
-from tbscale.environments.base import BoundedOutput, ExecResult, LiveSet, StartSpec, extract_tar, file_from_tar, tar_of
+from tbscale.environments.base import (BoundedOutput, ExecResult, IdleProcesses, LiveSet, StartSpec, extract_tar,
+                                      file_from_tar, tar_of)
 from tbscale.environments.network import NetworkSwitch
 from tbscale.environments.network_failures import build_error_log
 from tbscale.environments.owner import (HOST, LABEL_APP, LABEL_HOST, LABEL_PROJECT,  # noqa: F401  (re-exported)
                                         LABEL_RUN, LABEL_SESSION, SESSION_ID, owner_labels)
-from tbscale.errors import ImageBuildError, SandboxError, TaskRefused
+from tbscale.errors import BuilderUnsupported, ImageBuildError, SandboxError, TaskRefused
 from tbscale.seeds import hash_directory
 
 _HOST = HOST
@@ -183,10 +184,24 @@ def ensure_image(task, build_timeout_sec: float | None = None, host: str | None 
                     timeout=int(build_timeout_sec or task.build_timeout_sec),
                 )
             except docker.errors.BuildError as e:
-                raise ImageBuildError(f"building {task.id} failed: {e.msg}\n{build_error_log(e.build_log)}") from None
+                raise build_failed(f"building {task.id} failed: {e.msg}\n{build_error_log(e.build_log)}") from None
             except docker.errors.APIError as e:
-                raise ImageBuildError(f"building {task.id} failed: {e.explanation}") from None
+                raise build_failed(f"building {task.id} failed: {e.explanation}") from None
         return tag, True
+
+
+# What the classic builder (and dockerfile.py, which rewrites what it can) says of a Dockerfile
+# that only BuildKit builds: `--chmod`/`RUN --mount`/here-documents "require BuildKit", and
+# several sources copied to a folder not spelt with its trailing slash.
+_NEEDS_BUILDKIT = ("requires BuildKit", "must be a directory and end with a /")
+
+
+def build_failed(message: str) -> ImageBuildError:
+    """The error for a failed build: BuilderUnsupported when the Dockerfile needs BuildKit."""
+    if any(words in message for words in _NEEDS_BUILDKIT):
+        return BuilderUnsupported("BuildKit", "its Dockerfile uses BuildKit-only syntax (e.g. RUN --mount, heredocs) "
+                                              "that the classic builder, which the docker SDK drives, refuses", message)
+    return ImageBuildError(message)
 
 
 @contextlib.contextmanager
@@ -197,7 +212,7 @@ def classic_dockerfile(path: Path, context: Path):
         rewritten = for_classic_builder(path.read_text(encoding="utf-8"),
                                         is_dir=lambda source: (context / source.lstrip("/")).is_dir())
     except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise ImageBuildError(f"{path}: {e}") from None
+        raise build_failed(f"{path}: {e}") from None
     if rewritten is None:
         yield None
         return
@@ -212,6 +227,10 @@ class Container:
 
     live = LiveSet()
     backend = "docker"
+    # `start` runs `sleep infinity` under the engine's init (docker-init, with init=True); a
+    # restart of the same container runs them again.
+    idle_processes = IdleProcesses(init=("sleep infinity", "/sbin/docker-init -- sleep infinity"),
+                                   children=("sleep infinity",))
 
     def __init__(self, container, workdir: str | None, shell: str = "bash"):
         self.container = container

@@ -129,8 +129,6 @@ printf 'A\t%s\n' "$a"
 _SETUP = r'''_setup=$(PATH="${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"; { %s
 } 2>&1) || printf 'S\t%%s\n' "$(printf %%s "$_setup" | tr '\n\t' '  ')"
 '''
-KEEP_ALIVE = "sleep infinity"
-_INITS = (KEEP_ALIVE, "/sbin/docker-init -- " + KEEP_ALIVE)
 _KILL = r'''
 for pair in "$@"; do
   p=${pair%:*}; want=${pair#*:}
@@ -457,12 +455,12 @@ class VerifierGuard:
 
     def _idle(self, processes: list[ProcessInfo]) -> bool:
         """Nothing runs that could write a file before the verifier's run: no sidecars, and no
-        process but the init and its keep-alive (`sleep infinity`), each with the command line
-        the environment started it with."""
-        if self.box.services or not processes:
+        process but the ones the environment runs of its own (its init and keep-alive, each with
+        the command line it started them with: Environment.idle_processes)."""
+        own = self.box.idle_processes
+        if self.box.services or not processes or own is None:
             return False
-        return all(p["cmd"] in (_INITS if p["pid"] == 1 else (KEEP_ALIVE,)) and (p["pid"] == 1 or p["ppid"] == 1)
-                   for p in processes)
+        return own.only(processes)
 
     def _describe(self, entries: list[Tampering]) -> list[Tampering]:
         """What replaced a tool: its first line when it is a script, and the Debian package that

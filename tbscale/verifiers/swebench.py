@@ -22,10 +22,13 @@ runs them anyway).
 
 from __future__ import annotations
 
+import io
 import logging
+import tarfile
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from dataclasses import replace
@@ -100,6 +103,25 @@ def apply_patch(box: Environment, patch: str, repo_dir: str) -> tuple[bool, str,
     return False, "\n".join(log), None
 
 
+class _AsSdkContainer:
+    """The two calls swebench's asset staging makes on a docker SDK container (`exec_run`, and
+    `put_archive` of a tar as docker_utils.copy_to_container makes it), made through the
+    Environment protocol, so the assets reach any backend's environment."""
+
+    def __init__(self, box: Environment):
+        self.box = box
+
+    def exec_run(self, cmd: str, user: str | None = None, **_: Any) -> SimpleNamespace:
+        res = self.box.exec(cmd, 120, user=user or "")  # no user: the environment's own, as the SDK does
+        return SimpleNamespace(exit_code=res.exit_code, output=res.output.encode())
+
+    def put_archive(self, path: str, data: bytes) -> bool:
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            files = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+        self.box.put_archive(files, path)
+        return True
+
+
 def _stage_assets(box: Environment, spec, task_repo: str | None, eval_script: str) -> str:
     """Binary test assets a text patch cannot carry (SWE-bench Multimodal), by swebench's code."""
     if not spec.image_assets:
@@ -108,8 +130,7 @@ def _stage_assets(box: Environment, spec, task_repo: str | None, eval_script: st
 
     logger = logging.getLogger(f"tbscale.swebench.assets.{spec.instance_id}")
     with tempfile.TemporaryDirectory(prefix="tbscale-assets-") as d:
-        # swebench stages assets through the docker SDK: only the Docker backend can do this.
-        restore = _stage_image_assets(box.container, spec, Path(d), logger, task_repo)
+        restore = _stage_image_assets(_AsSdkContainer(box), spec, Path(d), logger, task_repo)
     return _inject_asset_restore(eval_script, restore)
 
 
