@@ -29,9 +29,13 @@ def test_no_import_cycles() -> None:
     """Strongly connected components of the module graph, function-level imports included."""
     import grimp
 
+    from tbscale.strategies.catalog import builtin_modules
+
     graph = grimp.build_graph("tbscale", include_external_packages=False)
     modules = sorted(graph.modules)
     edges = {m: graph.find_modules_directly_imported_by(m) for m in modules}
+    # The catalog imports its package's modules by name (strategies/catalog.py): edges all the same.
+    edges["tbscale.strategies.catalog"] = edges["tbscale.strategies.catalog"] | set(builtin_modules())
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []

@@ -238,10 +238,37 @@ def test_a_plugin_strategy_runs_and_is_reported_with_no_change_to_tbscale(tmp_pa
     assert "ko_oracle (oracle upper bound)" in (tmp_path / "report-without" / "report.md").read_text()
 
 
+# ---- a new strategy of tbscale's own is one module ------------------------------------------------------------
+def test_a_module_added_to_the_strategies_package_is_registered_with_no_other_change(tmp_path):
+    (tmp_path / "zz_probe.py").write_text(
+        "from tbscale.strategies.baseline import Baseline, BaselineParams\n"
+        "from tbscale.strategies.registry import register_policy\n"
+        "register_policy('zz_probe', BaselineParams)(Baseline)\n")
+    code = ("import tbscale.strategies as p; p.__path__.append(%r)\n"  # as if the file were in the package's folder
+            "from tbscale.strategies import entry, names\n"
+            "print(names('policy')); print(entry('policy', 'zz_probe').origin)" % str(tmp_path))
+    res = python(code)
+    assert res.returncode == 0, res.stderr
+    listed, origin = res.stdout.splitlines()
+    assert "zz_probe" in listed and "'baseline'" in listed and origin == "tbscale.strategies.baseline.Baseline"
+
+
 # ---- nothing hidden from the layer contract ---------------------------------------------------------------------
 # environments/registry.py resolves the "module:factory" import paths a user registers a backend with
-# (as Harbor's import_path does); tbscale's own backends are plain imports there.
-IMPORTS_BY_NAME_ALLOWED = {"tbscale/environments/registry.py"}
+# (as Harbor's import_path does); tbscale's own backends are plain imports there. strategies/catalog.py
+# imports every module of its own package, which cannot cross a layer (the test below), and the
+# cycle check counts those imports (tests/test_layers.py).
+IMPORTS_BY_NAME_ALLOWED = {"tbscale/environments/registry.py", "tbscale/strategies/catalog.py"}
+
+
+def test_the_catalog_imports_by_name_only_the_modules_of_its_own_package():
+    from tbscale.strategies import catalog
+
+    mods = catalog.builtin_modules()
+    assert {"tbscale.strategies.turn_bon", "tbscale.strategies.cer", "tbscale.strategies.registry"} <= set(mods)
+    assert all(m.startswith("tbscale.strategies.") and m.count(".") == 2 for m in mods)
+    files = {p.stem for p in (REPO / "tbscale" / "strategies").glob("*.py") if p.stem != "__init__"}
+    assert {m.rsplit(".", 1)[1] for m in mods} == files
 
 
 def test_no_module_is_imported_by_a_name_the_contract_cannot_see():

@@ -2,8 +2,9 @@
 Turn-BoN, action verifiers) and trajectory strategies (how attempts are started, combined and
 selected: single, best_of_n, pdr, cer). One module each; a new strategy touches neither the
 config schema nor the agent loop, nor the report: it declares what they need when it registers
-(registry.py). tbscale's own strategies are imported by catalog.py; another package adds its own
-through the `tbscale.strategies` entry-point group, with no change to tbscale.
+(registry.py). catalog.py imports every module of this package, so a new strategy of tbscale's
+own is one new module; another package adds its own through the `tbscale.strategies` entry-point
+group, with no change to tbscale.
 
 Importing this package is light (the viewer reads record formats from it without pydantic): the
 lookups below load every strategy on first use.

@@ -1,8 +1,11 @@
 """Every strategy, loaded, and the lookups the runner, the report and the checks use.
 
-Where strategies come from, with no list of names to keep:
-- tbscale's own: the modules imported below, each registering what it defines (registry.py) when
-  imported; plain imports, so the layer contract sees them;
+Where strategies come from, with no list of names or modules to keep:
+- tbscale's own: every module of this package, imported when this one is; each registers what it
+  defines (registry.py) as it is imported, so a new strategy is one new module and nothing else.
+  These imports are by name, but none can cross a layer (they are all in tbscale.strategies, and
+  each module's own imports are plain ones the layer contract checks); the cycle check
+  (tests/test_layers.py) adds them to the module graph as edges from this module;
 - another package's: the `tbscale.strategies` entry-point group. An entry point names a module
   (`my-strategy = "my_package.my_module"`); importing it registers what it defines. Plugins are
   loaded on the first lookup; one that fails to import is a one-line error naming it, at every
@@ -11,19 +14,36 @@ Where strategies come from, with no list of names to keep:
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+import sys
 from importlib import metadata
 from typing import Any
 
 from pydantic import ValidationError
 
 from tbscale.errors import TbscaleError
-from tbscale.strategies import (action_verifiers, baseline, best_of_n, cer, lookahead, pdr, single,  # noqa: F401
-                                turn_bon)
 from tbscale.strategies.base import Params
 from tbscale.strategies.registry import Entry, lock, matching, registered, with_record
 
 PLUGIN_GROUP = "tbscale.strategies"
 _plugins_loaded = False
+
+
+def builtin_modules() -> list[str]:
+    """The modules of this package (tbscale's own strategies and the pieces they share). The
+    package is imported before any of its modules, so it is read from sys.modules, not imported
+    (an import of it here would close a cycle: its __init__ imports this module)."""
+    package = sys.modules[__package__]
+    return sorted(info.name for info in pkgutil.iter_modules(package.__path__, __package__ + "."))
+
+
+def _load_builtins() -> None:
+    for module in builtin_modules():
+        importlib.import_module(module)
+
+
+_load_builtins()
 
 
 def _load_plugins() -> None:
