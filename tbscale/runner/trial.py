@@ -109,15 +109,8 @@ class TrialRunner:
             final = AttemptResult(0, "final", "final", None, False, "agent_error", stop or "agent_error", 0, [],
                                   error=error.message if error else None)
             outcome = TrajectoryOutcome(final, [final])
-        row = trial_line(self.exp, self.folder.path.name, capabilities(self.backend), spec, outcome, trial_rec,
+        row = trial_line(self.exp, self.folder.path.name, capabilities(self.backend), spec, outcome, recorders,
                          started=started, wall=time.monotonic() - t0, error=error, sim_roles=sim_roles)
-        row.selection_turns = sum(r.selections for r in recorders)
-        row.selector_fallbacks = sum(r.fallbacks for r in recorders)
-        row.snapshot_sec = [round(x, 4) for r in recorders for x in r.snapshot_sec]
-        row.fork_sec = [round(x, 4) for r in recorders for x in r.fork_sec]
-        row.snapshots, row.forks = len(row.snapshot_sec), len(row.fork_sec)
-        row.candidate_execs = sum(r.candidate_execs for r in recorders)
-        row.candidate_exec_sec = round(sum(r.candidate_exec_sec for r in recorders), 4)
         log.write("end", attempt=None, turn=None, reward=row.reward, passed=row.passed, ending=row.ending,
                   final_attempt=outcome.final.index, record=outcome.record)
         log.close()

@@ -26,9 +26,14 @@ def error_info(message: str | None, type_: str | None = None) -> ErrorInfo | Non
 
 
 def trial_line(exp: Experiment, run: str, caps: Capabilities, spec: TrialSpec, outcome: TrajectoryOutcome,
-               trial_rec: AttemptRecorder, *, started: str, wall: float, error: ErrorInfo | None,
+               recorders: list[AttemptRecorder], *, started: str, wall: float, error: ErrorInfo | None,
                sim_roles: list[str]) -> TrialResult:
+    """`recorders`: the trial's own (the strategy's calls) first, then every attempt's; their
+    counts of selections, snapshots, forks and candidate executions are summed here."""
     final, s = outcome.final, spec.setting
+    trial_rec = recorders[0]
+    snapshot_sec = [round(x, 4) for r in recorders for x in r.snapshot_sec]
+    fork_sec = [round(x, 4) for r in recorders for x in r.fork_sec]
     gen_cfg = exp.models.get(s.generator) if s.generator and uses_model(s.agent) else None
     pp = s.policy.params()
     sel_key = selector_key(s.policy.name, pp, s.generator)
@@ -56,4 +61,8 @@ def trial_line(exp: Experiment, run: str, caps: Capabilities, spec: TrialSpec, o
         attempts=[a.brief() for a in outcome.attempts] if len(outcome.attempts) > 1 else None,
         strategy_record=outcome.record or None, trajectory_path=spec.trajectory_relpath,
         error=error, started_at=started, finished_at=now(),
+        selection_turns=sum(r.selections for r in recorders), selector_fallbacks=sum(r.fallbacks for r in recorders),
+        snapshot_sec=snapshot_sec, fork_sec=fork_sec, snapshots=len(snapshot_sec), forks=len(fork_sec),
+        candidate_execs=sum(r.candidate_execs for r in recorders),
+        candidate_exec_sec=round(sum(r.candidate_exec_sec for r in recorders), 4),
     )
