@@ -6,6 +6,7 @@ fork goes on as the attempt's environment, and nothing else is left running or u
 from __future__ import annotations
 
 import asyncio
+import threading
 import json
 import re
 
@@ -17,7 +18,7 @@ from tbscale.config import Experiment
 from tbscale.logs import event_line
 from tbscale.models.llm import LLM
 from tbscale.runner.environment import AttemptEnvironments
-from tbscale.runner.forks import AttemptForks
+from tbscale.runner.forks import AttemptForks, ForkGate
 from tbscale.runner.guard import VerifierGuard
 from tbscale.runner.verification import AttemptVerification
 from tbscale.strategies import entry, validate_component
@@ -47,7 +48,7 @@ def is_selector(body: dict) -> bool:
 class Setup:
     """A folder backend, one attempt's environments and its forks, with the box they start from."""
 
-    def __init__(self, tmp_path, **backend):
+    def __init__(self, tmp_path, gate: ForkGate | None = None, **backend):
         self.backend = FolderBackend(tmp_path / "folders", **backend)
         self.rec = CapturingRecorder()
         self.envs = AttemptEnvironments(EXP, self.backend, TASK, self.rec, labels={"org.tbscale.trial": "t"})
@@ -55,7 +56,7 @@ class Setup:
                                           artifacts_root=tmp_path / "artifacts")
         self.box = self.backend.start()
         self.envs.started.append(self.box)
-        self.forks = AttemptForks(self.envs, self.checks, self.box, TASK.agent, self.rec)
+        self.forks = AttemptForks(self.envs, self.checks, self.box, TASK.agent, self.rec, gate)
 
     def ctx(self, turn: int = 1) -> TurnContext:
         return TurnContext(turn=turn, seed=SEED, rec=self.rec, task=TASK, branches=self.forks,
@@ -431,3 +432,108 @@ def test_a_turn_cancelled_mid_way_leaves_nothing_after_the_attempt(loopback_mode
     finally:
         s.close()
     assert s.backend.live == {} and s.backend.snapshots == {}
+
+
+# ---- the run's bound on forks alive at once (fork_concurrency) --------------------------------------
+
+def test_the_fork_gate_gives_a_turn_all_its_places_at_once_in_the_order_turns_asked() -> None:
+    async def go():
+        gate, got = ForkGate(3), []
+
+        async def turn(name, count, hold, from_thread=False):
+            await gate.take(count)
+            got.append((name, gate.free))
+            await hold.wait()
+            if from_thread:  # as an attempt's closing gives them back, from a worker thread
+                await asyncio.to_thread(gate.give, count)
+            else:
+                gate.give(count)
+
+        holds = {k: asyncio.Event() for k in "abcd"}
+        a = asyncio.create_task(turn("a", 2, holds["a"]))
+        await asyncio.sleep(0)
+        b = asyncio.create_task(turn("b", 3, holds["b"]))  # waits: only one place is free
+        await asyncio.sleep(0)
+        c = asyncio.create_task(turn("c", 1, holds["c"]))  # fits, but waits behind b (first asked, first served)
+        await asyncio.sleep(0.05)
+        assert got == [("a", 1)]
+        holds["a"].set()
+        await a
+        await asyncio.sleep(0.05)
+        assert got == [("a", 1), ("b", 0)]  # b's three places at once; c still behind
+        d = asyncio.create_task(turn("d", 2, holds["d"], from_thread=True))
+        await asyncio.sleep(0)
+        c.cancel()  # a turn cancelled while it waits leaves the queue and holds nothing
+        with pytest.raises(asyncio.CancelledError):
+            await c
+        holds["b"].set()
+        await b
+        await asyncio.sleep(0.05)
+        assert got == [("a", 1), ("b", 0), ("d", 1)]
+        holds["d"].set()
+        await d
+        await asyncio.sleep(0.05)
+        return gate.free
+
+    assert asyncio.run(go()) == 3  # every place back, the thread's too
+
+
+def test_fork_concurrency_below_a_turns_forks_is_refused_in_one_line() -> None:
+    from tbscale.errors import TbscaleError
+    from tbscale.runner.checks import check_forks
+
+    def exp(fork_concurrency, **policy):
+        return Experiment.model_validate({
+            "name": "la", "tasks": {"path": "tasks"}, "models": {"m": {"model": "sim/policy"}},
+            "fork_concurrency": fork_concurrency,
+            "settings": [{"name": "b", "generator": "m"},
+                         {"name": "la", "generator": "m", "policy": {"name": "lookahead", **policy}}]})
+
+    check_forks(exp(4, n=4), "exp.yaml", None)
+    check_forks(exp(2, n=4, forks_per_turn=2), "exp.yaml", None)
+    check_forks(exp(None, n=8), "exp.yaml", None)
+    with pytest.raises(TbscaleError) as info:
+        check_forks(exp(3, n=8, top_k=4), "exp.yaml", None)
+    assert str(info.value) == ("exp.yaml: fork_concurrency: 3 is less than the 4 forks a turn of settings[1] (la, "
+                               "lookahead) starts at once; raise it, or lower the policy's forks_per_turn or top_k")
+
+
+@pytest.mark.parametrize("limit", [None, 2])
+def test_turns_of_two_attempts_keep_within_the_runs_fork_bound(loopback_model, tmp_path, limit) -> None:
+    """Two attempts' lookahead turns at once, each with two forks: with fork_concurrency 2 at most
+    two forks are alive beside the attempts' environments at any moment (the second turn waits for
+    the first's to be removed), and both turns still run both their candidates; with no bound all
+    four are alive together."""
+    gate = ForkGate(limit)
+    setups = [Setup(tmp_path / name, gate, fork_delay_sec=0.3) for name in "ab"]
+    peak, lock = [0], threading.Lock()
+    for s in setups:  # environments alive across both attempts, as each fork starts
+        def counting_fork(snapshot, *, labels=None, _fork=s.backend.fork):
+            box = _fork(snapshot, labels=labels)
+            with lock:
+                peak[0] = max(peak[0], sum(len(x.backend.live) for x in setups))
+            return box
+
+        s.backend.fork = counting_fork
+    loopback_model.responder = scripted(["echo a", "echo b"], pick=1)
+
+    async def both():
+        policy = make_policy(loopback_model, n=2)
+        try:
+            return await asyncio.gather(*(policy.decide([dict(m) for m in MESSAGES], s.ctx()) for s in setups))
+        finally:
+            for s in setups:
+                await s.forks.drain()
+
+    try:
+        decisions = asyncio.run(both())
+        assert [d.action.command for d in decisions] == ["echo b", "echo b"]
+        assert [s.rec.candidate_execs for s in setups] == [2, 2]
+        # Each attempt's own environment, and the forks beside them: an adopted fork takes the place
+        # of the environment it replaces, which is removed with the turn's other forks.
+        assert peak[0] == 2 + (4 if limit is None else 2)
+        assert gate.free == (limit or 0)  # every place given back once the forks were removed
+    finally:
+        for s in setups:
+            s.close()
+    assert all(s.backend.live == {} and s.backend.snapshots == {} for s in setups)

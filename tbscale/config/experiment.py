@@ -237,6 +237,11 @@ class Experiment(Strict):
     trials: int = Field(1, gt=0)
     seed: int = 0
     concurrency: int = Field(4, gt=0)
+    fork_concurrency: int | None = Field(
+        None, gt=0, description="lookahead forks alive at once, beside the attempts' own environments, per process "
+                                "(the local executor's run; each Ray worker); a turn waits until all its forks can "
+                                "start, so the bound changes when they start, never what a trial does. Default: no "
+                                "bound but each policy's own per turn (docs/forks-and-lookahead.md)")
     output_dir: str = "results"
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     settings: list[Setting] = Field(min_length=1)

@@ -27,7 +27,7 @@ from tbscale.environments.owner import LABEL_RUN
 from tbscale.errors import SandboxError, TaskRefused
 from tbscale.logs import AttemptRecorder
 from tbscale.runner.environment import AttemptEnvironments
-from tbscale.runner.forks import AttemptForks
+from tbscale.runner.forks import AttemptForks, ForkGate
 from tbscale.runner.plan import TrialSpec
 from tbscale.runner.rundir import RunFolder
 from tbscale.runner.steps import run_steps
@@ -61,7 +61,8 @@ class TrialSide(Protocol):
     exp: Experiment
     backend: Backend
     folder: RunFolder
-    containers: asyncio.Semaphore  # bounds the environments alive at once
+    containers: asyncio.Semaphore  # bounds the attempts' environments alive at once
+    fork_gate: ForkGate  # bounds the lookahead forks alive at once beside them
 
     def artifacts_dir(self, spec: TrialSpec, index: int) -> Path: ...
 
@@ -155,7 +156,7 @@ class Attempt:
         """Forks of `box` for a policy that looks ahead, when the backend can take snapshots;
         verification runs in whichever environment the attempt ends in (`self.forks.box`)."""
         if self.envs.caps.snapshots:
-            self.forks = AttemptForks(self.envs, self.checks, box, agent, self.rec)
+            self.forks = AttemptForks(self.envs, self.checks, box, agent, self.rec, self.trial.fork_gate)
         return self.forks
 
     def current(self, box: Environment) -> Environment:

@@ -111,15 +111,22 @@ def check_models(exp: Experiment, config: Path | str) -> None:
 
 def check_forks(exp: Experiment, config: Path | str, backend: Backend | None) -> None:
     """A setting whose policy runs candidates in forks of the environment (`lookahead`) needs a
-    backend that can take snapshots."""
-    if backend is None:
-        return
+    backend that can take snapshots, and a `fork_concurrency` that lets one turn's forks start
+    together (a turn never runs with fewer than its policy asks for)."""
     from tbscale.runner.enforcement import capabilities
     from tbscale.strategies import entry
 
     caps = None
     for i, s in enumerate(exp.settings):
-        if not entry("policy", s.policy.name).forks:
+        pentry = entry("policy", s.policy.name)
+        if not pentry.forks:
+            continue
+        need = pentry.params.model_validate(s.policy.params()).forks_a_turn()
+        if exp.fork_concurrency is not None and need > exp.fork_concurrency:
+            raise TbscaleError(f"{config}: fork_concurrency: {exp.fork_concurrency} is less than the {need} forks a turn "
+                               f"of settings[{i}] ({s.name}, {s.policy.name}) starts at once; raise it, or lower the "
+                               f"policy's forks_per_turn or top_k")
+        if backend is None:
             continue
         caps = caps or capabilities(backend)
         if not caps.snapshots:

@@ -30,6 +30,7 @@ it; the attempt drains before it stops its environments).
 from __future__ import annotations
 
 import asyncio
+import collections
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +52,70 @@ def _id(snapshot: Any) -> str:
     return str(getattr(snapshot, "id", snapshot))
 
 
+class ForkGate:
+    """The bound on forks alive at once across a run's attempts (`fork_concurrency`; None: none
+    but each policy's own per turn). A turn takes all its forks' places at once, before its
+    snapshot, in the order turns asked (so a turn that asks for many is not passed over for ever
+    by turns that ask for few), and gives them back once those forks are removed; the fork a turn
+    adopts moves into the place of the environment it replaces, which is removed with the rest. No
+    turn asks for more than the bound (runner/checks.py refuses such a config), so the bound
+    changes when forks start, never what a trial does. `give` may be called from a worker thread
+    (an attempt's closing runs in one)."""
+
+    def __init__(self, limit: int | None):
+        self.limit, self.free = limit, limit or 0
+        self._waiting: collections.deque[tuple[int, asyncio.Future]] = collections.deque()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def take(self, count: int) -> None:
+        if self.limit is None or count <= 0:
+            return
+        if count > self.limit:  # runner/checks.py refuses such a config: this would wait for ever
+            raise ValueError(f"a turn asks for {count} forks at once, more than fork_concurrency ({self.limit})")
+        self._loop = asyncio.get_running_loop()
+        if not self._waiting and self.free >= count:
+            self.free -= count
+            return
+        granted = self._loop.create_future()
+        self._waiting.append((count, granted))
+        try:
+            await granted
+        except asyncio.CancelledError:
+            if granted.done() and not granted.cancelled():
+                self._give(count)  # granted as it was cancelled: nobody holds those places
+            else:
+                self._wake()  # a later turn may fit now that this one left the queue
+            raise
+
+    def give(self, count: int) -> None:
+        if self.limit is None or count <= 0 or self._loop is None:
+            return
+        try:
+            on_loop = asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop:
+            self._give(count)
+        else:
+            self._loop.call_soon_threadsafe(self._give, count)
+
+    def _give(self, count: int) -> None:
+        self.free += count
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiting:
+            count, granted = self._waiting[0]
+            if granted.done():  # its turn was cancelled while it waited
+                self._waiting.popleft()
+                continue
+            if count > self.free:
+                return
+            self._waiting.popleft()
+            self.free -= count
+            granted.set_result(None)
+
+
 @dataclass
 class _Fork:
     raw: Environment
@@ -63,8 +128,10 @@ class AttemptForks:
     """See the module doc. `box` is the attempt's environment now (what verification runs in)."""
 
     def __init__(self, envs: AttemptEnvironments, checks: AttemptVerification, box: Environment, agent: AgentSpec,
-                 rec: AttemptRecorder):
+                 rec: AttemptRecorder, gate: ForkGate | None = None):
         self.envs, self.checks, self.box, self.agent, self.rec = envs, checks, box, agent, rec
+        self.gate = gate or ForkGate(None)
+        self.held = 0  # places of the gate this attempt's open forks hold
         self.open_forks: list[_Fork] = []
         self.snapshot: Any = None  # of the open forks
         self.pending: list[asyncio.Task] = []  # removals started by `adopt`
@@ -77,6 +144,8 @@ class AttemptForks:
             await self.drain()  # at most one turn's forks alive at once
             if self.open_forks or self.snapshot is not None:
                 await self._discard()
+            await self.gate.take(count)
+            self.held = count
             t = time.monotonic()
             snapshot = await asyncio.to_thread(snapshot_of, self.box)
             took = time.monotonic() - t
@@ -112,8 +181,10 @@ class AttemptForks:
             others = [f for f in self.open_forks if f is not chosen]
             self.open_forks = []
             self.snapshot = None  # the chosen fork's: released at the attempt's end (see the module doc)
-            # Off the turn's path: the agent goes on while the others are removed (`drain` waits).
-            self.pending.append(asyncio.create_task(self._retire([f.raw for f in others] + [old])))
+            # Off the turn's path: the agent goes on while the others are removed (`drain` waits);
+            # the gate gets the turn's places back once they are.
+            held, self.held = self.held, 0
+            self.pending.append(asyncio.create_task(self._retire([f.raw for f in others] + [old], held)))
             return chosen.view
 
     async def drain(self) -> None:
@@ -122,8 +193,12 @@ class AttemptForks:
         for task in pending:
             await task
 
-    async def _retire(self, boxes: list[Environment]) -> None:
-        results = await asyncio.gather(*(asyncio.to_thread(self.envs.stop, b) for b in boxes), return_exceptions=True)
+    async def _retire(self, boxes: list[Environment], held: int) -> None:
+        try:
+            results = await asyncio.gather(*(asyncio.to_thread(self.envs.stop, b) for b in boxes),
+                                           return_exceptions=True)
+        finally:
+            self.gate.give(held)
         for r in results:
             if isinstance(r, BaseException):
                 self.rec.event("fork", op="stop_failed", snapshot="", purpose=PURPOSE,
@@ -158,7 +233,11 @@ class AttemptForks:
     async def _discard(self) -> None:
         forks, self.open_forks = self.open_forks, []
         snapshot, self.snapshot = self.snapshot, None
-        await asyncio.gather(*(asyncio.to_thread(self.envs.stop, f.raw) for f in forks))
+        held, self.held = self.held, 0
+        try:
+            await asyncio.gather(*(asyncio.to_thread(self.envs.stop, f.raw) for f in forks))
+        finally:
+            self.gate.give(held)
         if snapshot is not None:
             await asyncio.to_thread(self._release, snapshot)
 
@@ -179,8 +258,12 @@ class AttemptForks:
         """At the attempt's end, after `drain` and after its environments were stopped: every
         snapshot not yet released is released (on every path: a removal `adopt` started and a
         cancellation cut short included)."""
-        for f in self.open_forks:
-            self.envs.stop(f.raw)
+        try:
+            for f in self.open_forks:
+                self.envs.stop(f.raw)
+        finally:
+            held, self.held = self.held, 0
+            self.gate.give(held)
         self.open_forks, self.snapshot = [], None
         for s in reversed(list(self.owed)):
             self._release(s)

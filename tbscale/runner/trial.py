@@ -24,6 +24,7 @@ from tbscale.logs import AttemptRecorder
 from tbscale.models.llm import LLM
 from tbscale.runner.attempt import Attempt, AttemptRequest
 from tbscale.runner.enforcement import capabilities
+from tbscale.runner.forks import ForkGate
 from tbscale.runner.plan import TrialSpec
 from tbscale.runner.resolve import simulated_roles
 from tbscale.runner.rundir import RunFolder, now
@@ -46,12 +47,14 @@ def release_snapshots(attempts: list[AttemptResult | None]) -> None:
 
 
 class TrialRunner:
-    """Runs trials of one experiment into one run folder; `containers` bounds the environments
-    alive at once, `on_call` sees every model call (spend ledger, live progress)."""
+    """Runs trials of one experiment into one run folder; `containers` bounds the attempts'
+    environments alive at once and `fork_gate` the lookahead forks beside them (the experiment's
+    `fork_concurrency`), `on_call` sees every model call (spend ledger, live progress)."""
 
     def __init__(self, exp: Experiment, folder: RunFolder, backend: Backend, containers: asyncio.Semaphore,
                  on_call: Callable[[TrialSpec, CallRecord], None] | None = None):
         self.exp, self.folder, self.backend, self.containers = exp, folder, backend, containers
+        self.fork_gate = ForkGate(exp.fork_concurrency)
         self.on_call = on_call
 
     def _recorder(self, log, spec: TrialSpec, attempt: int, label: str) -> AttemptRecorder:

@@ -53,6 +53,11 @@ class Params(BaseModel):
         included: a policy whose parameters call it `n` needs nothing more, another overrides this."""
         return int(getattr(self, "n", 1))
 
+    def forks_a_turn(self) -> int:
+        """Policies: the most forks of the environment one turn starts at once (0: it runs in the
+        environment itself). A run's `fork_concurrency` must allow it (runner/checks.py)."""
+        return 0
+
 
 @dataclass
 class AttemptResult:

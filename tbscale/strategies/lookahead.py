@@ -69,6 +69,9 @@ class LookaheadParams(TurnBoNParams):
     def forks_at_most(self, n: int) -> int:
         return min(n, self.forks_per_turn or n, self.top_k or n)
 
+    def forks_a_turn(self) -> int:
+        return self.forks_at_most(self.n)
+
 
 def distinct_commands(actions) -> list[list[int]]:
     """Groups of candidate indices sharing one command, most proposed first (ties: sampling order);
