@@ -136,6 +136,11 @@ def test_a_gpu_model_and_a_tpu_slice_are_the_backends_to_give(tmp_path: Path) ->
                                                 "is given (Harbor's Docker backend ignores the key too)")
     assert "[environment].gpu_types" not in {n.key for n in not_enforced(task, exp, Capabilities(gpus=True,
                                                                                                   gpu_types=True))}
+    # `tasks show` with no engine reached names no backend's lack, only that none was asked.
+    from tbscale.runner.describe import describe
+
+    shown = {n["key"]: n["why"] for n in describe(task, exp, None)["not_enforced"]}
+    assert shown["[environment].gpu_types"].startswith("no engine was asked whether it can pick a GPU model: ")
 
 
 def test_what_the_backend_cannot_give_is_refused_naming_the_key(tmp_path: Path) -> None:

@@ -205,6 +205,11 @@ def _verifier(task: Task, v: VerifierSpec) -> VerifierInfo:
     return out
 
 
+# With no engine asked, nothing is said to be left out for want of it, but what no engine may give.
+_UNASKED = Capabilities(storage_quota=True, gpus=True,
+                        why_not={"gpu_types": "no engine was asked whether it can pick a GPU model"})
+
+
 def describe(task: Task, exp: Experiment, caps: Capabilities | None = None) -> TaskDescription:
     """Everything `tasks show` prints; `caps` is the engine's (None: no engine was asked)."""
     env = environment_of(task)
@@ -239,7 +244,7 @@ def describe(task: Task, exp: Experiment, caps: Capabilities | None = None) -> T
                    "setup": str(s.setup_script) if s.setup_script else None,
                    "artifacts": [a.source for a in s.artifacts]} for s in task.steps],
         "multi_step_reward_strategy": task.reward_strategy if task.steps else None,
-        "not_enforced": [x.as_dict() for x in not_enforced(task, exp, caps or Capabilities(storage_quota=True, gpus=True))],
+        "not_enforced": [x.as_dict() for x in not_enforced(task, exp, caps or _UNASKED)],
     }
     if task.legacy is not None:
         info["legacy"] = {"parser": task.legacy.parser_name, "tests_user": task.legacy.test_user or "the agent's user",
