@@ -55,6 +55,16 @@ def test_builtin_declarations():
             assert getattr(e.factory, "kind", None) == name, e.origin
 
 
+def test_a_settings_adaptive_parameters_are_where_its_policy_declares_them():
+    from tbscale.strategies import adaptive_settings
+
+    assert adaptive_settings("turn_bon", {"n": 4, "adaptive": {"first": 2}}) == {"first": 2}
+    assert adaptive_settings("lookahead", {"n": 4, "adaptive": {"mode": "all_agree"}}) == {"mode": "all_agree"}
+    assert adaptive_settings("turn_bon", {"n": 4}) is None
+    assert adaptive_settings("baseline", {"adaptive": {"first": 2}}) is None  # not an adaptive policy
+    assert adaptive_settings("someone-elses-policy", {"adaptive": {"first": 2}}) is None  # a run made elsewhere
+
+
 def _former_oracle_rule(params: dict) -> bool:  # what runner/trial.py read before strategies declared it
     return "oracle" in {params.get(k) for k in ("selector", "select", "final")}
 

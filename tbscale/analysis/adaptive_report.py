@@ -41,7 +41,7 @@ from tbscale.analysis.context import ReportContext, Section
 from tbscale.analysis.tables import ROLES, by_label
 from tbscale.errors import TbscaleError
 from tbscale.runfiles import read_events
-from tbscale.strategies import names
+from tbscale.strategies import adaptive_settings, names
 from tbscale.types.events import Candidates
 
 N_RESAMPLES = 10_000
@@ -50,18 +50,13 @@ AGREED = ("agreed_first", "agreed_all")
 COUNT_COLUMNS = ("choice_turns", "agreed_first", "agreed_all", "selected", "samples")
 
 
-def adaptive_params(params: Any) -> dict[str, Any] | None:
-    """A setting's `adaptive:` parameters, or None for a setting that is not adaptive."""
-    a = params.get("adaptive") if isinstance(params, dict) else None
-    return a if isinstance(a, dict) else None
-
-
 def _settings(df: pd.DataFrame) -> dict[str, dict[str, Any]]:
     out = {}
     for lab, sub in by_label(df, ["label", "policy", "n", "policy_params", "generator_model", "selector_model",
                                   "trajectory"]).items():
         first = sub.iloc[0]
-        out[lab] = {"policy": first["policy"], "n": int(first["n"]), "adaptive": adaptive_params(policy_params(first)),
+        out[lab] = {"policy": first["policy"], "n": int(first["n"]),
+                    "adaptive": adaptive_settings(first["policy"], policy_params(first)),
                     "models": (first["generator_model"], first["selector_model"], first["trajectory"])}
     return out
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from tbscale.strategies.registry import RECORD_CER, RECORD_STAGED, Entry, register_policy, register_trajectory
 
-_LOOKUPS = ("candidates_per_turn", "entry", "names", "oracle_selects", "record_kinds", "selector_key", "validate_component")
+_LOOKUPS = ("adaptive_settings", "candidates_per_turn", "entry", "names", "oracle_selects", "record_kinds", "selector_key", "validate_component")
 
 
 def __getattr__(name: str) -> Any:
@@ -25,5 +25,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["RECORD_CER", "RECORD_STAGED", "Entry", "candidates_per_turn", "entry", "names", "oracle_selects", "record_kinds",
+__all__ = ["RECORD_CER", "adaptive_settings", "RECORD_STAGED", "Entry", "candidates_per_turn", "entry", "names", "oracle_selects", "record_kinds",
            "register_policy", "register_trajectory", "selector_key", "validate_component"]

@@ -33,6 +33,9 @@ class Params(BaseModel):
     # (unset: the generator picks itself); None for a policy that never picks (the trial line's
     # `selector_model`).
     selector_field: ClassVar[str | None] = None
+    # Policies registered with `adaptive=True`: the field holding a setting's adaptive parameters
+    # (a mapping when the setting is adaptive; the adaptive report pairs it with a plain one).
+    adaptive_field: ClassVar[str | None] = None
 
     def model_refs(self) -> dict[str, str | None]:
         """Fields that name a key of the experiment's `models` (checked at load time)."""

@@ -115,6 +115,17 @@ def candidates_per_turn(policy: str, params: dict[str, Any]) -> int:
     return entry("policy", policy).params.model_validate(params).candidates_per_turn()
 
 
+def adaptive_settings(policy: str, params: dict[str, Any]) -> dict[str, Any] | None:
+    """A setting's adaptive parameters (its policy declares `adaptive` and where they are:
+    `adaptive_field`), or None for a setting that is not adaptive, or whose policy is not
+    registered here (a run made elsewhere)."""
+    _load_plugins()
+    found = registered("policy", policy)
+    field = found.params.adaptive_field if found is not None and found.adaptive else None
+    value = params.get(field) if field and isinstance(params, dict) else None
+    return value if isinstance(value, dict) else None
+
+
 def selector_key(policy: str, params: dict[str, Any], generator: str | None) -> str | None:
     """The key of `models` whose model picks among a turn's candidates under this policy (its
     Params' `selector_field`, by default the generator); None for a policy that does not pick."""

@@ -12,8 +12,8 @@ What a strategy declares, so that the report and the trial line never name one:
   RECORD_CER (CER's search rounds: the report's CER tables), or None (kept and shown as it is);
 - `baseline`: the policy and the trajectory strategy of the setting other settings' costs are
   compared with (one sample per turn, one attempt);
-- `adaptive` (policies): its settings with `adaptive:` parameters are compared with its plain
-  settings of the same N (the adaptive report);
+- `adaptive` (policies): its settings with adaptive parameters (in the Params' `adaptive_field`)
+  are compared with its plain settings of the same N (the adaptive report);
 - `forks` (policies): it runs candidates in forks of the environment, so a run whose backend
   cannot take snapshots is refused before any environment starts;
 - on the Params model (base.py): `oracle_selects()` (the verifier's verdict picks attempts: the

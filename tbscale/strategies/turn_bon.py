@@ -61,6 +61,7 @@ class AdaptiveParams(Params):
 
 class TurnBoNParams(TurnWindow):
     selector_field = "selector"
+    adaptive_field = "adaptive"
 
     n: int = Field(4, ge=1, le=64)
     selector: str | None = Field(None, description="key of `models`; default: the generator (self-selection)")
