@@ -1,8 +1,9 @@
 """The files of a run folder read back through the models they are written with: trial lines
-(TrialResult), trajectory events (types/events.py), the manifest (RunManifest) and the spend
-ledger (SpendLine). Every reader in tbscale (report, viewer, history, sweeps, judge, rewards,
-resume, exports) reads through these, so they agree on what a file holds and on which lines are
-corrupt.
+(TrialResult), trajectory events (types/events.py), the manifest (RunManifest), the spend ledger
+(SpendLine), an attempt's artifacts manifest (CollectedArtifact), and the post-hoc pipelines'
+manifests and judgement lines (types/posthoc.py). Every reader in tbscale (report, viewer, history,
+sweeps, judge, rewards, resume, exports) reads through these, so they agree on what a file holds
+and on which lines are corrupt.
 
 There is one validation path per format: the model. A trial line is parsed and validated in one
 step by pydantic's JSON parser (`TrialResult.model_validate_json`), which also applies the rule of a
@@ -20,19 +21,25 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import Iterator, NamedTuple, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from tbscale import SCHEMA_VERSION
 from tbscale.errors import TbscaleError
 from tbscale.jsonl import ReadProblems, numbered_jsonl
+from tbscale.types.artifacts import CollectedArtifact, artifact_manifest_adapter
 from tbscale.types.events import Event, event_adapter
 from tbscale.types.manifest import RunManifest
+from tbscale.types.posthoc import BsrManifest, JudgeManifest, JudgementLine
 from tbscale.types.results import TrialResult
 from tbscale.types.spend import SpendLine
 
 log = logging.getLogger("tbscale")
+T = TypeVar("T")
+LineT = TypeVar("LineT", bound=BaseModel)
+PosthocManifestT = TypeVar("PosthocManifestT", JudgeManifest, BsrManifest)
+JudgementLineT = TypeVar("JudgementLineT", bound=JudgementLine)
 READABLE_SCHEMA_VERSIONS = (1, 2)
 CHUNK_LINES = 4096  # trial lines validated at a time, and at most this many bytes of them: their models
 CHUNK_BYTES = 2 << 20  # are the reader's transient memory (a staged trial's line holds ~10x its size)
@@ -51,6 +58,33 @@ def _reason(e: ValidationError) -> str:
     first = e.errors()[0]
     where = ".".join(map(str, first["loc"]))
     return f"{where + ': ' if where else ''}{first['msg'].removeprefix('Value error, ')}"
+
+
+def _json_file(path: Path, adapter: TypeAdapter[T], what: str) -> T | None:
+    """A JSON file validated through its model, or None when there is none; one that is not JSON or
+    not `what` is a TbscaleError naming the file and the field."""
+    if not path.is_file():
+        return None
+    try:
+        return adapter.validate_json(path.read_bytes())
+    except ValidationError as e:
+        raise TbscaleError(f"{path}: not {what} ({_reason(e)})") from None
+    except OSError as e:
+        raise TbscaleError(f"{path}: cannot be read ({e.strerror})") from None
+
+
+def _model_lines(path: Path, model: type[LineT], problems: ReadProblems | None) -> Iterator[LineT]:
+    """The readable lines of a JSONL file as `model`; the others noted in `problems` (or warned
+    about when none is given) with their line numbers and the model's reason."""
+    own = problems is None
+    problems = problems or ReadProblems(Path(path))
+    for n, obj in numbered_jsonl(path, problems):
+        try:
+            yield model.model_validate(obj)
+        except ValidationError as e:
+            problems.corrupt.append((n, _reason(e)))
+    if own:
+        problems.warn()
 
 
 # ---- trial lines ---------------------------------------------------------------------------------------
@@ -162,14 +196,7 @@ def read_manifest(path: Path) -> RunManifest | None:
     path = Path(path)
     if path.is_dir():
         path = path / "manifest.json"
-    if not path.is_file():
-        return None
-    try:
-        return RunManifest.model_validate_json(path.read_bytes())
-    except ValidationError as e:
-        raise TbscaleError(f"{path}: not a run manifest ({_reason(e)})") from None
-    except OSError as e:
-        raise TbscaleError(f"{path}: cannot be read ({e.strerror})") from None
+    return _json_file(path, TypeAdapter(RunManifest), "a run manifest")
 
 
 def manifest_of(run_dir: Path) -> RunManifest | None:
@@ -182,8 +209,9 @@ def manifest_of(run_dir: Path) -> RunManifest | None:
         return None
 
 
-def manifest_json(manifest: RunManifest) -> str:
-    """The manifest as its file holds it: the fields it was given, indented."""
+def manifest_json(manifest: RunManifest | JudgeManifest | BsrManifest) -> str:
+    """A manifest (the run's, or a post-hoc pipeline's) as its file holds it: the fields it was
+    given, indented."""
     return json.dumps(manifest.model_dump(mode="json", exclude_unset=True), indent=2)
 
 
@@ -191,15 +219,41 @@ def manifest_json(manifest: RunManifest) -> str:
 def read_spend(path: Path, problems: ReadProblems | None = None) -> Iterator[SpendLine]:
     """The readable lines of a spend.jsonl as their model; the others noted in `problems` (or warned
     about when none is given) with their line numbers."""
-    own = problems is None
-    problems = problems or ReadProblems(Path(path))
-    for n, obj in numbered_jsonl(path, problems):
-        try:
-            yield SpendLine.model_validate(obj)
-        except ValidationError as e:
-            problems.corrupt.append((n, _reason(e)))
-    if own:
-        problems.warn()
+    return _model_lines(path, SpendLine, problems)
+
+
+# ---- an attempt's artifacts ------------------------------------------------------------------------------
+def read_artifact_manifest(path: Path) -> list[CollectedArtifact] | None:
+    """An attempt's artifacts/manifest.json (`path`: the file or the attempt's artifacts folder), or
+    None when there is none; one that is not such a manifest is a TbscaleError naming the file and
+    the entry's field."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "manifest.json"
+    return _json_file(path, artifact_manifest_adapter, "an artifacts manifest")
+
+
+def artifact_manifest_json(entries: list[CollectedArtifact]) -> str:
+    """An artifacts manifest as its file holds it: a list of the entries, each with the fields that
+    apply to it, indented."""
+    return json.dumps([e.model_dump(mode="json", exclude_unset=True) for e in entries], indent=2)
+
+
+# ---- the post-hoc pipelines (judge/, rewards/) ------------------------------------------------------------
+def read_posthoc_manifest(path: Path, manifest_type: type[PosthocManifestT]) -> PosthocManifestT | None:
+    """The manifest.json of `tbscale judge` (JudgeManifest) or `tbscale rewards` (BsrManifest), or
+    None when there is none; one that is not such a manifest is a TbscaleError naming the file and
+    the field."""
+    return _json_file(Path(path), TypeAdapter(manifest_type), f"a {manifest_type.kind}")
+
+
+def read_judgements(path: Path, line_type: type[JudgementLineT],
+                    problems: ReadProblems | None = None) -> Iterator[JudgementLineT]:
+    """The readable lines of a post-hoc pipeline's judgement file (judge/rubrics.jsonl: RubricLine,
+    judge/reward_hacking.jsonl: RewardHackingLine, rewards/judgements.jsonl: PairJudgement) as
+    their model; the others noted in `problems` (or warned about when none is given) with their line
+    numbers and the field the model rejects."""
+    return _model_lines(path, line_type, problems)
 
 
 def find_run_dirs(paths: list[Path]) -> list[Path]:

@@ -310,8 +310,8 @@ def test_group_by_task_pools_settings(tmp_path: Path) -> None:
     df = tables.load_trials([run])
     by_setting = asyncio.run(bsr.refine(df, BsrParams(random_control=True), None))
     pooled = asyncio.run(bsr.refine(df, BsrParams(random_control=True, group_by="task"), None))
-    assert sorted(b["n"] for b in by_setting.buckets) == [2, 2]
-    assert [b["n"] for b in pooled.buckets] == [4]
+    assert sorted(b.n for b in by_setting.buckets) == [2, 2]
+    assert [b.n for b in pooled.buckets] == [4]
 
 
 @pytest.mark.litellm

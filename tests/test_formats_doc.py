@@ -43,7 +43,7 @@ def meaning(title: str, field: str) -> str:
 
 def test_the_models_named_exist_and_are_the_ones_used() -> None:
     rows = table_rows(DOC[DOC.index("| file | model |"):DOC.index("## manifest.json")])
-    assert len(rows) == 5
+    assert len(rows) == 11
     for row in rows:
         dotted = re.match(r"`([\w.]+)`", row[1]).group(1)
         if row[0] == "trajectory events":  # a module of models, one per event type
@@ -66,10 +66,30 @@ def test_manifest_fields_match_the_model() -> None:
 
 
 @pytest.mark.parametrize("title, model", [("spend.jsonl", "tbscale.types.spend.SpendLine"),
-                                          ("history.jsonl (sweeps)", "tbscale.sweeps.HistoryLine")])
+                                          ("history.jsonl (sweeps)", "tbscale.sweeps.HistoryLine"),
+                                          ("artifacts/<trial_key>/attempt-<i>/manifest.json",
+                                           "tbscale.types.artifacts.CollectedArtifact"),
+                                          ("judge/manifest.json", "tbscale.types.posthoc.JudgeManifest"),
+                                          ("judge/rubrics.jsonl", "tbscale.types.posthoc.RubricLine"),
+                                          ("rewards/manifest.json", "tbscale.types.posthoc.BsrManifest"),
+                                          ("rewards/judgements.jsonl", "tbscale.types.posthoc.PairJudgement")])
 def test_line_fields_match_the_model(title: str, model: str) -> None:
     module, _, name = model.rpartition(".")
     assert first_column(title) == list(getattr(importlib.import_module(module), name).model_fields)
+
+
+def test_posthoc_nested_fields_match_their_models() -> None:
+    from tbscale.types.posthoc import (BsrBucket, BsrInvocation, JudgeInvocation, Judgment, RewardHackingLine,
+                                       TrialJudgement)
+
+    assert top_level(meaning("judge/manifest.json", "history")) == list(JudgeInvocation.model_fields)
+    assert top_level(meaning("rewards/manifest.json", "history")) == list(BsrInvocation.model_fields)
+    assert top_level(meaning("rewards/manifest.json", "buckets")) == list(BsrBucket.model_fields)
+    assert top_level(meaning("rewards/judgements.jsonl", "parsed")) == list(Judgment.__annotations__)
+    # reward_hacking.jsonl: a rubrics.jsonl line's fields up to raw_reply, then its own verdict
+    assert list(TrialJudgement.model_fields)[-1] == "raw_reply"
+    assert first_column("judge/reward_hacking.jsonl") == \
+        [f for f in RewardHackingLine.model_fields if f not in TrialJudgement.model_fields]
 
 
 def test_usage_and_tampering_entries_match_their_models() -> None:

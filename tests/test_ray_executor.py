@@ -41,6 +41,7 @@ CLUSTER_B = pytest.mark.xdist_group("ray-cluster-b")
 from tbscale.config import Experiment  # noqa: E402
 from tbscale.logs import read_jsonl  # noqa: E402
 from tbscale.runner import EXIT_MODEL_UNAVAILABLE, Runner, load_experiment  # noqa: E402
+from tbscale.runfiles import read_artifact_manifest  # noqa: E402
 from tbscale.runner.executors.ray import FAST_HEALTH_CHECK, Keys  # noqa: E402  (imports no ray)
 from tbscale.tasks import load_task, load_tasks  # noqa: E402
 from tbscale.types.actions import FINISH_MARKER  # noqa: E402
@@ -182,7 +183,7 @@ def test_artifacts_collected_in_a_worker_reach_the_run_folder(tmp_path, cluster)
     assert runner.counters.done == 1 and row["passed"], row
     art = tmp_path / "run" / row["artifacts_path"]
     assert (art / "logs" / "artifacts" / "published.txt").read_text().strip() == "published"
-    assert {m["source"]: m["status"] for m in json.loads((art / "manifest.json").read_text())}["/app/out"] == "ok"
+    assert {m.source: m.status for m in read_artifact_manifest(art)}["/app/out"] == "ok"
 
 
 @requires_ray

@@ -1,10 +1,9 @@
 """The judge's report section: rubric shares per setting (turn-bon Table 3 and Table 6), flags per
 trajectory, and reward-hacking counts (Table 7), read from <run>/judge/ (written by `tbscale
-judge`)."""
+judge`) through the models it is written with (tbscale/types/posthoc.py)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,38 +14,56 @@ import pandas as pd
 from tbscale.analysis import metrics
 from tbscale.analysis.context import ReportContext, Section
 from tbscale.analysis.tables import settings_order
-from tbscale.jsonl import read_jsonl
 from tbscale.posthoc.judge.rubrics import RH_CATEGORIES, RH_TITLES, RUBRICS, SOURCE_TITLES
+from tbscale.runfiles import read_judgements, read_posthoc_manifest
+from tbscale.types.posthoc import JudgeManifest, RewardHackingLine, RubricLine
 
 N_RESAMPLES = 10_000
 
 @dataclass
 class Judgements:
-    rubric_lines: pd.DataFrame  # one row per (trial, set, sample)
-    rh_lines: pd.DataFrame
+    """The latest judge's lines of the runs' judge folders (every line, where a folder has no
+    manifest naming its judge)."""
+
+    rubric_lines: list[RubricLine]  # one per (trial, set, sample)
+    rh_lines: list[RewardHackingLine]
     simulated: bool
     models: list[str]
 
 
 def load_judgements(run_dirs: list[Path]) -> Judgements | None:
-    rub, rh, simulated, models = [], [], False, []
+    rub: list[RubricLine] = []
+    rh: list[RewardHackingLine] = []
+    simulated, models = False, []
     for run in run_dirs:
         jdir = Path(run) / "judge"
         if not jdir.is_dir():
             continue
-        key = None
-        if (jdir / "manifest.json").is_file():
-            m = json.loads((jdir / "manifest.json").read_text())
-            key = m.get("judge_key")
-            simulated |= bool(m.get("simulated"))
-            if m.get("model"):
-                models.append(m["model"])
-        for path, acc in ((jdir / "rubrics.jsonl", rub), (jdir / "reward_hacking.jsonl", rh)):
+        manifest = read_posthoc_manifest(jdir / "manifest.json", JudgeManifest)
+        key = manifest.judge_key if manifest else None
+        if manifest is not None:
+            simulated |= manifest.simulated
+            if manifest.model:
+                models.append(manifest.model)
+        for path, line_type, acc in ((jdir / "rubrics.jsonl", RubricLine, rub),
+                                     (jdir / "reward_hacking.jsonl", RewardHackingLine, rh)):
             if path.is_file():
-                acc.extend(r for r in read_jsonl(path) if key is None or r.get("judge_key") == key)
+                acc.extend(line for line in read_judgements(path, line_type) if key is None or line.judge_key == key)
     if not rub and not rh:
         return None
-    return Judgements(pd.DataFrame(rub), pd.DataFrame(rh), simulated, sorted(set(models)))
+    return Judgements(rub, rh, simulated, sorted(set(models)))
+
+
+def rubric_frame(lines: list[RubricLine]) -> pd.DataFrame:
+    """The columns of rubric lines the tables read, one row per line."""
+    return pd.DataFrame([{"trial_key": r.trial_key, "set": r.set, "sample": r.sample, "flags": r.flags,
+                          "unsupported": r.unsupported, "error": r.error} for r in lines])
+
+
+def reward_hacking_frame(lines: list[RewardHackingLine]) -> pd.DataFrame:
+    """The columns of reward-hacking lines the table reads, one row per line."""
+    return pd.DataFrame([{"trial_key": r.trial_key, "flag": r.flag, "categories": r.categories, "error": r.error}
+                         for r in lines])
 
 
 def rubric_scores(lines: pd.DataFrame) -> pd.DataFrame:
@@ -154,8 +171,8 @@ def judge_sections(ctx: ReportContext) -> None:
     sim_note = (" SIMULATED JUDGE: these flags come from sim/rubric_judge, tbscale's rule-based stand-in for an "
                 "LLM judge, with noise; they exercise the pipeline and measure nothing." if j.simulated else "")
     model_note = f" Judge: {', '.join(j.models)}." if j.models else ""
-    if not j.rubric_lines.empty:
-        lines = j.rubric_lines.merge(meta, on="trial_key", how="inner", suffixes=("_judge", ""))
+    if j.rubric_lines:
+        lines = rubric_frame(j.rubric_lines).merge(meta, on="trial_key", how="inner")
         scores = rubric_scores(lines).merge(meta, on="trial_key", how="inner")
         if not scores.empty:
             judged_labels = [lab for lab in labels if (scores["label"] == lab).any()]
@@ -182,8 +199,8 @@ def judge_sections(ctx: ReportContext) -> None:
                 "Mean number of rubrics flagged per trajectory (all 28, failed trajectories only, and per rubric "
                 "set); Δ vs baseline with a paired bootstrap over tasks; flags the judge raised without a valid "
                 "quote (dropped) and judgements that failed." + sim_note))
-    if not j.rh_lines.empty:
-        rh = j.rh_lines.merge(meta, on="trial_key", how="inner", suffixes=("_judge", ""))
+    if j.rh_lines:
+        rh = reward_hacking_frame(j.rh_lines).merge(meta, on="trial_key", how="inner")
         table = reward_hacking_table(rh, ctx.df, labels, ctx.baseline)
         if not table.empty:
             ctx.sections.append(Section(

@@ -173,8 +173,8 @@ def rewards(runs: list[Path] = typer.Argument(..., help="run folder(s) holding t
     for col in ("group", "bucket", "n", "schedule", "comparisons", "score spread", "aux range"):
         t.add_column(col)
     for b in result.buckets:
-        t.add_row(Text(str(b["group"])), Text(str(b["bucket"])), str(b["n"]), b["schedule"], str(b["comparisons"]),
-                  f"{b['score_spread']:.3f}", f"[{b['aux_min']:+.3f}, {b['aux_max']:+.3f}]")
+        t.add_row(Text(b.group), Text(b.bucket), str(b.n), b.schedule, str(b.comparisons), f"{b.score_spread:.3f}",
+                  f"[{b.aux_min:+.3f}, {b.aux_max:+.3f}]")
     out.print(t)
     rows = bsr.reward_rows(result)
     passes = [r["refined_reward"] for r in rows if r["passed"]]

@@ -1,42 +1,27 @@
 """An attempt's artifacts: copied out of its environment into the run folder after the agent
-phase, and back into a separate verifier's environment (docs/formats.md, "Artifacts").
+phase, and back into a separate verifier's environment (docs/tasks.md, "Collect").
 
 The convention folder /logs/artifacts and every declared `[[artifacts]]` entry are mirrored under
 `results/<run>/artifacts/<trial key>/attempt-<i>/` (`/app/x.json` -> `.../app/x.json`, or the
-entry's `destination`), with a manifest.json saying what was found. A missing source is recorded,
-never fatal.
+entry's `destination`), with a manifest.json saying what was found (one CollectedArtifact per
+entry; docs/formats.md lists the fields). A missing source is recorded, never fatal.
 """
 
 from __future__ import annotations
 
-import json
 import shlex
 import shutil
 import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
-from typing_extensions import NotRequired, TypedDict
-
 from tbscale.environments import Environment
 from tbscale.errors import SandboxError
+from tbscale.runfiles import artifact_manifest_json
 from tbscale.tasks.schema import Artifact
+from tbscale.types.artifacts import CollectedArtifact
 
 CONVENTION_ARTIFACTS = "/logs/artifacts"
-
-
-class CollectedArtifact(TypedDict):
-    """One entry of an attempt's artifacts/manifest.json: what was asked for (`source` as the task
-    wrote it, `destination` under the attempt's folder, the `service` it came from), how copying it
-    out went (`status` ok, empty, missing, skipped, failed) and, when it went, what it was."""
-
-    source: str
-    destination: str
-    service: str
-    status: str
-    type: NotRequired[str]  # file | directory
-    container_path: NotRequired[str]  # the absolute path it was copied from (status ok)
-    error: NotRequired[str]
 
 
 def collect_artifacts(box: Environment, artifacts: list[Artifact], dest: Path, *, workdir: Callable[[], str],
@@ -69,15 +54,15 @@ def collect_artifacts(box: Environment, artifacts: list[Artifact], dest: Path, *
                 else:
                     ok = where.get_dir(source.rstrip("/") or "/", stage)
             except SandboxError as e:
-                manifest.append({**record, "status": "failed", "error": str(e)[:200]})
+                manifest.append(CollectedArtifact(**record, status="failed", error=str(e)[:200]))
                 continue
             got = stage / PurePosixPath(source.rstrip("/")).name if ok else None
             if got is None or not (got.exists() or got.is_symlink()):
-                manifest.append({**record, "status": "missing"})
+                manifest.append(CollectedArtifact(**record, status="missing"))
                 continue
             target = dest / rel
             if target.exists():
-                manifest.append({**record, "status": "skipped", "error": "destination already claimed"})
+                manifest.append(CollectedArtifact(**record, status="skipped", error="destination already claimed"))
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
             if got.is_dir():
@@ -87,15 +72,15 @@ def collect_artifacts(box: Environment, artifacts: list[Artifact], dest: Path, *
                 if art.source.rstrip("/") == CONVENTION_ARTIFACTS and not any(target.iterdir()):
                     target.rmdir()
                     _prune(target.parent, dest.parent)
-                    manifest.append({**record, "status": "empty", "type": kind})
+                    manifest.append(CollectedArtifact(**record, status="empty", type=kind))
                     continue
             else:
                 shutil.copy2(got, target, follow_symlinks=False)
                 kind = "file"
-            manifest.append({**record, "status": "ok", "type": kind, "container_path": source})
-    if any(m["status"] == "ok" for m in manifest) or artifacts:
+            manifest.append(CollectedArtifact(**record, status="ok", type=kind, container_path=source))
+    if any(m.status == "ok" for m in manifest) or artifacts:
         dest.mkdir(parents=True, exist_ok=True)
-        (dest / "manifest.json").write_text(json.dumps(manifest, indent=2))
+        (dest / "manifest.json").write_text(artifact_manifest_json(manifest))
     elif dest.is_dir():
         _prune(dest, run_root)
     return manifest
@@ -104,11 +89,11 @@ def collect_artifacts(box: Environment, artifacts: list[Artifact], dest: Path, *
 def restore_artifacts(box: Environment, manifest: list[CollectedArtifact], dest: Path) -> None:
     """Put collected artifacts back at their source paths (a separate verifier's environment)."""
     for m in manifest:
-        if m["status"] != "ok":
+        if m.status != "ok" or m.container_path is None:
             continue
-        path = PurePosixPath(m["container_path"])
+        path = PurePosixPath(m.container_path)
         box.exec(f"mkdir -p {shlex.quote(str(path.parent))}", 30, user="0")
-        box.put_archive({path.name: dest / m["destination"]}, str(path.parent))
+        box.put_archive({path.name: dest / m.destination}, str(path.parent))
 
 
 def _prune(folder: Path, root: Path) -> None:

@@ -15,14 +15,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 
-class _Kept(BaseModel):
-    """A part of a long-lived file: unknown keys are kept, and written back as they were. The run
-    updates its manifest in place: assignments are validated like the fields read."""
+class Kept(BaseModel):
+    """A part of a long-lived file (a run's manifest, a post-hoc pipeline's): unknown keys are kept,
+    and written back as they were. Writers update a manifest in place: assignments are validated
+    like the fields read."""
 
     model_config = ConfigDict(extra="allow", validate_assignment=True)
 
 
-class CurrentConfig(_Kept):
+class CurrentConfig(Kept):
     """The configuration of the latest invocation; reports read only the trials that belong to it."""
 
     settings: list[str] = Field(default_factory=list)
@@ -33,7 +34,7 @@ class CurrentConfig(_Kept):
     planned_trials: dict[str, int] | None = None  # setting -> trials its plan holds (tasks x trials)
 
 
-class InfraRetry(_Kept):
+class InfraRetry(Kept):
     """A trial a distributed executor ran again because its node or worker died (docs/scale.md)."""
 
     trial_key: str
@@ -43,7 +44,7 @@ class InfraRetry(_Kept):
     retry_started_at: float | None = None
 
 
-class ExecutorSummary(_Kept):
+class ExecutorSummary(Kept):
     """What a distributed executor records about an invocation (the local executor records none)."""
 
     name: str
@@ -52,7 +53,7 @@ class ExecutorSummary(_Kept):
     infra_retries: list[InfraRetry] | None = None
 
 
-class Invocation(_Kept):
+class Invocation(Kept):
     """One `tbscale run` of the run: when, how it was called, what it did, why it stopped early."""
 
     started_at: str
@@ -72,7 +73,7 @@ class Invocation(_Kept):
             setattr(self, name, value)
 
 
-class NotEnforcedTasks(_Kept):
+class NotEnforcedTasks(Kept):
     """A task key the invocation did not carry out as written, why, and the tasks it concerns."""
 
     key: str
@@ -80,7 +81,7 @@ class NotEnforcedTasks(_Kept):
     tasks: list[str] = Field(default_factory=list)
 
 
-class DatasetSource(_Kept):
+class DatasetSource(Kept):
     """Where one task of a registry dataset comes from."""
 
     git_url: str | None = None
@@ -89,7 +90,7 @@ class DatasetSource(_Kept):
     branch: str | None = None
 
 
-class DatasetRecord(_Kept):
+class DatasetRecord(Kept):
     """A registry dataset the run's tasks came from (`tasks.dataset`)."""
 
     name: str
@@ -101,7 +102,7 @@ class DatasetRecord(_Kept):
     sources: dict[str, DatasetSource] = Field(default_factory=dict)
 
 
-class PublishedRun(_Kept):
+class PublishedRun(Kept):
     """One imported run's own numbers, as its results file states them (terminal-bench)."""
 
     run: str
@@ -118,7 +119,7 @@ class PublishedRun(_Kept):
     trials: int | None = None
 
 
-class ImportedFrom(_Kept):
+class ImportedFrom(Kept):
     """Where an imported run came from."""
 
     format: str
@@ -127,7 +128,7 @@ class ImportedFrom(_Kept):
     published: list[PublishedRun] | None = None
 
 
-class RunManifest(_Kept):
+class RunManifest(Kept):
     """manifest.json. Fields a run never had are left out when it is written (exclude_unset); a
     fresh run's keys come in the order below."""
 

@@ -20,14 +20,15 @@ from tbscale.logs import dumps
 from tbscale.posthoc.bsr.params import BUCKET_NAMES, FAIL, PASS, BsrParams
 from tbscale.posthoc.bsr.scoring import (aux_from_scores, check_ordering, effective_amplitudes, exhaustive_pairs,
                                          fit_bradley_terry, random_aux, swiss_round_pairs, swiss_rounds)
-from tbscale.posthoc.bsr.trajectories import (BehaviourStats, Judgment, Step, behaviour_stats, judge_messages,
-                                              load_steps, parse_judgment, summarize)
+from tbscale.posthoc.bsr.trajectories import (BehaviourStats, Step, behaviour_stats, judge_messages, load_steps,
+                                              parse_judgment, summarize)
 from tbscale.posthoc.pipeline import JudgementStore, record_history
 from tbscale.posthoc.pipeline import judge as judge_call
 from tbscale.secrets import redact
 from tbscale.seeds import derive_rng, derive_seed, stable_hash
 from tbscale.types.completion import UsageJSON
 from tbscale.types.messages import ChatMessage
+from tbscale.types.posthoc import BsrBucket, BsrInvocation, BsrManifest, Judgment, PairJudgement
 
 
 class TrialRow(TypedDict, total=False):
@@ -61,20 +62,6 @@ class Comparison(TypedDict):
     usage: UsageJSON | None
     error: str | None
     winner: NotRequired[str]
-
-
-class BucketRow(TypedDict):
-    """One group's bucket (fail or pass): how many trajectories, how they were compared, and the
-    spread of their scores and auxiliary rewards (the manifest's `buckets`)."""
-
-    group: str
-    bucket: str
-    n: int
-    comparisons: int
-    schedule: str
-    score_spread: float
-    aux_min: float
-    aux_max: float
 
 
 class RewardRow(TypedDict):
@@ -149,7 +136,7 @@ class Trajectory:
 class BsrResult:
     trajectories: list[Trajectory]
     comparisons: list[Comparison]
-    buckets: list[BucketRow]
+    buckets: list[BsrBucket]  # the manifest's `buckets`
     a0: float
     a1: float
     scale: float
@@ -169,14 +156,15 @@ def bsr_judge_key(model, p: BsrParams) -> str:
     return stable_hash(json.dumps([described, SYSTEM_FAIL, SYSTEM_PASS, ANSWER, shown], sort_keys=True), length=12)
 
 
-def judgement_store(out_dir: Path, judge_key: str) -> JudgementStore:
+def judgement_store(out_dir: Path, judge_key: str) -> JudgementStore[PairJudgement]:
     """BSR's judgements, kept across runs: a rerun with the same judge and seed asks only new pairs."""
-    return JudgementStore(out_dir / "judgements.jsonl", judge_key, lambda line: (line["seed"], line["A"], line["B"]))
+    return JudgementStore(out_dir / "judgements.jsonl", judge_key, PairJudgement,
+                          lambda line: (line.seed, line.A, line.B))
 
 
 async def _judge_bucket(group: str, bucket: int, members: list[Trajectory], judge: JudgeFn, p: BsrParams,
                         gate: asyncio.Semaphore, records: list[Comparison],
-                        store: JudgementStore | None = None) -> tuple[list[tuple[int, int, float]], int]:
+                        store: JudgementStore[PairJudgement] | None = None) -> tuple[list[tuple[int, int, float]], int]:
     """Run the schedule for one bucket; returns ((winner, loser, strength) over local indices, errors).
     Judgements found in `store` are reused; new ones are added to it."""
     n = len(members)
@@ -195,15 +183,15 @@ async def _judge_bucket(group: str, bucket: int, members: list[Trajectory], judg
         key = (p.seed, ta.row["trial_key"], tb.row["trial_key"])
         if store is not None and store.has(key):
             done = store.done[key]
-            parsed, reply, error, usage = done["parsed"], done["response"], None, done["usage"]
+            parsed, reply, error, usage = done.parsed, done.response, None, done.usage.as_dict()
         else:
             async with gate:
                 j_ = await judge_call(model, messages, parse_judgment, tries=p.judge_tries,
                                       seed=derive_seed(p.seed, ta.row["trial_key"], tb.row["trial_key"]))
             parsed, reply, error, usage = j_.parsed, j_.reply, j_.error, j_.usage
             if store is not None:
-                store.add({"seed": p.seed, "A": ta.row["trial_key"], "B": tb.row["trial_key"], "parsed": parsed,
-                           "response": reply, "usage": usage, "error": error})
+                store.add(seed=p.seed, A=ta.row["trial_key"], B=tb.row["trial_key"], parsed=parsed, response=reply,
+                          usage=usage, error=error)
         rec: Comparison = {"group": group, "bucket": BUCKET_NAMES[bucket], "round": rnd, "A": ta.row["trial_key"],
                "B": tb.row["trial_key"], "prompt": messages, "response": reply, "parsed": parsed, "usage": usage,
                "error": error}
@@ -255,7 +243,8 @@ def load_trajectories(df, p: BsrParams) -> dict[str, list[Trajectory]]:
     return groups
 
 
-async def refine(df, p: BsrParams, judge: JudgeFn | None, store: JudgementStore | None = None) -> BsrResult:
+async def refine(df, p: BsrParams, judge: JudgeFn | None,
+                 store: JudgementStore[PairJudgement] | None = None) -> BsrResult:
     """Judge (or draw random control rewards for) every group's buckets and map scores to rewards."""
     if p.group_by not in ("setting", "task"):
         raise TbscaleError(f"group_by must be 'setting' or 'task', not {p.group_by!r}")
@@ -269,7 +258,7 @@ async def refine(df, p: BsrParams, judge: JudgeFn | None, store: JudgementStore 
     amp = {FAIL: a0, PASS: a1}
     gate = asyncio.Semaphore(max(1, p.concurrency))
     records: list[Comparison] = []
-    bucket_rows: list[BucketRow] = []
+    bucket_rows: list[BsrBucket] = []
     errors = 0
     jobs = []
     for gkey, members in groups.items():
@@ -297,12 +286,12 @@ async def refine(df, p: BsrParams, judge: JudgeFn | None, store: JudgementStore 
             n_cmp = len(results)
         for t, s, a in zip(mem, scores, aux):
             t.bt_score, t.aux = float(s), float(a)
-        bucket_rows.append({"group": gkey, "bucket": BUCKET_NAMES[bucket], "n": len(mem), "comparisons": n_cmp,
-                            "schedule": "none" if len(mem) < 2 else ("exhaustive" if len(mem) < 5 else
-                                                                     f"swiss x{swiss_rounds(len(mem))}"),
-                            "score_spread": float(np.ptp(scores)) if len(mem) else 0.0,
-                            "aux_min": float(aux.min()) if len(mem) else 0.0,
-                            "aux_max": float(aux.max()) if len(mem) else 0.0})
+        bucket_rows.append(BsrBucket(group=gkey, bucket=BUCKET_NAMES[bucket], n=len(mem), comparisons=n_cmp,
+                                     schedule="none" if len(mem) < 2 else ("exhaustive" if len(mem) < 5 else
+                                                                           f"swiss x{swiss_rounds(len(mem))}"),
+                                     score_spread=float(np.ptp(scores)) if len(mem) else 0.0,
+                                     aux_min=float(aux.min()) if len(mem) else 0.0,
+                                     aux_max=float(aux.max()) if len(mem) else 0.0))
 
     await asyncio.gather(*[run(*j) for j in jobs])
     records.sort(key=lambda r: (r["group"], r["bucket"], r["round"], r["A"], r["B"]))
@@ -310,7 +299,7 @@ async def refine(df, p: BsrParams, judge: JudgeFn | None, store: JudgementStore 
     ok = check_ordering(refined, [t.bucket == PASS for t in all_trajs])
     if not ok:  # an explicit check, not `assert`: it must hold under python -O too
         raise AssertionError("BSR invariant broken: a failing trajectory's refined reward reached a passing one's")
-    bucket_rows.sort(key=lambda r: (r["group"], r["bucket"]))
+    bucket_rows.sort(key=lambda r: (r.group, r.bucket))
     return BsrResult(all_trajs, records, bucket_rows, a0, a1, scale, errors, ok)
 
 
@@ -340,18 +329,18 @@ def write_outputs(out_dir: Path, result: BsrResult, p: BsrParams, judge_model: s
                            "passed": t.bucket == PASS, "aux_reward": round(t.aux, 6), **t.stats}
                           for t in result.trajectories])
     stats.to_csv(paths["stats"], index=False)
-    manifest = {"method": "bsr", "runs": [str(r) for r in runs],
-                "judge_model": None if p.random_control else judge_model,
-                "simulated_judge": simulated and not p.random_control, "params": asdict(p), "seed": p.seed,
-                "effective_a0": result.a0, "effective_a1": result.a1, "amplitude_scale": result.scale,
-                "trajectories": len(result.trajectories), "comparisons": len(result.comparisons),
-                "judge_errors": result.errors, "ordering_guarantee": result.ordering_ok, "buckets": result.buckets}
-    if simulated and not p.random_control:
-        manifest["simulated_note"] = ("sim/bsr_judge is tbscale's rule-based stand-in, not a language model: its "
-                                      "preferences exercise the pipeline and measure nothing")
-    record_history(paths["manifest"], {"judge_model": manifest["judge_model"], "seed": p.seed,
-                                       "comparisons": len(result.comparisons), "judge_errors": result.errors},
-                   **json.loads(json.dumps(manifest, default=str)))
+    judge = None if p.random_control else judge_model
+    simulated_judge = simulated and not p.random_control
+    note = {"simulated_note": "sim/bsr_judge is tbscale's rule-based stand-in, not a language model: its "
+                              "preferences exercise the pipeline and measure nothing"} if simulated_judge else {}
+    record_history(paths["manifest"], BsrManifest,
+                   BsrInvocation(judge_model=judge, seed=p.seed, comparisons=len(result.comparisons),
+                                 judge_errors=result.errors),
+                   method="bsr", runs=[str(r) for r in runs], judge_model=judge, simulated_judge=simulated_judge,
+                   params=asdict(p), seed=p.seed, effective_a0=result.a0, effective_a1=result.a1,
+                   amplitude_scale=result.scale, trajectories=len(result.trajectories),
+                   comparisons=len(result.comparisons), judge_errors=result.errors,
+                   ordering_guarantee=result.ordering_ok, buckets=result.buckets, **note)
     return paths
 
 

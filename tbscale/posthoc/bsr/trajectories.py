@@ -19,6 +19,7 @@ from tbscale.posthoc.bsr.params import PASS, BsrParams
 from tbscale.shell import HistoryState, extract_commands, label_candidate, program_of
 from tbscale.types.actions import FINISH_MARKER
 from tbscale.types.events import ActionEvent, FormatError, Observation, Start
+from tbscale.types.posthoc import Judgment
 
 SEARCH_PROGRAMS = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "ack", "find", "fd", "locate", "git-grep"})
 READ_FILE_PROGRAMS = frozenset({"cat", "head", "tail", "less", "more", "nl", "bat", "sed", "awk", "wc", "view"})
@@ -114,14 +115,6 @@ class BehaviourStats(TypedDict):
     files_edited: int
     commands_before_final_edit: int
     commands_after_final_edit: int
-
-
-class Judgment(TypedDict):
-    """A judge's verdict on one pair: the better trajectory (A or B), by how much (1-3), and why."""
-
-    winner: str
-    strength: int
-    reason: str
 
 
 def behaviour_stats(steps: Sequence[Step], conversion_window: int = 5) -> BehaviourStats:

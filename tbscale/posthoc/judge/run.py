@@ -25,6 +25,7 @@ from tbscale.rundata import load_trials, read_trial
 from tbscale.runfiles import manifest_of
 from tbscale.seeds import derive_seed, hash_file, stable_hash
 from tbscale.types.events import Start
+from tbscale.types.posthoc import JudgeInvocation, JudgeManifest, RewardHackingLine, RubricLine, TrialJudgement
 
 # ---------------------------------------------------------------------------------------------
 # Task context: instruction, tests and reference solution
@@ -164,8 +165,8 @@ class JudgeStats:
     simulated: bool = False
 
 
-def _store_key(line: dict[str, Any]) -> tuple:
-    return line["trial_key"], line.get("set"), line["sample"]
+def _store_key(line: TrialJudgement) -> tuple:
+    return line.trial_key, line.set, line.sample
 
 
 async def run_judge(run_dir: Path, cfg: JudgeConfig, progress=None) -> JudgeStats:
@@ -176,8 +177,8 @@ async def run_judge(run_dir: Path, cfg: JudgeConfig, progress=None) -> JudgeStat
     key = judge_key(cfg, model)
     todo = select_trials(load_trials([run_dir]), cfg)
     jdir = writable_folder(run_dir / "judge", "judge folder")  # before any judge call is paid for
-    rub_out = JudgementStore(jdir / "rubrics.jsonl", key, _store_key)
-    rh_out = JudgementStore(jdir / "reward_hacking.jsonl", key, _store_key)
+    rub_out = JudgementStore(jdir / "rubrics.jsonl", key, RubricLine, _store_key)
+    rh_out = JudgementStore(jdir / "reward_hacking.jsonl", key, RewardHackingLine, _store_key)
     llm = LLM(model, "judge")
     stats = JudgeStats(simulated=model.is_simulated)
     gate = asyncio.Semaphore(cfg.concurrency)
@@ -215,8 +216,8 @@ async def run_judge(run_dir: Path, cfg: JudgeConfig, progress=None) -> JudgeStat
             async with gate:
                 j = await judge(llm, msgs, parse, seed=derive_seed(cfg.seed, row.trial_key, set_name, s),
                                 tries=cfg.tries)
-            store.add({**base, "set": set_name, "sample": s, "usage": j.usage, "latency_sec": j.latency_sec,
-                       "error": j.error, "raw_reply": j.reply[:4000] if j.error else None, **(j.parsed or {})})
+            store.add(**base, set=set_name, sample=s, usage=j.usage, latency_sec=j.latency_sec, error=j.error,
+                      raw_reply=j.reply[:4000] if j.error else None, **(j.parsed or {}))
             if store is rub_out:
                 stats.rubric_calls += 1
             else:
@@ -228,11 +229,11 @@ async def run_judge(run_dir: Path, cfg: JudgeConfig, progress=None) -> JudgeStat
         await asyncio.gather(*(call(*j) for j in jobs))
 
     await asyncio.gather(*(one(r) for r in todo.itertuples(index=False)))
-    record_history(jdir / "manifest.json",
-                   {"judge_key": key, "model": model.model, "simulated": model.is_simulated,
-                    "config": cfg.model_dump(mode="json", exclude={"models"}), "trials": len(todo),
-                    "rubric_judgements": stats.rubric_calls, "reward_hacking_judgements": stats.rh_calls,
-                    "errors": stats.errors, "skipped_existing": stats.skipped},
+    record_history(jdir / "manifest.json", JudgeManifest,
+                   JudgeInvocation(judge_key=key, model=model.model, simulated=model.is_simulated,
+                                   config=cfg.model_dump(mode="json", exclude={"models"}), trials=len(todo),
+                                   rubric_judgements=stats.rubric_calls, reward_hacking_judgements=stats.rh_calls,
+                                   errors=stats.errors, skipped_existing=stats.skipped),
                    judge_key=key, model=model.model, simulated=model.is_simulated,
                    simulated_note=("sim/rubric_judge is tbscale's rule-based simulated judge, not a language "
                                    "model") if model.is_simulated else None)
