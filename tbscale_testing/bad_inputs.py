@@ -182,6 +182,9 @@ def make_inputs(root: Path, api: str) -> None:
               planned=24, stopped="model openai/x: the provider rejected the key on 5 consecutive tries")
     write_run(root, "ro-run", [json.dumps(trial_line("ro-run", i)) for i in range(2)], planned=2)
     write_run(root, "ok-run", [json.dumps(trial_line("ok-run", i)) for i in range(2)], planned=2)
+    write_run(root, "bad-judge-run", [json.dumps(trial_line("bad-judge-run", i)) for i in range(2)], planned=2)
+    (root / "results" / "bad-judge-run" / "judge").mkdir()
+    (root / "results" / "bad-judge-run" / "judge" / "manifest.json").write_text('{"judge_key": 3, "history": []}')
     (root / "not-a-viewer").mkdir()
     (root / "not-a-viewer" / "notes.txt").write_text("mine\n")
     # Imports
@@ -306,6 +309,9 @@ CASES: list[Case] = [
          "no readable history line (3 unreadable", from_issue=True),
     Case("history --check, empty file", ["history", "{root}/history-empty.jsonl", "--check"], 2,
          "no readable history line (0 unreadable)"),
+    Case("report with a judge manifest it cannot read", ["report", "{root}/results/bad-judge-run"], 2,
+         "bad-judge-run/judge/manifest.json: not a judge manifest (judge_key: Input should be a valid string)",
+         check=lambda root: not (root / "results" / "bad-judge-run" / "report").exists()),
     Case("report on unparsable lines", ["report", "{root}/results/garbage-run"], 2,
          "trials.jsonl has no readable trial lines (2 unreadable; first:"),
     # --- clean ------------------------------------------------------------------------------------

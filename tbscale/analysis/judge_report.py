@@ -31,6 +31,13 @@ class Judgements:
     models: list[str]
 
 
+def check_manifests(run_dirs: list[Path]) -> None:
+    """Refuse a judge manifest that cannot be read (one line naming the file and the field), before
+    the report makes a folder or writes a file."""
+    for run in run_dirs:
+        read_posthoc_manifest(Path(run) / "judge" / "manifest.json", JudgeManifest)
+
+
 def load_judgements(run_dirs: list[Path]) -> Judgements | None:
     rub: list[RubricLine] = []
     rh: list[RewardHackingLine] = []

@@ -342,6 +342,7 @@ def _build_report(paths: list[Path], console: Console, *, compare: list[str] | N
                   include_infra_errors: bool, adaptive_pair: list[str] | None,
                   tables_to_console: bool, run_aliases: dict[str, Path]) -> ReportContext:
     run_dirs = tables.find_run_dirs(paths)
+    judge_report.check_manifests(run_dirs)
     target = out_dir or (run_dirs[0] / "report" if len(run_dirs) == 1 else Path(paths[0]) / "report")
     made: list[Path] = []  # the folders made for the report: removed again if it stops before writing
     try:  # before any work: a report that cannot be written is said at once
