@@ -183,8 +183,7 @@ class AttemptForks:
             self.snapshot = None  # the chosen fork's: released at the attempt's end (see the module doc)
             # Off the turn's path: the agent goes on while the others are removed (`drain` waits);
             # the gate gets the turn's places back once they are.
-            held, self.held = self.held, 0
-            self.pending.append(asyncio.create_task(self._retire([f.raw for f in others] + [old], held)))
+            self.pending.append(asyncio.create_task(self._retire([f.raw for f in others] + [old], self._let_go())))
             return chosen.view
 
     async def drain(self) -> None:
@@ -233,13 +232,18 @@ class AttemptForks:
     async def _discard(self) -> None:
         forks, self.open_forks = self.open_forks, []
         snapshot, self.snapshot = self.snapshot, None
-        held, self.held = self.held, 0
+        held = self._let_go()
         try:
             await asyncio.gather(*(asyncio.to_thread(self.envs.stop, f.raw) for f in forks))
         finally:
             self.gate.give(held)
         if snapshot is not None:
             await asyncio.to_thread(self._release, snapshot)
+
+    def _let_go(self) -> int:
+        """The gate's places the open forks hold, now no longer this attempt's to give back twice."""
+        held, self.held = self.held, 0
+        return held
 
     def _release(self, snapshot: Any) -> None:
         if snapshot in self.owed:
@@ -262,8 +266,7 @@ class AttemptForks:
             for f in self.open_forks:
                 self.envs.stop(f.raw)
         finally:
-            held, self.held = self.held, 0
-            self.gate.give(held)
+            self.gate.give(self._let_go())
         self.open_forks, self.snapshot = [], None
         for s in reversed(list(self.owed)):
             self._release(s)
