@@ -60,8 +60,14 @@ def test_a_backend_that_cannot_build_images_refuses_a_swebench_build_in_one_line
      "environment.options.url: 'ftp://x' is not a URL starting with http:// or https://"),
     ({"backend": "remote-sandbox", "options": {"url": "http://x", "bogus": 1}}, "environment.options.bogus: unknown option"),
     ({"backend": "remote-sandbox", "options": {"url": "http://x"}, "docker_host": "tcp://h:2375"},
-     "environment.docker_host: the remote-sandbox backend takes no such option (its options: image_prefix, "
-     "request_margin_sec, url)"),
+     "environment.docker_host: not a key of `environment:`, nor one the remote-sandbox backend takes there (its "
+     "options, under `options:`: image_prefix, request_margin_sec, url)"),
+    # Keys beside the section's own are a backend's options spelt flat: the backend checks them.
+    ({"backend": "docker", "agent_procesess": "keep"},
+     "environment.agent_procesess: not a key of `environment:`, nor one the docker backend takes there (it takes "
+     "docker_host, image_disk_budget_gb there; its options, under `options:`: host, image_disk_budget_gb)"),
+    ({"backend": "docker", "docker_host": "not a host"}, "environment.docker_host: 'not a host' is not a URL"),
+    ({"image_disk_budget_gb": 0}, "environment.image_disk_budget_gb: Input should be greater than 0"),
     ({"backend": "docker", "options": {"host": "not a host"}}, "environment.options.host: 'not a host' is not a URL"),
     ({"backend": "docker", "options": {"image_disk_budget_gb": -1}},
      "environment.options.image_disk_budget_gb: Input should be greater than 0"),
@@ -77,6 +83,24 @@ def test_backend_options_are_checked_at_load_in_one_line(tmp_path: Path, environ
         load_experiment(cfg)
     assert str(e.value).startswith(f"{cfg}: {error}"), str(e.value)
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("flags, error", [
+    (["--backend", "remote-sandbox", "--option", "url=http://x:1", "--docker-host", "tcp://h:1"],
+     "--docker-host: the remote-sandbox backend takes no such option (its options, under `options:`: image_prefix, "
+     "request_margin_sec, url)"),
+    (["--docker-host", "not a host"], "--docker-host: 'not a host' is not a URL"),
+    (["--option", "bogus=1"], "--option bogus: unknown option"),
+])
+def test_clean_checks_its_backend_flags_in_one_line(flags: list, error: str) -> None:
+    """`clean`'s flags go through the backend's options as a config's keys do, and name the flag."""
+    from typer.testing import CliRunner
+
+    from tbscale.cli import app
+
+    res = CliRunner().invoke(app, ["clean", *flags])
+    assert res.exit_code == 2 and res.output.startswith(f"error: {error}"), res.output
+    assert len(res.output.strip().splitlines()) == 1
 
 
 def test_flat_docker_keys_are_the_docker_backends_options(tmp_path: Path) -> None:
@@ -96,7 +120,11 @@ def test_the_backend_and_its_options_leave_setting_identities_alone(tmp_path: Pa
 
     docker = load_experiment(_config(tmp_path / "docker", {}))
     remote = load_experiment(_config(tmp_path, {"backend": "remote-sandbox", "options": {"url": "http://x:1"}}))
+    flat = load_experiment(_config(tmp_path / "flat", {"docker_host": "tcp://h:1", "image_disk_budget_gb": 9}))
     assert setting_key(docker, docker.settings[0]) == setting_key(remote, remote.settings[0])
+    assert setting_key(docker, docker.settings[0]) == setting_key(flat, flat.settings[0])
+    keep = load_experiment(_config(tmp_path / "keep", {"agent_processes": "keep"}))  # and what is not a place does change it
+    assert setting_key(docker, docker.settings[0]) != setting_key(keep, keep.settings[0])
 
 
 # ---- refusals from capabilities (no engine: capabilities are the backend's own knowledge) -------

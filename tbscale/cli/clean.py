@@ -33,12 +33,15 @@ def _environment(config: Path | None, backend: str | None, option: list[str], do
         if not sep or not key:
             fail(f"--option: {text!r} is not key=value")
         options[key] = value
-    env = EnvironmentConfig.model_construct(backend=name, options=options, docker_host=docker_host,
-                                            image_disk_budget_gb=None)
+    # --docker-host is the flat key of the same name (a key the backend's `flat_keys` maps).
+    flat = {"docker_host": docker_host} if docker_host is not None else {}
+    env = EnvironmentConfig.model_validate({"backend": name, "options": options, **flat})
     try:
         environment_options(env)
     except BackendOptionsError as e:
         key, _, problem = str(e).partition(": ")
+        if problem.startswith("not a key of `environment:`"):  # a flag is not a key of a section
+            problem = f"the {name} backend takes no such option" + problem[problem.index(" ("):]
         flag = f"--{key.replace('_', '-')}" if not key.startswith("options.") else f"--option {key[8:]}"
         fail(f"{flag}: {problem}")
     return env

@@ -19,7 +19,6 @@ from tbscale.config import bounds
 from tbscale.names import name_problem
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-DOCKER_SCHEMES = ("unix", "tcp", "ssh", "npipe", "http", "https")
 
 
 def url_problem(value: str, schemes: tuple[str, ...]) -> str | None:
@@ -171,23 +170,23 @@ class Limits(Strict):
 
 
 class EnvironmentConfig(Strict):
-    """Where attempts run. `backend` names a registered backend (environments/registry.py; docker:
-    the local engine, or another Docker host; tasks with a compose file run as compose projects)
-    and `options` are that backend's own, checked by its options model when the config is loaded.
-    `docker_host` and `image_disk_budget_gb` are the docker backend's options spelt flat, as configs
-    wrote them before `options` (they map to options.host and options.image_disk_budget_gb)."""
+    """Where attempts run. `backend` names a registered backend (environments/registry.py) and
+    `options` are that backend's own, checked by its options model when the config is loaded.
+
+    Any other key is one of the backend's options spelt flat, as configs wrote them before
+    `options` existed: the backend's `flat_keys` say which it takes and what they map to, and a key
+    it does not take is refused at load (runner/resolve.py), naming it. This layer knows no
+    backend, so it keeps them as given (`model_extra`, `flat_options`)."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
     backend: str = "docker"
     options: dict[str, Any] = Field(default_factory=dict, description="the backend's own options (docs/configuration.md)")
-    docker_host: str | None = Field(None, description="tcp://... or ssh://...; default: DOCKER_HOST or the local socket")
     network: Literal["task", "none", "bridge"] = "task"
     cpus: float | None = Field(None, gt=0, description="override the task's cpus")
     memory_mb: int | None = Field(None, gt=0, description="override the task's memory")
     pids_limit: int = Field(1024, ge=16, description="processes a container may hold at once")
     build_timeout_sec: float | None = Field(None, gt=0)
-    image_disk_budget_gb: float | None = Field(
-        None, gt=0, description="per Docker engine: evict tbscale-built images no pending trial needs, least "
-                                "recently used first, to stay within this (docs/scale.md); options.image_disk_budget_gb")
     agent_processes: Literal["stop", "keep"] = Field(
         "stop", description="before verification in the agent's container: stop (every process the agent phase "
                             "started is stopped: the container restarts) or keep (they run on into verification, as "
@@ -198,12 +197,9 @@ class EnvironmentConfig(Strict):
                             "without it, as Harbor's Docker backend does, and say so; `ignore` is the same) or enforce "
                             "(refuse the task). An engine that can enforce a quota always does.")
 
-    @field_validator("docker_host")
-    @classmethod
-    def _docker_url(cls, v: str | None) -> str | None:
-        if v is not None and (problem := url_problem(v, DOCKER_SCHEMES)):
-            raise ValueError(problem)
-        return v
+    def flat_options(self) -> dict[str, Any]:
+        """The keys given beside the declared ones (a backend's options spelt flat), unset ones left out."""
+        return {key: value for key, value in (self.model_extra or {}).items() if value is not None}
 
 
 class ComponentSpec(Strict):

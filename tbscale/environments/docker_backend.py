@@ -14,7 +14,7 @@ from typing import Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tbscale.config.experiment import DOCKER_SCHEMES, url_problem
+from tbscale.config.experiment import url_problem
 from tbscale.environments import docker as containers
 from tbscale.environments import snapshots
 from tbscale.environments.base import BaseBackend, Capabilities, CleanResult, Snapshot, StartSpec
@@ -25,6 +25,9 @@ from tbscale.environments.compose import cleanup_session as stop_projects
 from tbscale.environments.engine import client
 from tbscale.errors import SandboxError
 from tbscale.tasks.model import uses_compose
+
+# What a Docker host's URL may start with (docker-py's own list, and the ssh:// of its paramiko transport).
+DOCKER_SCHEMES = ("unix", "tcp", "ssh", "npipe", "http", "https")
 
 
 class DockerOptions(BaseModel):

@@ -117,9 +117,10 @@ def backend_options(name: str, options: dict[str, Any] | None = None, flat: dict
         if value is None:
             continue
         if key not in mapping:
-            raise BackendOptionsError(f"{key}: the {name} backend takes no such option"
-                                      + (f" (its options: {', '.join(sorted(options_model(name).model_fields))})"
-                                         if options_model(name).model_fields else ""))
+            takes = f"it takes {', '.join(sorted(mapping))} there; " if mapping else ""
+            fields = ", ".join(sorted(options_model(name).model_fields)) or "none"
+            raise BackendOptionsError(f"{key}: not a key of `environment:`, nor one the {name} backend takes there "
+                                      f"({takes}its options, under `options:`: {fields})")
         target = mapping[key]
         if target in given and given[target] != value:
             raise BackendOptionsError(f"{key}: disagrees with options.{target} (give one of them)")
@@ -147,19 +148,9 @@ def get_backend(name: str, **options: Any) -> Backend:
 def environment_options(environment: Any) -> BaseModel:
     """The options of the backend an experiment's `environment:` section names (flat keys mapped),
     validated; BackendOptionsError names the key."""
-    return backend_options(environment.backend, environment.options, flat_options(environment))
+    return backend_options(environment.backend, environment.options, environment.flat_options())
 
 
 def open_backend(environment: Any) -> Backend:
     """The backend an experiment's `environment:` section names, made with its options."""
     return backend_factory(environment.backend)(**environment_options(environment).model_dump())
-
-
-def flat_options(environment: Any) -> dict[str, Any]:
-    """The older top-level keys of `environment:` that name a backend's options, as given."""
-    return {key: getattr(environment, key) for key in FLAT_KEYS if getattr(environment, key, None) is not None}
-
-
-# Keys of `environment:` that are a backend's options spelt flat (kept for configs written before
-# `options:`); each backend's `flat_keys` says which of them it takes.
-FLAT_KEYS = ("docker_host", "image_disk_budget_gb")

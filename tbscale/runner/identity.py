@@ -23,8 +23,9 @@ from tbscale.tasks import Task
 # Model settings that change how calls are made, not what comes back.
 _CALL_ONLY = {"timeout_sec", "max_retries", "retry_backoff_sec", "circuit_breaker_tries", "api_key_env"}
 # Environment settings that change where attempts run, not what they do: the backend and its own
-# options (a backend that cannot run a task as written refuses it, never runs it otherwise).
-_PLACE_ONLY = {"backend", "options", "docker_host", "image_disk_budget_gb"}
+# options, under `options:` or spelt flat beside the section's keys (a backend that cannot run a
+# task as written refuses it, never runs it otherwise).
+_PLACE_ONLY = {"backend", "options"}
 
 
 def _file_digest(path: str) -> str:
@@ -33,7 +34,7 @@ def _file_digest(path: str) -> str:
 
 
 def _environment_identity(exp: Experiment) -> dict[str, Any]:
-    env = exp.environment.model_dump(mode="json", exclude=_PLACE_ONLY)
+    env = exp.environment.model_dump(mode="json", exclude=_PLACE_ONLY | set(exp.environment.model_extra or {}))
     # `auto` (the default) and `enforce` run every task they do not refuse the same way, and a
     # refusal is an infrastructure error, never a result; leaving them out keeps the keys of runs
     # made before the option existed, or when `enforce` was its default.
