@@ -219,3 +219,78 @@ def test_a_terminal_bench_task_with_a_sidecar_runs_under_compose(tmp_path: Path)
     starts = [json.loads(x) for x in (tmp_path / "run" / rows[0]["trajectory_path"]).read_text().splitlines()
               if '"attempt_start"' in x]
     assert starts[0]["environment"] == "compose"
+
+
+def test_a_sidecars_dockerfile_gets_the_classic_builders_rewrite(tmp_path: Path) -> None:
+    """`compose build` falls back to the classic builder without buildx, as here: a sidecar's
+    Dockerfile with BuildKit-only syntax (several sources into `.`, `COPY --chmod`, a RUN
+    here-document) builds from the rewritten copy, and the task folder is left as it was."""
+    import docker
+
+    from tbscale.environments.compose import compose_spec
+    from tbscale.environments.docker_backend import ComposeBackend
+    from tbscale.seeds import hash_directory
+    from tbscale.tasks import load_task
+    from tbscale_testing.tasks import write_harbor_task
+
+    d = write_harbor_task(tmp_path, "sidecar-buildkit")
+    side = d / "environment" / "side"
+    side.mkdir()
+    (side / "a.txt").write_text("alpha\n")
+    (side / "b.txt").write_text("beta\n")
+    (side / "serve.sh").write_text("#!/bin/sh\nexec sleep infinity\n")
+    (side / "Dockerfile").write_text(textwrap.dedent("""\
+        FROM debian:bookworm-slim
+        WORKDIR /srv
+        COPY a.txt b.txt .
+        COPY --chmod=755 serve.sh /usr/local/bin/serve.sh
+        RUN cat > /srv/c.txt <<'EOF'
+        gamma
+        EOF
+        CMD ["/usr/local/bin/serve.sh"]
+    """))
+    (d / "environment" / "docker-compose.yaml").write_text("services:\n  side:\n    build: ./side\n")
+    before = hash_directory(d)
+    task = load_task(d)
+    image, _ = ComposeBackend().prepare(task)
+    tag = compose_spec(task, image).images["side"]
+    engine = docker.from_env()
+    try:
+        out = engine.containers.run(tag, ["sh", "-c", "cat /srv/a.txt /srv/b.txt /srv/c.txt; "
+                                                      "stat -c %a /usr/local/bin/serve.sh"], remove=True)
+        assert out.decode().split() == ["alpha", "beta", "gamma", "755"]
+    finally:
+        engine.images.remove(tag, force=True)
+    assert hash_directory(d) == before
+
+
+def test_a_service_that_will_not_start_is_named_with_the_end_of_its_log(tmp_path: Path) -> None:
+    """`up --wait` says only that a container exited; the error adds each service that is not up,
+    its status and the last lines of its log, and the project is taken down."""
+    from tbscale.environments.base import StartSpec
+    from tbscale.environments.compose import compose_spec
+    from tbscale.environments.docker_backend import ComposeBackend
+    from tbscale.errors import SandboxError
+    from tbscale.tasks import load_task
+    from tbscale_testing.tasks import write_harbor_task
+
+    d = write_harbor_task(tmp_path, "sidecar-dies")
+    (d / "environment" / "docker-compose.yaml").write_text(textwrap.dedent("""\
+        services:
+          side:
+            image: debian:bookworm-slim
+            command: ["sh", "-c", "echo starting; echo no database here >&2; exit 3"]
+    """))
+    task = load_task(d)
+    backend = ComposeBackend()
+    image, _ = backend.prepare(task)
+    with pytest.raises(SandboxError) as e:
+        backend.start(StartSpec(image=image, network="bridge", compose=compose_spec(task, image)))
+    said = str(e.value)
+    assert "exited (3)" in said and "\nservice side (Exited (3)" in said, said
+    assert said.endswith("the last lines of its log:\nstarting\nno database here"), said
+    project = said.split("compose up ", 1)[1].split(" ", 1)[0]
+    assert project.startswith("tbscale-")
+    left = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={project}"],
+                          capture_output=True, text=True, check=True).stdout.split()
+    assert left == []

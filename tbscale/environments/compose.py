@@ -30,6 +30,7 @@ scripts/ensure_docker.sh installs and links one when none is there.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import re
@@ -44,8 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from tbscale.environments.base import ComposeSpec, LiveSet, StartSpec
-from tbscale.environments.docker import (LABEL_PROJECT, Container, build_failed, client, engine_capabilities,
-                                        ensure_image)
+from tbscale.environments.docker import (LABEL_PROJECT, Container, build_failed, classic_dockerfile, client,
+                                        engine_capabilities, ensure_image)
 from tbscale.environments.owner import LABEL_RUN, owner_labels
 from tbscale.environments.docker import cleanup_orphans as docker_cleanup_orphans
 from tbscale.environments.docker import remove_compose_project as _remove_project_by_labels
@@ -104,6 +105,22 @@ def _sanitize(text: str) -> str:
 
 def _built_services(spec_services: dict[str, dict[str, Any]], main: str) -> list[str]:
     return [name for name, svc in spec_services.items() if name != main and svc.get("build") is not None]
+
+
+def _service_dockerfile(build: Any, project_dir: Path) -> tuple[Path, Path] | None:
+    """(Dockerfile, context) of a service's `build:` section, for the rewrite the classic builder
+    needs (environments/dockerfile.py; `compose build` falls back to that builder wherever buildx is
+    missing, as the docker SDK's builds always do); None when the section names neither plainly (an
+    inline Dockerfile, a variable, a remote context): it is then built as written."""
+    spec = {"context": build} if isinstance(build, str) else build
+    if not isinstance(spec, dict) or "dockerfile_inline" in spec:
+        return None
+    context, dockerfile = str(spec.get("context", ".")), str(spec.get("dockerfile", "Dockerfile"))
+    if "$" in context + dockerfile or "://" in context or context.startswith("git@"):
+        return None
+    root = project_dir / context
+    path = root / dockerfile
+    return (path, root) if path.is_file() else None
 
 
 def compose_spec(task, main_image: str) -> ComposeSpec:
@@ -288,9 +305,17 @@ class ComposeProjects:
             if missing:
                 workdir = Path(tempfile.mkdtemp(prefix="tbscale-compose-build-"))
                 try:
-                    project = self._project(spec, f"tbscale-build-{uuid.uuid4().hex[:8]}", workdir, base=None)
-                    _run(project.argv("build", *missing), env=project.env, timeout=timeout,
-                         what=f"building the compose services of {task.id} ({', '.join(missing)})", error=build_failed)
+                    with contextlib.ExitStack() as stack:
+                        dockerfiles = {}
+                        for service in missing:
+                            found = _service_dockerfile(services[service].get("build"), spec.project_dir)
+                            if found is not None and (copy := stack.enter_context(classic_dockerfile(*found))):
+                                dockerfiles[service] = copy
+                        project = self._project(spec, f"tbscale-build-{uuid.uuid4().hex[:8]}", workdir, base=None,
+                                                dockerfiles=dockerfiles)
+                        _run(project.argv("build", *missing), env=project.env, timeout=timeout,
+                             what=f"building the compose services of {task.id} ({', '.join(missing)})",
+                             error=build_failed)
                 finally:
                     shutil.rmtree(workdir, ignore_errors=True)
                 built = True
@@ -298,8 +323,9 @@ class ComposeProjects:
 
     # ---- projects --------------------------------------------------------------------------------
     def _project(self, spec: ComposeSpec, name: str, workdir: Path, base: dict | None,
-                 labels: dict[str, str] | None = None) -> _Project:
-        """The files of one project: tbscale's base (optional), the task's file, tbscale's last word."""
+                 labels: dict[str, str] | None = None, dockerfiles: dict[str, str] | None = None) -> _Project:
+        """The files of one project: tbscale's base (optional), the task's file, tbscale's last word
+        (with `dockerfiles`, a service's build reads that Dockerfile instead of its own)."""
         values = dict(spec.env)
         values.setdefault("T_BENCH_TASK_DOCKER_CLIENT_CONTAINER_NAME", f"{name}-client")
         values.setdefault("T_BENCH_TASK_DOCKER_NAME_PREFIX", name)
@@ -320,7 +346,9 @@ class ComposeProjects:
             files.append(workdir / "tbscale-base.json")
             files[-1].write_text(json.dumps({"services": {spec.main_service: base}}))
         files.append(spec.file)
-        last = {s: {"image": tag} for s, tag in spec.images.items()}
+        last: dict[str, dict[str, Any]] = {s: {"image": tag} for s, tag in spec.images.items()}
+        for s, path in (dockerfiles or {}).items():
+            last[s]["build"] = {"dockerfile": path}
         # The main service too, when only tbscale's base defines it: a container inherits its
         # image's labels, and those name the process that built the image. Left to them, a live
         # project would look like a gone owner's to every other run's orphan sweep.
@@ -361,9 +389,11 @@ class ComposeProjects:
             project.env.update({k: v for k, v in spec.env.items() if k not in project.env})
         box: ComposeEnvironment | None = None
         try:
-            _run(project.argv("up", "--detach", "--wait", "--wait-timeout", "300", "--no-build"), env=project.env,
-                 timeout=600,
-                 what=f"compose up {name}")
+            try:
+                _run(project.argv("up", "--detach", "--wait", "--wait-timeout", "300", "--no-build"), env=project.env,
+                     timeout=600, what=f"compose up {name}")
+            except SandboxError as e:
+                raise SandboxError(f"{e}{_why_not_up(project)}") from None
             engine = client(self.host)
             found = engine.api.containers(all=True, filters={"label": [f"{LABEL_PROJECT}={name}"]})
             by_service = {c["Labels"].get(LABEL_SERVICE): c["Id"] for c in found}
@@ -383,6 +413,29 @@ class ComposeProjects:
             raise
         ComposeEnvironment.live.add(name, box)
         return box
+
+
+def _why_not_up(project: _Project, lines: int = 8) -> str:
+    """For a project `up --wait` gave up on: each service that is not running, or not healthy, with
+    the last lines of its log (compose's own message names only the container and its exit code).
+    Best effort: "" when compose cannot say."""
+    try:
+        listed = _run(project.argv("ps", "--all", "--format", "json"), env=project.env, timeout=60, what="compose ps")
+        text = listed.strip()
+        rows = json.loads(text) if text.startswith("[") else [json.loads(x) for x in text.splitlines() if x.strip()]
+        out = []
+        for row in rows:
+            service, state, health = row.get("Service"), row.get("State"), row.get("Health") or ""
+            if not service or (state == "running" and health in ("", "healthy")):
+                continue
+            status = row.get("Status") or state
+            log = _run(project.argv("logs", "--no-color", "--no-log-prefix", "--tail", str(lines), service),
+                       env=project.env, timeout=60, what="compose logs").rstrip()
+            out.append(f"\nservice {service} ({status})" + (f", the last lines of its log:\n{log}" if log else
+                                                            ", nothing in its log"))
+        return "".join(out)
+    except (SandboxError, ValueError, AttributeError):
+        return ""
 
 
 def cleanup_session() -> int:
