@@ -193,3 +193,53 @@ def test_storage_mb_runs_unenforced_by_default_and_says_so(tmp_path: Path) -> No
     summary = json.loads(report.stdout)
     assert summary["tables"]["not_enforced"][0]["key"] == "[environment].storage_mb"
     assert any(b.startswith("NOT ENFORCED HERE") for b in summary["banners"])
+
+
+def test_a_task_needing_an_unset_host_variable_is_refused_not_crashed(tmp_path: Path, monkeypatch) -> None:
+    """A `${VAR}` in [environment.env] the host does not set: each trial is refused, naming the file,
+    table, key and variable, before any container starts; the check goes on with the other tasks."""
+    from tbscale_testing.tasks import write_harbor_task
+
+    monkeypatch.delenv("TBSCALE_NEVER_SET_TOKEN", raising=False)
+    write_harbor_task(tmp_path / "tasks", "needs-token",
+                      task_toml='[environment.env]\nTOKEN = "${TBSCALE_NEVER_SET_TOKEN}"\n')
+    write_harbor_task(tmp_path / "tasks", "plain")
+    run_label = f"org.tbscale.run={(tmp_path / 'run').resolve()}"
+    with ContainerCreations(run_label) as created:
+        code, data = check(tmp_path / "tasks", tmp_path / "run")
+    assert code == 1 and data["reasons"]["plain"]["category"] == "ok"
+    reason = data["reasons"]["needs-token"]
+    assert reason["category"] == "refused", reason
+    assert reason["detail"].startswith(f"{tmp_path / 'tasks' / 'needs-token' / 'task.toml'}: [environment.env]: "
+                                       'TOKEN = "${TBSCALE_NEVER_SET_TOKEN}" needs the host environment variable')
+    rows = [json.loads(x) for x in (tmp_path / "run" / "trials.jsonl").read_text().splitlines()]
+    refused = [r for r in rows if r["task_id"] == "needs-token"]
+    assert len(refused) == 2 and all(r["stop_reason"] == "task_refused" and r["infra_error"] for r in refused)
+    assert not (tmp_path / "run" / "crashes.log").exists()
+    labels = [e["Actor"]["Attributes"].get("org.tbscale.trial") for e in created.events]
+    assert not {r["trial_key"] for r in refused} & set(labels)  # no container started for them
+
+
+def test_the_reward_key_picks_which_key_of_reward_json_is_the_verdict(tmp_path: Path) -> None:
+    """reward-json-keys writes {reward: 1, correctness: 1, style: 0.5}: with `--reward-key style` its
+    oracle scores 0.5 and fails; every key is still kept. A config's `tasks.reward_key` is the same
+    key and is part of the setting's identity only when given."""
+    from tbscale.config import Experiment
+    from tbscale.runner.identity import setting_identity
+
+    code, data = check(CONFORMANCE, tmp_path / "run", "--include", "reward-json-keys", "--reward-key", "style")
+    assert code == 1 and data["reasons"]["reward-json-keys"]["category"] == "oracle failed"
+    rows = {r["setting"]: r for r in map(json.loads, (tmp_path / "run" / "trials.jsonl").read_text().splitlines())}
+    oracle = rows["oracle"]
+    assert (oracle["reward"], oracle["passed"], oracle["reward_key"]) == (0.5, False, "style")
+    assert oracle["rewards"] == {"reward": 1.0, "correctness": 1.0, "style": 0.5}
+    base = {"name": "e", "tasks": {"path": str(CONFORMANCE)}, "settings": [{"name": "oracle", "agent": "oracle"}]}
+    plain = Experiment.model_validate(base)
+    keyed = Experiment.model_validate({**base, "tasks": {"path": str(CONFORMANCE), "reward_key": "style"}})
+    assert "reward_key" not in setting_identity(plain, plain.settings[0])
+    assert setting_identity(keyed, keyed.settings[0])["reward_key"] == "style"
+    from tbscale.runner.plan import experiment_tasks  # what `tbscale run` loads
+
+    loaded = {t.id: t for t in experiment_tasks(keyed, ["reward-json-keys", "reward-sole-key"])}
+    assert {t: task.reward.primary_key for t, task in loaded.items()} == {"reward-json-keys": "style",
+                                                                          "reward-sole-key": "style"}

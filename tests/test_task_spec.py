@@ -906,3 +906,20 @@ def test_mcp_server_headers_as_harbor_0_26_reads_them(tmp_path, monkeypatch):
     assert "`headers` is only for the HTTP transports" in refused(harbor(
         tmp_path, '[[environment.mcp_servers]]\nname = "m"\ntransport = "stdio"\ncommand = "c"\nheaders = { A = "b" }\n',
         name="stdio"))
+
+
+def test_an_unset_host_variable_is_named_for_the_tables_a_trial_uses(tmp_path, monkeypatch):
+    """The attempt refuses a task whose `${VAR}` the host does not set (runner/attempt.py): the
+    environment's and verifier's tables count for every agent, the solution's only for the oracle."""
+    for var in ("TBSCALE_T_ENV", "TBSCALE_T_SOL"):
+        monkeypatch.delenv(var, raising=False)
+    both = load_task(harbor(tmp_path, '[environment.env]\nK = "${TBSCALE_T_ENV}"\nD = "${TBSCALE_T_DEF:-x}"\n'
+                                      '[solution.env]\nS = "${TBSCALE_T_SOL}"\n', name="both"))
+    said = both.unset_host_var(solution=False)
+    assert said is not None and said.startswith(f"{tmp_path / 'both' / 'task.toml'}: [environment.env]: K = ")
+    assert "TBSCALE_T_ENV" in said and "TBSCALE_T_DEF" not in said  # a default is enough
+    only_solution = load_task(harbor(tmp_path, '[solution.env]\nS = "${TBSCALE_T_SOL}"\n', name="sol"))
+    assert only_solution.unset_host_var(solution=False) is None
+    assert "[solution.env]: S = " in only_solution.unset_host_var(solution=True)
+    monkeypatch.setenv("TBSCALE_T_SOL", "set")
+    assert only_solution.unset_host_var(solution=True) is None

@@ -80,8 +80,9 @@ def check_reasons(rows: list[TrialResult], tasks: list, run_dir: Path,
                   network: str = "task") -> dict[str, tuple[str, str]]:
     """task id -> (category, detail) for `tbscale tasks check`: "ok", "refused", "needs internet",
     "needs X" (the backend's builder lacks X: errors.BuilderUnsupported; the docker backend's
-    "needs BuildKit"), "no solution", "oracle failed", "nop passed", "verifier error" or
-    "environment error". A failure whose output
+    "needs BuildKit"), "no solution", "oracle failed", "nop passed", "verifier error",
+    "environment error" or "crashed" (a trial left no result: tbscale itself failed, and
+    crashes.log has the traceback; its last line is the detail). A failure whose output
     shows a failed download or name lookup is "needs internet", told apart from a real failure.
     A task with no reference solution (whole datasets ship without one) is judged by its nop alone:
     "no solution" says the nop failed with a verdict; a nop that passed, or whose image, container
@@ -124,6 +125,8 @@ def check_reasons(rows: list[TrialResult], tasks: list, run_dir: Path,
                 where = "a base image that is not on this engine and cannot be pulled"
             elif r.stop_reason == "image_build_error":
                 where = "the image build (a download)"
+            elif r.stop_reason in INFRA_ENVIRONMENT:  # a service of the environment, while it started
+                where = "a service of its environment, starting,"
             else:
                 where = "its test or solution"
             note = " (it runs with no internet: --network no-network)" if network == "no-network" else \
@@ -147,6 +150,34 @@ def check_reasons(rows: list[TrialResult], tasks: list, run_dir: Path,
         if unsolved and r is nop:
             category, detail = out[task_id]
             out[task_id] = (category, f"{detail} (and it has no reference solution)")
+    # A planned trial with no line crashed (the runner logs it and records nothing, so that a rerun
+    # runs it again): whatever its partner's line says, the task is not ok.
+    crashes = _crash_lines(run_dir)
+    for task in tasks:
+        lost = [s for s in ("oracle", "nop") if s not in by_task.get(task.id, {})]
+        if lost:
+            out[task.id] = ("crashed", "; ".join(
+                f"the {s} trial crashed: {crashes[s, task.id][:160]}" if (s, task.id) in crashes
+                else f"the {s} trial left no result" for s in lost) + " (tracebacks in crashes.log)")
+    return dict(sorted(out.items()))
+
+
+_CRASH_HEAD = re.compile(r"^--- \S+ trial \S+ \((?P<setting>[^,]+), (?P<task>.+), trial \d+\)$")
+
+
+def _crash_lines(run_dir: Path) -> dict[tuple[str, str], str]:
+    """(setting, task id) -> the last line of that trial's latest traceback in the run's crashes.log
+    (runner/rundir.py `log_crash` writes a header line, then the traceback)."""
+    path = run_dir / "crashes.log"
+    out: dict[tuple[str, str], str] = {}
+    if not path.is_file():
+        return out
+    key = None
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if (head := _CRASH_HEAD.match(line)):
+            key = (head["setting"], head["task"])
+        elif key is not None and line.strip():
+            out[key] = line.strip()
     return out
 
 
@@ -168,6 +199,9 @@ def tasks_check(path: Path = typer.Argument(Path("tasks")),
                                                                "does, and say so) or enforce (refuse the task)"),
                 strict_keys: bool = typer.Option(False, help="refuse task-file keys the reference harness would "
                                                              "ignore (unknown keys)"),
+                reward_key: Optional[str] = typer.Option(None, help="the key of a reward.json with several keys "
+                                                                    "that is the verdict (default: reward, else the "
+                                                                    "only key)"),
                 keep: Optional[Path] = typer.Option(None, help="keep the check's run folder (trajectories, "
                                                                "check.json) here")):
     """Run the oracle and the nop agent on every task: every oracle must pass and every nop fail.
@@ -182,6 +216,7 @@ def tasks_check(path: Path = typer.Argument(Path("tasks")),
     from tbscale.config import Experiment
     from tbscale.environments import open_backend
     from tbscale.runner import Runner, load_rows
+    from tbscale.runner.plan import with_reward_key
 
     from tbscale.config import bounds
 
@@ -192,9 +227,13 @@ def tasks_check(path: Path = typer.Argument(Path("tasks")),
         fail(f"--network: one of task, public, no-network, got {network!r}")
     if storage_limit not in ("auto", "enforce", "ignore"):
         fail(f"--storage-limit: auto or enforce, got {storage_limit!r}")
+    if reward_key is not None and not reward_key:
+        fail("--reward-key: give a key of reward.json")
     tasks, problems = _load(path, strict_keys, include=split_list(include), exclude=split_list(exclude))
+    with_reward_key(tasks, reward_key)
     exp = Experiment.model_validate({
-        "name": "tasks-check", "tasks": {"path": str(path)}, "trials": 1, "concurrency": concurrency,
+        "name": "tasks-check", "tasks": {"path": str(path), "reward_key": reward_key}, "trials": 1,
+        "concurrency": concurrency,
         "environment": {"network": networks[network], "storage_limit": storage_limit},
         "settings": [{"name": "oracle", "agent": "oracle"}, {"name": "nop", "agent": "nop"}]})
     open_backend(exp.environment).check()

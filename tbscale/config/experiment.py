@@ -134,6 +134,10 @@ class TaskSource(Strict):
     exclude: list[str] = Field(default_factory=list)
     strict_keys: bool = Field(False, description="refuse task-file keys the reference harness would ignore (unknown "
                                                  "keys), instead of ignoring them and saying so")
+    reward_key: str | None = Field(
+        None, min_length=1, description="which key of a task's reward.json is the trial's reward (pass@1 reads it); "
+                                        "default: `reward`, else the only key. A reward.json with several keys and "
+                                        "none of these is a verifier error (reward_missing). Every key is kept.")
 
     @model_validator(mode="after")
     def _one_source(self) -> "TaskSource":

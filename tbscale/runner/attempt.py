@@ -125,6 +125,11 @@ class Attempt:
         refused = await asyncio.to_thread(envs.refusal)
         if refused:
             raise TaskRefused(refused)
+        # A `${VAR}` the host does not set would stop the attempt midway; it is refused instead,
+        # naming the variable, and the trial's other settings and tasks run on.
+        unset = self.task.unset_host_var(solution=self.spec.setting.agent == "oracle")
+        if unset:
+            raise TaskRefused(f"{unset}; the task is refused, not run without it")
         if req.keep_snapshot == "required" and not envs.caps.snapshots:
             raise TaskRefused(envs.caps.reason("snapshots", f"the {envs.backend_name} backend cannot snapshot an "
                                                             "environment") + " (prefix_restore: fork asks for forks)")

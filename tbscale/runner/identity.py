@@ -54,12 +54,15 @@ def setting_identity(exp: Experiment, setting: Setting) -> dict[str, Any]:
         params = entry(kind, spec.name).params.model_validate(spec.params())
         for field, path in sorted(params.file_refs().items()):
             prompt_files[f"{kind}.{field}"] = _file_digest(path)
+    # The reward key decides the verdict; it is named only when given, so that runs made before it
+    # existed keep their keys.
+    reward = {"reward_key": exp.tasks.reward_key} if exp.tasks.reward_key is not None else {}
     return {
         "name": setting.name, "agent": setting.agent, "action_format": setting.action_format,
         "policy": setting.policy.model_dump(mode="json"), "trajectory": setting.trajectory.model_dump(mode="json"),
         "models": models, "limits": exp.limits.model_dump(mode="json"),
         "environment": _environment_identity(exp),
-        "prompt_files": prompt_files, "seed": exp.seed,
+        "prompt_files": prompt_files, "seed": exp.seed, **reward,
     }
 
 

@@ -4,7 +4,7 @@ with stable keys and paired seeds."""
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tbscale.config import Experiment, Setting
@@ -92,6 +92,17 @@ def experiment_tasks(exp: Experiment, only: list[str] | None = None, *, build_im
     else:
         root = Path(exp.tasks.path)
     tasks, _ = load_tasks(root, include=include, exclude=exp.tasks.exclude, strict=exp.tasks.strict_keys)
+    with_reward_key(tasks, exp.tasks.reward_key)
     if before_build is not None:
         before_build(tasks)
+    return tasks
+
+
+def with_reward_key(tasks: list[Task], key: str | None) -> list[Task]:
+    """`tasks.reward_key`: the key of reward.json each task's verdict is read from (tasks whose
+    reward comes from a reward file; a legacy parser's verdict has no keys)."""
+    if key is not None:
+        for task in tasks:
+            if task.reward.source == "file":
+                task.reward = replace(task.reward, primary_key=key)
     return tasks

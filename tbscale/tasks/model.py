@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from typing_extensions import NotRequired, TypedDict
 
+from tbscale.errors import TbscaleError
 from tbscale.tasks.envvars import EnvTable
 from tbscale.tasks.schema import Artifact, CollectHook, Healthcheck, McpServer, PackageInfo
 
@@ -335,6 +336,20 @@ class Task:
                 tables.append(verifier.environment.env)
         tables += [s.verifier.env for s in self.steps]
         return tables
+
+    def unset_host_var(self, solution: bool) -> str | None:
+        """Why the task cannot be given its env here: the first `${VAR}` template (of the tables a
+        trial uses: the solution's only when `solution`, for the oracle) whose host variable is
+        unset and has no default, as EnvTable.resolve() says it (file, table, key, variable)."""
+        for table in self.env_tables():
+            if table is self.solution.env and not solution:
+                continue
+            if table.missing():
+                try:
+                    table.resolve()
+                except TbscaleError as e:
+                    return str(e)
+        return None
 
     def missing_host_vars(self) -> list[str]:
         """Host variables named by `${VAR}` templates that are unset and have no default."""
