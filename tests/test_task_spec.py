@@ -923,3 +923,18 @@ def test_an_unset_host_variable_is_named_for_the_tables_a_trial_uses(tmp_path, m
     assert "[solution.env]: S = " in only_solution.unset_host_var(solution=True)
     monkeypatch.setenv("TBSCALE_T_SOL", "set")
     assert only_solution.unset_host_var(solution=True) is None
+
+
+def test_a_host_value_a_template_takes_is_hidden_from_what_tbscale_writes():
+    """A `${VAR}` is how a task asks the host for a key: once resolved, the value is redacted from
+    every line and message tbscale writes (tbscale/secrets.py); a default or a literal is not."""
+    from tbscale.secrets import redact
+    from tbscale.tasks.envvars import expand_host_vars
+
+    table = EnvTable({"KEY": "${TBSCALE_T_HOST_KEY}", "MODE": "${TBSCALE_T_UNSET:-plainmode}",
+                      "DB_PASSWORD": "postgres-literal"}, where="t")
+    env = table.resolve({"TBSCALE_T_HOST_KEY": "sk-host-value-1"})
+    assert env["KEY"] == "sk-host-value-1" and env["MODE"] == "plainmode"
+    assert redact("echo sk-host-value-1 plainmode postgres-literal") == "echo *** plainmode postgres-literal"
+    assert expand_host_vars("Bearer ${TBSCALE_T_HDR}", "w", {"TBSCALE_T_HDR": "hdr-token-2"}) == "Bearer hdr-token-2"
+    assert redact("Authorization: Bearer hdr-token-2") == "Authorization: Bearer ***"

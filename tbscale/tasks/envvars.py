@@ -21,6 +21,7 @@ import re
 from collections.abc import Mapping
 
 from tbscale.errors import TbscaleError
+from tbscale.secrets import register_secret
 
 TEMPLATE = re.compile(r"\$\{([^}:]+)(?::-(.*))?\}")
 EMBEDDED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -95,6 +96,10 @@ class EnvTable(dict):
             return value
         var, default = m.group(1), m.group(2)
         if var in environ:
+            # A value from the host is the kind a task asks for by template (an API key): nothing
+            # this process writes or shows may carry it (tbscale/secrets.py). A default is the
+            # task's own text, and a literal under a secret-looking name is too: neither is hidden.
+            register_secret(environ[var])
             return environ[var]
         if default is not None:
             return default
@@ -124,6 +129,8 @@ def expand_host_vars(text: str, where: str, environ: Mapping[str, str] | None = 
     def one(m: re.Match) -> str:
         var, default = m.group(1), m.group(2)
         if var in environ:
+            # hidden from what this process writes, as in EnvTable._resolve_one
+            register_secret(environ[var])
             return environ[var]
         if default is not None:
             return default
