@@ -206,7 +206,7 @@ def tasks_check(path: Path = typer.Argument(Path("tasks")),
                                                                "check.json) here")):
     """Run the oracle and the nop agent on every task: every oracle must pass and every nop fail.
     The table gives each other task's reason: refused, needs internet, oracle failed, nop passed,
-    verifier error, environment error. Without --keep nothing is left behind."""
+    verifier error, environment error, crashed. Without --keep nothing is left behind."""
     import shutil
 
     from rich.table import Table
