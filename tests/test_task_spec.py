@@ -938,3 +938,16 @@ def test_a_host_value_a_template_takes_is_hidden_from_what_tbscale_writes():
     assert redact("echo sk-host-value-1 plainmode postgres-literal") == "echo *** plainmode postgres-literal"
     assert expand_host_vars("Bearer ${TBSCALE_T_HDR}", "w", {"TBSCALE_T_HDR": "hdr-token-2"}) == "Bearer hdr-token-2"
     assert redact("Authorization: Bearer hdr-token-2") == "Authorization: Bearer ***"
+
+
+def test_the_process_that_writes_a_runs_lines_hides_the_host_values_before_any_is_resolved(tmp_path, monkeypatch):
+    """Under Ray a worker resolves the env and the driver writes the trial line: the driver's Runner
+    registers what the task's templates would take from its host (Task.register_host_values)."""
+    from tbscale.secrets import redact
+
+    monkeypatch.setenv("TBSCALE_T_DRIVER_KEY", "drv-host-value-3")
+    task = load_task(harbor(tmp_path, '[verifier.env]\nK = "${TBSCALE_T_DRIVER_KEY}"\n'
+                                      'L = "${TBSCALE_T_NOT_SET_HERE:-fallback-text}"\n', name="drv"))
+    assert redact("drv-host-value-3 fallback-text") == "drv-host-value-3 fallback-text"  # nothing resolved yet
+    task.register_host_values()
+    assert redact("drv-host-value-3 fallback-text") == "*** fallback-text"

@@ -77,6 +77,8 @@ class Runner:
                  retry_stop_reasons: set[str] | None = None, retry_infra_errors: bool = True,
                  dataset: DatasetRecord | None = None):
         self.exp, self.tasks, self.run_dir = exp, tasks, Path(run_dir)
+        for task in tasks:  # this process writes every line, whichever process resolves the task's env
+            task.register_host_values()
         self.dataset = dataset  # a registry dataset's name, version and pinned commits (manifest)
         self.folder = RunFolder(self.run_dir)
         self.index = self.folder.index

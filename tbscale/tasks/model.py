@@ -9,6 +9,7 @@ by the loaders; code that only runs single-container, single-step tasks can keep
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any, Literal
 from typing_extensions import NotRequired, TypedDict
 
 from tbscale.errors import TbscaleError
+from tbscale.secrets import register_secret
 from tbscale.tasks.envvars import EnvTable
 from tbscale.tasks.schema import Artifact, CollectHook, Healthcheck, McpServer, PackageInfo
 
@@ -350,6 +352,15 @@ class Task:
                 except TbscaleError as e:
                     return str(e)
         return None
+
+    def register_host_values(self) -> None:
+        """Hide from what this process writes every value the task's `${VAR}` templates would take
+        from this host (tbscale/secrets.py): the process that writes a run's lines may not be the
+        one that resolves them (a Ray worker)."""
+        for table in self.env_tables():
+            for var, _default in table.host_vars():
+                if var in os.environ:
+                    register_secret(os.environ[var])
 
     def missing_host_vars(self) -> list[str]:
         """Host variables named by `${VAR}` templates that are unset and have no default."""
