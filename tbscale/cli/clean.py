@@ -16,7 +16,7 @@ def _environment(config: Path | None, backend: str | None, option: list[str], do
     """The `environment:` section whose backend cleans: a config's, or one made of the flags."""
     from tbscale.config.experiment import EnvironmentConfig
     from tbscale.environments import DEFAULT_BACKEND, BackendOptionsError, backend_names
-    from tbscale.environments.registry import environment_options
+    from tbscale.environments.registry import UnknownFlatKey, environment_options
 
     if config is not None:
         if backend is not None or option or docker_host is not None:
@@ -38,10 +38,10 @@ def _environment(config: Path | None, backend: str | None, option: list[str], do
     env = EnvironmentConfig.model_validate({"backend": name, "options": options, **flat})
     try:
         environment_options(env)
+    except UnknownFlatKey as e:  # a flag is not a key of a section
+        fail(f"--{e.key.replace('_', '-')}: the {name} backend takes no such option ({e.takes})")
     except BackendOptionsError as e:
         key, _, problem = str(e).partition(": ")
-        if problem.startswith("not a key of `environment:`"):  # a flag is not a key of a section
-            problem = f"the {name} backend takes no such option" + problem[problem.index(" ("):]
         flag = f"--{key.replace('_', '-')}" if not key.startswith("options.") else f"--option {key[8:]}"
         fail(f"{flag}: {problem}")
     return env

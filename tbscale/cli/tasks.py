@@ -76,13 +76,14 @@ def _trial_text(run_dir: Path, row: TrialResult) -> str:
     return "\n".join(parts)
 
 
-def check_reasons(rows: list[TrialResult], tasks: list, run_dir: Path,
-                  network: str = "task") -> dict[str, tuple[str, str]]:
+def check_reasons(rows: list[TrialResult], tasks: list, run_dir: Path, network: str = "task",
+                  crashes: dict[tuple[str, str], str] | None = None) -> dict[str, tuple[str, str]]:
     """task id -> (category, detail) for `tbscale tasks check`: "ok", "refused", "needs internet",
     "needs X" (the backend's builder lacks X: errors.BuilderUnsupported; the docker backend's
     "needs BuildKit"), "no solution", "oracle failed", "nop passed", "verifier error",
-    "environment error" or "crashed" (a trial left no result: tbscale itself failed, and
-    crashes.log has the traceback; its last line is the detail). A failure whose output
+    "environment error" or "crashed" (a trial left no result: tbscale itself failed; `crashes`
+    maps (setting, task id) to what the runner recorded of it, and crashes.log has the traceback).
+    A failure whose output
     shows a failed download or name lookup is "needs internet", told apart from a real failure.
     A task with no reference solution (whole datasets ship without one) is judged by its nop alone:
     "no solution" says the nop failed with a verdict; a nop that passed, or whose image, container
@@ -152,7 +153,7 @@ def check_reasons(rows: list[TrialResult], tasks: list, run_dir: Path,
             out[task_id] = (category, f"{detail} (and it has no reference solution)")
     # A planned trial with no line crashed (the runner logs it and records nothing, so that a rerun
     # runs it again): whatever its partner's line says, the task is not ok.
-    crashes = _crash_lines(run_dir)
+    crashes = crashes or {}
     for task in tasks:
         lost = [s for s in ("oracle", "nop") if s not in by_task.get(task.id, {})]
         if lost:
@@ -160,25 +161,6 @@ def check_reasons(rows: list[TrialResult], tasks: list, run_dir: Path,
                 f"the {s} trial crashed: {crashes[s, task.id][:160]}" if (s, task.id) in crashes
                 else f"the {s} trial left no result" for s in lost) + " (tracebacks in crashes.log)")
     return dict(sorted(out.items()))
-
-
-_CRASH_HEAD = re.compile(r"^--- \S+ trial \S+ \((?P<setting>[^,]+), (?P<task>.+), trial \d+\)$")
-
-
-def _crash_lines(run_dir: Path) -> dict[tuple[str, str], str]:
-    """(setting, task id) -> the last line of that trial's latest traceback in the run's crashes.log
-    (runner/rundir.py `log_crash` writes a header line, then the traceback)."""
-    path = run_dir / "crashes.log"
-    out: dict[tuple[str, str], str] = {}
-    if not path.is_file():
-        return out
-    key = None
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        if (head := _CRASH_HEAD.match(line)):
-            key = (head["setting"], head["task"])
-        elif key is not None and line.strip():
-            out[key] = line.strip()
-    return out
 
 
 def _unenforced(row: TrialResult) -> str:
@@ -251,7 +233,8 @@ def tasks_check(path: Path = typer.Argument(Path("tasks")),
             raise typer.Exit(130)
         wall = time.monotonic() - t0
         rows = load_rows(run_dir)
-        reasons = check_reasons(rows, tasks, run_dir, network)
+        crashed = {(spec.setting.name, spec.task.id): said for spec, said in runner.crashes}
+        reasons = check_reasons(rows, tasks, run_dir, network, crashed)
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)

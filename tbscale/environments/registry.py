@@ -53,6 +53,14 @@ class BackendOptionsError(ValueError):
     """A backend's options that do not validate: `<key path>: <problem>` (the caller adds the file)."""
 
 
+class UnknownFlatKey(BackendOptionsError):
+    """A key beside `environment:`'s own that the backend does not take; `takes` says what it does."""
+
+    def __init__(self, key: str, backend: str, takes: str):
+        super().__init__(f"{key}: not a key of `environment:`, nor one the {backend} backend takes there ({takes})")
+        self.key, self.backend, self.takes = key, backend, takes
+
+
 def register_backend(name: str, factory: Callable[..., Backend] | str | None = None):
     """Register a backend factory under `name`: `register_backend("x", Factory)`, a "module:attr"
     string, or as a class decorator `@register_backend("x")`. A later registration wins."""
@@ -119,8 +127,7 @@ def backend_options(name: str, options: dict[str, Any] | None = None, flat: dict
         if key not in mapping:
             takes = f"it takes {', '.join(sorted(mapping))} there; " if mapping else ""
             fields = ", ".join(sorted(options_model(name).model_fields)) or "none"
-            raise BackendOptionsError(f"{key}: not a key of `environment:`, nor one the {name} backend takes there "
-                                      f"({takes}its options, under `options:`: {fields})")
+            raise UnknownFlatKey(key, name, f"{takes}its options, under `options:`: {fields}")
         target = mapping[key]
         if target in given and given[target] != value:
             raise BackendOptionsError(f"{key}: disagrees with options.{target} (give one of them)")

@@ -83,6 +83,24 @@ class EnvTable(dict):
         environ = os.environ if environ is None else environ
         return [var for var, default in self.host_vars() if var not in environ and default is None]
 
+    def unset(self, environ: Mapping[str, str] | None = None) -> str | None:
+        """What resolve() would raise for the first template whose host variable is unset and has
+        no default (file, table, key, variable), or None."""
+        environ = os.environ if environ is None else environ
+        for key, value in dict.items(self):
+            m = TEMPLATE.fullmatch(value)
+            if m and m.group(1) not in environ and m.group(2) is None:
+                return self._unset_message(key, value, m.group(1))
+        return None
+
+    def register_host_values(self, environ: Mapping[str, str] | None = None) -> None:
+        """Hide from what this process writes every value a template would take from the host
+        (what resolve() registers as it reads them), before any is read."""
+        environ = os.environ if environ is None else environ
+        for var, _default in self.host_vars():
+            if var in environ:
+                register_secret(environ[var])
+
     def merged(self, other: Mapping[str, str], where: str | None = None) -> EnvTable:
         """A new table: this one with `other`'s raw values on top."""
         raw = self.raw
@@ -103,8 +121,11 @@ class EnvTable(dict):
             return environ[var]
         if default is not None:
             return default
-        raise TbscaleError(f"{self.where}: {key} = \"{value}\" needs the host environment variable {var}, "
-                           f"which is not set (and the template has no :-default)")
+        raise TbscaleError(self._unset_message(key, value, var))
+
+    def _unset_message(self, key: str, value: str, var: str) -> str:
+        return (f"{self.where}: {key} = \"{value}\" needs the host environment variable {var}, which is not set "
+                "(and the template has no :-default)")
 
     def resolve(self, environ: Mapping[str, str] | None = None) -> ResolvedEnv:
         environ = os.environ if environ is None else environ

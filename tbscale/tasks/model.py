@@ -9,7 +9,6 @@ by the loaders; code that only runs single-container, single-step tasks can keep
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,8 +16,6 @@ from typing import Any, Literal
 
 from typing_extensions import NotRequired, TypedDict
 
-from tbscale.errors import TbscaleError
-from tbscale.secrets import register_secret
 from tbscale.tasks.envvars import EnvTable
 from tbscale.tasks.schema import Artifact, CollectHook, Healthcheck, McpServer, PackageInfo
 
@@ -343,24 +340,15 @@ class Task:
         """Why the task cannot be given its env here: the first `${VAR}` template (of the tables a
         trial uses: the solution's only when `solution`, for the oracle) whose host variable is
         unset and has no default, as EnvTable.resolve() says it (file, table, key, variable)."""
-        for table in self.env_tables():
-            if table is self.solution.env and not solution:
-                continue
-            if table.missing():
-                try:
-                    table.resolve()
-                except TbscaleError as e:
-                    return str(e)
-        return None
+        return next((problem for table in self.env_tables()
+                     if (solution or table is not self.solution.env) and (problem := table.unset())), None)
 
     def register_host_values(self) -> None:
         """Hide from what this process writes every value the task's `${VAR}` templates would take
         from this host (tbscale/secrets.py): the process that writes a run's lines may not be the
         one that resolves them (a Ray worker)."""
         for table in self.env_tables():
-            for var, _default in table.host_vars():
-                if var in os.environ:
-                    register_secret(os.environ[var])
+            table.register_host_values()
 
     def missing_host_vars(self) -> list[str]:
         """Host variables named by `${VAR}` templates that are unset and have no default."""
