@@ -8,6 +8,7 @@ that every line written (events, trial lines, crash logs) and every error shown 
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 _SECRETS: set[str] = set()
 _lock = threading.Lock()
@@ -24,3 +25,16 @@ def redact(text: str) -> str:
     for secret in tuple(_SECRETS):
         text = text.replace(secret, "***")
     return text
+
+
+def redact_json(value: Any) -> Any:
+    """`value` (JSON-shaped: dicts, lists, strings, numbers) with every string, key or value,
+    passed through `redact`: for what this process hands to another that writes it (a Ray
+    worker's trial result, written by the driver, which may not know this node's values)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {redact_json(k): redact_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_json(v) for v in value]
+    return value

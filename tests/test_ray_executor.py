@@ -368,6 +368,48 @@ def test_runtime_env_never_carries_keys():
         RayExecutor(experiment({"name": "ray"}), adress="auto")
 
 
+@requires_ray
+def test_a_workers_result_reaches_the_driver_with_the_values_its_node_resolved_hidden(tmp_path, monkeypatch):
+    """The driver writes a Ray trial's line, and hides only the values its own host has: a
+    variable may hold another value on the worker's node. The worker sends its result redacted
+    with what it resolved (runner/executors/ray.py), so the line never carries that value."""
+    import ray
+
+    from tbscale.runner.executors import ray as ray_executor
+    from tbscale.runner.plan import plan_trials
+    from tbscale.runner.trial import TrialRunner
+    from tbscale.secrets import redact
+    from tbscale.tasks.envvars import EnvTable
+    from tbscale.types.results import ErrorInfo, TrialResult
+
+    node_value = "value-only-this-node-has-5"
+    exp = experiment({"name": "ray"}, include=["extract-emails"], trials=1,
+                     settings=[{"name": "oracle", "agent": "oracle"}])
+    tasks, _ = load_tasks(Path(exp.tasks.path), include=exp.tasks.include)
+    spec = plan_trials(exp, tasks)[0]
+
+    async def run_trial(self, spec):  # the trial resolves its env as a worker does, and fails
+        value = EnvTable({"K": "${TBSCALE_T_NODE_VAR}"}).resolve({"TBSCALE_T_NODE_VAR": node_value})["K"]
+        return TrialResult(schema_version=1, run="r", setting="oracle", setting_key="k", trial_key=spec.key,
+                           task_id=spec.task.id, trial=0, ending="error", passed=False,
+                           error=ErrorInfo(type="VerifierError", message=f"tests printed K={value}"))
+
+    class Idle:  # a backend with nothing to start
+        def keep_images(self, refs): pass
+        def stop_all(self): pass
+
+    monkeypatch.setattr(TrialRunner, "run_trial", run_trial)
+    monkeypatch.setattr("tbscale.environments.open_backend", lambda _config: Idle())
+    monkeypatch.setattr(ray, "get_runtime_context", lambda: type("C", (), {"get_node_id": lambda self: "n1"})())
+    payload = {"exp": exp, "spec": spec, "run_name": "run", "run_label": "run"}
+    messages = list(ray_executor.trial_messages(payload, ray_executor.pack_task(spec.task), None, 0))
+    result = messages[-1]
+    assert result["kind"] == "result", messages
+    assert result["row"]["error"]["message"] == "tests printed K=***", result["row"]
+    assert node_value not in json.dumps(messages)
+    assert redact(node_value) == "***"  # (this test's one process is both the worker and the driver)
+
+
 def test_task_files_are_rebuilt_on_a_machine_without_them(tmp_path):
     from tbscale.runner.executors.ray import materialize_task, pack_task
     from tbscale.environments.docker import image_tag_for

@@ -951,3 +951,24 @@ def test_the_process_that_writes_a_runs_lines_hides_the_host_values_before_any_i
     assert redact("drv-host-value-3 fallback-text") == "drv-host-value-3 fallback-text"  # nothing resolved yet
     task.register_host_values()
     assert redact("drv-host-value-3 fallback-text") == "*** fallback-text"
+
+
+def test_a_template_inside_an_mcp_header_is_checked_and_hidden_like_a_tables(tmp_path, monkeypatch):
+    """`Bearer ${TOKEN}` is a template too: the attempt refuses the task when the host lacks TOKEN,
+    for every agent (the header is part of the agent's environment), and the process that writes
+    the run's lines hides its value before any trial resolves it."""
+    from tbscale.secrets import redact
+
+    monkeypatch.delenv("TBSCALE_T_MCP_TOKEN", raising=False)
+    task = load_task(harbor(tmp_path, '[[environment.mcp_servers]]\nname = "m"\ntransport = "http"\nurl = "http://m:8/"\n'
+                                      'headers = { Authorization = "Bearer ${TBSCALE_T_MCP_TOKEN}", '
+                                      'X-Mode = "${TBSCALE_T_MCP_MODE:-plain}" }\n', name="mcp"))
+    for solution in (False, True):
+        said = task.unset_host_var(solution=solution)
+        assert said == (f"{tmp_path / 'mcp' / 'task.toml'}: [[environment.mcp_servers]] 'm' header Authorization: "
+                        "needs the host environment variable TBSCALE_T_MCP_TOKEN, which is not set"), said
+    monkeypatch.setenv("TBSCALE_T_MCP_TOKEN", "mcp-host-value-4")
+    assert task.unset_host_var(solution=False) is None  # the other header has a default
+    assert redact("Bearer mcp-host-value-4") == "Bearer mcp-host-value-4"  # nothing resolved yet
+    task.register_host_values()
+    assert redact("Bearer mcp-host-value-4") == "Bearer ***"

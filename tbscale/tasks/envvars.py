@@ -155,6 +155,27 @@ def expand_host_vars(text: str, where: str, environ: Mapping[str, str] | None = 
             return environ[var]
         if default is not None:
             return default
-        raise TbscaleError(f"{where}: needs the host environment variable {var}, which is not set")
+        raise TbscaleError(_unset_embedded_message(where, var))
 
     return EMBEDDED.sub(one, text)
+
+
+def unset_embedded(text: str, where: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """What expand_host_vars would raise for `text` (its first `${VAR}` unset on the host with no
+    default), or None."""
+    environ = os.environ if environ is None else environ
+    var = next((m.group(1) for m in EMBEDDED.finditer(text) if m.group(1) not in environ and m.group(2) is None), None)
+    return None if var is None else _unset_embedded_message(where, var)
+
+
+def register_embedded_host_values(text: str, environ: Mapping[str, str] | None = None) -> None:
+    """Hide every value the `${VAR}`s inside `text` would take from the host (what
+    expand_host_vars registers as it reads them), before any is read."""
+    environ = os.environ if environ is None else environ
+    for m in EMBEDDED.finditer(text):
+        if m.group(1) in environ:
+            register_secret(environ[m.group(1)])
+
+
+def _unset_embedded_message(where: str, var: str) -> str:
+    return f"{where}: needs the host environment variable {var}, which is not set"

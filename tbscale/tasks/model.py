@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from typing_extensions import NotRequired, TypedDict
 
-from tbscale.tasks.envvars import EnvTable
+from tbscale.tasks.envvars import EnvTable, register_embedded_host_values, unset_embedded
 from tbscale.tasks.schema import Artifact, CollectHook, Healthcheck, McpServer, PackageInfo
 
 TaskFormat = Literal["harbor", "terminal-bench", "swebench"]
@@ -339,9 +339,12 @@ class Task:
     def unset_host_var(self, solution: bool) -> str | None:
         """Why the task cannot be given its env here: the first `${VAR}` template (of the tables a
         trial uses: the solution's only when `solution`, for the oracle) whose host variable is
-        unset and has no default, as EnvTable.resolve() says it (file, table, key, variable)."""
-        return next((problem for table in self.env_tables()
-                     if (solution or table is not self.solution.env) and (problem := table.unset())), None)
+        unset and has no default, as EnvTable.resolve() says it (file, table, key, variable); then
+        the same for a `${VAR}` inside an MCP server's header."""
+        in_tables = next((problem for table in self.env_tables()
+                          if (solution or table is not self.solution.env) and (problem := table.unset())), None)
+        return in_tables or next((problem for where, value in self.mcp_headers()
+                                  if (problem := unset_embedded(value, where))), None)
 
     def register_host_values(self) -> None:
         """Hide from what this process writes every value the task's `${VAR}` templates would take
@@ -349,6 +352,15 @@ class Task:
         one that resolves them (a Ray worker)."""
         for table in self.env_tables():
             table.register_host_values()
+        for _where, value in self.mcp_headers():
+            register_embedded_host_values(value)
+
+    def mcp_headers(self) -> list[tuple[str, str]]:
+        """(where, value) of every MCP server header: a value may hold `${VAR}`s anywhere in it
+        (`Bearer ${TOKEN}`), filled from the host when the environment is prepared."""
+        file = f"{self.config_path}: " if self.config_path else ""
+        return [(f"{file}[[environment.mcp_servers]] {s.name!r} header {k}", v)
+                for s in self.environment.mcp_servers for k, v in s.headers.items()]
 
     def missing_host_vars(self) -> list[str]:
         """Host variables named by `${VAR}` templates that are unset and have no default."""

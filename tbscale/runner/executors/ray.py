@@ -54,7 +54,7 @@ from tbscale.errors import ModelUnavailable, TbscaleError
 from tbscale.logs import EventLog
 from tbscale.runner.executors.local import run_bounded
 from tbscale.runner.executors.taskfiles import materialize_task, pack_task
-from tbscale.secrets import redact, register_secret
+from tbscale.secrets import redact, redact_json, register_secret
 from tbscale.types.manifest import ExecutorSummary, InfraRetry
 from tbscale.types.results import TrialResult
 
@@ -264,7 +264,9 @@ def trial_messages(payload: TrialPayload, task_files: list, keys: Keys | None, a
                    "traceback": redact("".join(traceback.format_exception(err)))}
         else:
             assert running.row is not None
-            yield {"kind": "result", "row": running.row.model_dump(mode="json"), "t": time.time()}
+            # Redacted here, with what this node resolved: the driver writes the line, and a
+            # variable may hold another value on this node than on the driver's.
+            yield {"kind": "result", "row": redact_json(running.row.model_dump(mode="json")), "t": time.time()}
     except Exception as e:  # noqa: BLE001 - setting the trial up failed (task files, backend)
         yield {"kind": "error", "type": type(e).__name__, "message": redact(str(e)),
                "traceback": redact("".join(traceback.format_exception(e)))}
