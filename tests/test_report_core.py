@@ -108,3 +108,35 @@ def test_a_missing_run_folder_is_one_line_said_before_the_analyses_are_imported(
     lines = res.stderr.splitlines()
     assert res.returncode == 2 and lines[0] == f"error: {tmp_path / 'none'}: {message}", res.stderr
     assert lines[-1] == "imported:", res.stderr  # no pandas, numpy or litellm: the answer comes at once
+
+
+def test_reward_keys_average_the_trials_whose_reward_json_names_no_reward_key(tmp_path):
+    """A reward.json with several keys and no `reward` (Harbor's multi-reward recipe) gives no
+    verdict: pass@1 leaves the trial out, and the reward_keys table still averages its keys, as
+    Harbor's mean metric does; a trial with tampering recorded is not averaged."""
+    from typer.testing import CliRunner
+
+    from tbscale.cli import app
+
+    run = tmp_path / "mk"
+    run.mkdir()
+
+    def line(i, rewards, **kw):
+        return {"schema_version": 1, "run": "mk", "setting": "oracle", "setting_key": "o", "trial_key": f"t{i}",
+                "task_id": "multi-reward", "trial": i, "agent": "oracle", "reward": None, "passed": False,
+                "ending": "verifier_error", "stop_reason": "reward_missing", "infra_error": True,
+                "rewards": rewards, "trajectory_path": f"trajectories/multi-reward/oracle__t{i}.jsonl", **kw}
+
+    rows = [line(0, {"correctness": 1.0, "performance": 0.5}), line(1, {"correctness": 0.0, "performance": 1.0}),
+            line(2, {"correctness": 1.0, "performance": 1.0},
+                 tampering=[{"kind": "reward_file_written", "source": "environment"}]),
+            {**line(3, {"correctness": 1.0, "performance": 0.0}), "task_id": "keyed", "reward": 1.0,
+             "passed": True, "ending": "pass", "stop_reason": None, "infra_error": False, "reward_key": "correctness",
+             "trajectory_path": "trajectories/keyed/oracle__t3.jsonl"}]
+    (run / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = CliRunner().invoke(app, ["report", str(run), "--no-plots", "--format", "json"])
+    assert out.exit_code == 0, out.output
+    keys = {r["task"]: r for r in json.loads(out.stdout)["tables"]["reward_keys"]}
+    assert keys["multi-reward"] == {"setting": "oracle", "task": "multi-reward", "trials": 2, "no_verdict": 2,
+                                    "reward_key": "-", "key_means": "correctness=0.5, performance=0.75"}
+    assert keys["keyed"]["no_verdict"] == 0 and keys["keyed"]["reward_key"] == "correctness"
