@@ -7,7 +7,9 @@ that every line written (events, trial lines, crash logs) and every error shown 
 
 from __future__ import annotations
 
+import os
 import threading
+from pathlib import Path
 from typing import Any
 
 _SECRETS: set[str] = set()
@@ -38,3 +40,28 @@ def redact_json(value: Any) -> Any:
     if isinstance(value, list):
         return [redact_json(v) for v in value]
     return value
+
+
+def redact_file(path: Path, chunk_bytes: int = 1 << 20) -> None:
+    """Rewrite `path` with every registered secret replaced by `***`, byte for byte otherwise (a
+    whole command output a trial keeps beside its log: it is bytes, of any size, read in chunks).
+    A secret that straddles two chunks is still found: each chunk is searched with the end of the
+    one before it, as long as the longest secret less one byte."""
+    with _lock:
+        secrets = sorted((s.encode() for s in _SECRETS), key=len, reverse=True)
+    if not secrets:
+        return
+    keep = max(len(s) for s in secrets) - 1
+    hidden = path.with_name(path.name + ".redacting")
+    with open(path, "rb") as src, open(hidden, "wb") as out:
+        carry = b""
+        while chunk := src.read(chunk_bytes):
+            buf = carry + chunk
+            for secret in secrets:
+                buf = buf.replace(secret, b"***")
+            # a secret that starts in the last `keep` bytes may end in the next chunk
+            cut = max(0, len(buf) - keep)
+            out.write(buf[:cut])
+            carry = buf[cut:]
+        out.write(carry)
+    os.replace(hidden, path)

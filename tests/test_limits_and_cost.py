@@ -16,6 +16,7 @@ from tbscale.config import Limits, ModelConfig
 from tbscale.environments import StartSpec
 from tbscale.logs import AttemptRecorder, EventLog, read_jsonl
 from tbscale.models.llm import LLM
+from tbscale.secrets import register_secret
 from tbscale.types import Completion
 
 IMAGE = "debian:bookworm-slim"
@@ -63,12 +64,15 @@ def test_full_output_goes_to_a_side_file_when_configured(tmp_path: Path) -> None
     rec = AttemptRecorder(log, attempt=0)
     rec.turn = 3
     limits = Limits(stored_output_max_bytes=10_000, keep_full_output=True)
+    register_secret("side-file-secret-6")  # as a host value a task's ${VAR} gave the container
     with Container.start(StartSpec(IMAGE, cpus=1, memory_mb=256)) as box:
-        asyncio.run(run_command(box, "seq 1 100000", 60, limits, rec))
+        asyncio.run(run_command(box, "seq 1 100000; echo key=side-file-secret-6", 60, limits, rec))
     log.close()
     (obs,) = [e for e in read_jsonl(tmp_path / "t.jsonl") if e["type"] == "observation"]
     side = tmp_path / obs["full_output"]
-    assert side.read_text().splitlines()[-1] == "100000" and len(obs["output"]) < 11_000
+    lines = side.read_text().splitlines()
+    assert lines[-2:] == ["100000", "key=***"] and len(lines) == 100_001 and len(obs["output"]) < 11_000
+    assert obs["output"].endswith("key=***\n")
 
 
 def test_selector_prompt_fits_a_200_turn_transcript(loopback_model) -> None:
@@ -186,3 +190,19 @@ def test_spend_ledger_counts_a_crashed_attempt(tmp_path: Path, loopback_model, m
     after = spend_totals(run)
     (row,) = [json.loads(x) for x in (run / "trials.jsonl").read_text().splitlines()]
     assert after.calls == crashed.calls + row["tokens"]["generator"]["calls"]
+
+
+def test_a_kept_whole_output_is_redacted_byte_for_byte_across_its_chunks(tmp_path: Path) -> None:
+    """redact_file reads a whole command output in chunks: a secret cut by a chunk's end is still
+    hidden, and every other byte (not UTF-8 included) is kept as it was."""
+    from tbscale.secrets import redact_file
+
+    register_secret("chunk-straddler-7")
+    register_secret("second-secret-value-8")
+    raw = b"\xff\xfe head " + b"x" * 13 + b"chunk-straddler-7" + b" mid second-secret-value-8" + b" \x00tail"
+    for chunk in (1, 5, 16, 17, 4096):
+        f = tmp_path / f"out{chunk}.txt"
+        f.write_bytes(raw)
+        redact_file(f, chunk_bytes=chunk)
+        assert f.read_bytes() == b"\xff\xfe head " + b"x" * 13 + b"*** mid *** \x00tail", chunk
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".redacting")] == []

@@ -20,6 +20,7 @@ from tbscale.environments import Environment
 from tbscale.errors import (AgentTimeout, AttemptStopped, ContextWindowExceeded, FormatErrorLimit,
                             OutputLengthExceeded, SegmentDone, StepLimitReached)
 from tbscale.logs import AttemptRecorder
+from tbscale.secrets import redact_file
 from tbscale.tasks import Task
 from tbscale.types.actions import FINISH_MARKER, ends_attempt
 from tbscale.types.messages import ChatMessage
@@ -118,6 +119,9 @@ async def run_command(box: Environment, command: str, timeout: float, limits: Li
     with the elided byte count), and the whole output goes to a side file only when configured."""
     side = rec.side_file("output.txt") if limits.keep_full_output else None
     result = await asyncio.to_thread(box.exec, command, timeout, output_limit=limits.stored_output_max_bytes, tee=side)
+    if side is not None and side.exists():
+        # the stored output is redacted as its event is written; the whole one is raw bytes
+        await asyncio.to_thread(redact_file, side)
     record_observation(rec, result, rec.relative(side) if side is not None else None)
     return result
 
