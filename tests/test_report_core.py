@@ -130,6 +130,8 @@ def test_reward_keys_average_the_trials_whose_reward_json_names_no_reward_key(tm
     rows = [line(0, {"correctness": 1.0, "performance": 0.5}), line(1, {"correctness": 0.0, "performance": 1.0}),
             line(2, {"correctness": 1.0, "performance": 1.0},
                  tampering=[{"kind": "reward_file_written", "source": "environment"}]),
+            # the agent's failure (scored, so in pass@1's trials), counted once
+            {**line(4, {"correctness": 0.0, "performance": 0.0}), "infra_error": False},
             {**line(3, {"correctness": 1.0, "performance": 0.0}), "task_id": "keyed", "reward": 1.0,
              "passed": True, "ending": "pass", "stop_reason": None, "infra_error": False, "reward_key": "correctness",
              "trajectory_path": "trajectories/keyed/oracle__t3.jsonl"}]
@@ -137,6 +139,6 @@ def test_reward_keys_average_the_trials_whose_reward_json_names_no_reward_key(tm
     out = CliRunner().invoke(app, ["report", str(run), "--no-plots", "--format", "json"])
     assert out.exit_code == 0, out.output
     keys = {r["task"]: r for r in json.loads(out.stdout)["tables"]["reward_keys"]}
-    assert keys["multi-reward"] == {"setting": "oracle", "task": "multi-reward", "trials": 2, "no_verdict": 2,
-                                    "reward_key": "-", "key_means": "correctness=0.5, performance=0.75"}
+    assert keys["multi-reward"] == {"setting": "oracle", "task": "multi-reward", "trials": 3, "no_verdict": 2,
+                                    "reward_key": "-", "key_means": "correctness=0.333, performance=0.5"}
     assert keys["keyed"]["no_verdict"] == 0 and keys["keyed"]["reward_key"] == "correctness"

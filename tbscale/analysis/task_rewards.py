@@ -51,9 +51,10 @@ def reward_keys_table(df: pd.DataFrame, every: pd.DataFrame | None = None) -> pd
     if "rewards" not in df.columns:
         return pd.DataFrame()
     frames = [df.assign(_no_verdict=False)]
-    if every is not None and {"rewards", "stop_reason"} <= set(every.columns):
+    if every is not None and {"rewards", "stop_reason", "infra_error"} <= set(every.columns):
         untouched = ~every["tampered"] if "tampered" in every.columns else True
-        unkeyed = every[(every["stop_reason"] == "reward_missing") & untouched]
+        # infra errors only: a trial scored despite its reward_missing (the agent's doing) is in `df`
+        unkeyed = every[every["infra_error"] & (every["stop_reason"] == "reward_missing") & untouched]
         frames.append(unkeyed.assign(_no_verdict=True))
     trials = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     acc: dict[tuple, dict] = {}
