@@ -51,7 +51,7 @@ def redact_file(path: Path, chunk_bytes: int = 1 << 20) -> None:
         secrets = sorted((s.encode() for s in _SECRETS), key=len, reverse=True)
     if not secrets:
         return
-    keep = max(len(s) for s in secrets) - 1
+    keep = len(secrets[0]) - 1  # the longest
     hidden = path.with_name(path.name + ".redacting")
     with open(path, "rb") as src, open(hidden, "wb") as out:
         carry = b""

@@ -310,3 +310,46 @@ def test_the_tests_are_staged_first_and_one_root_exec_prepares_swaps_and_digests
     assert run_tests(bare, VerifierSpec(command="/tests/test.sh"), RewardSpec(), 30).reward == 1.0
     (prepare, _), (tests, _) = bare.calls[:2]
     assert "rm -rf /tests || exit 3" in prepare and "tbscale-tests" not in prepare and tests == "/tests/test.sh"
+
+
+def test_a_utility_agents_mcp_configuration_leaves_out_a_header_the_host_cannot_fill(monkeypatch):
+    """The oracle and the nop agent are not refused for an unset header variable (Harbor hands
+    them no MCP server): their configuration has the server without that header; another agent's
+    has every header filled."""
+    from tbscale.logs import AttemptRecorder
+    from tbscale.runner.environment import AttemptEnvironments
+    from tbscale.tasks import Task
+    from tbscale.tasks.model import EnvironmentSpec
+    from tbscale.tasks.schema import McpServer
+
+    class Box:  # what _agent_env asks of an environment: it keeps the file it was given
+        def __init__(self):
+            self.files = {}
+
+        def put_archive(self, files, parent):
+            self.files.update({f"{parent}/{k}": v for k, v in files.items()})
+
+        def exec(self, command, timeout, **kw):
+            return ExecResult(0, "", False, 0.0)
+
+    server = McpServer(name="m", transport="streamable-http", url="http://m:8/",
+                       headers={"Authorization": "Bearer ${TBSCALE_T_UNSET_MCP}", "X-Mode": "${TBSCALE_T_MODE:-plain}"})
+    task = Task(id="t", format="harbor", instruction="x", image="debian:bookworm-slim",
+                environment=EnvironmentSpec(image="debian:bookworm-slim", mcp_servers=[server]))
+    exp = Experiment.model_validate({"name": "x", "tasks": {"path": "."}, "settings": [{"name": "o", "agent": "oracle"}]})
+    monkeypatch.delenv("TBSCALE_T_UNSET_MCP", raising=False)
+
+    def config(agent):
+        box = Box()
+        envs = AttemptEnvironments(exp, backend=None, task=task, rec=AttemptRecorder(None, 0), labels={},  # type: ignore[arg-type]
+                                   agent=agent)
+        env = envs._agent_env(box)
+        return json.loads(box.files[env["TBSCALE_MCP_CONFIG"]])["mcpServers"]["m"]
+
+    for agent in ("oracle", "nop"):
+        assert task.unset_host_var(agent) is None
+        assert config(agent)["headers"] == {"X-Mode": "plain"}
+    assert "TBSCALE_T_UNSET_MCP" in task.unset_host_var("bash")
+    monkeypatch.setenv("TBSCALE_T_UNSET_MCP", "mcp-host-value-9")
+    assert config("bash")["headers"] == {"Authorization": "Bearer mcp-host-value-9", "X-Mode": "plain"}
+    assert config("oracle")["headers"]["Authorization"] == "Bearer mcp-host-value-9"

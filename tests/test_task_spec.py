@@ -915,14 +915,14 @@ def test_an_unset_host_variable_is_named_for_the_tables_a_trial_uses(tmp_path, m
         monkeypatch.delenv(var, raising=False)
     both = load_task(harbor(tmp_path, '[environment.env]\nK = "${TBSCALE_T_ENV}"\nD = "${TBSCALE_T_DEF:-x}"\n'
                                       '[solution.env]\nS = "${TBSCALE_T_SOL}"\n', name="both"))
-    said = both.unset_host_var(solution=False)
+    said = both.unset_host_var(agent="bash")
     assert said is not None and said.startswith(f"{tmp_path / 'both' / 'task.toml'}: [environment.env]: K = ")
     assert "TBSCALE_T_ENV" in said and "TBSCALE_T_DEF" not in said  # a default is enough
     only_solution = load_task(harbor(tmp_path, '[solution.env]\nS = "${TBSCALE_T_SOL}"\n', name="sol"))
-    assert only_solution.unset_host_var(solution=False) is None
-    assert "[solution.env]: S = " in only_solution.unset_host_var(solution=True)
+    assert only_solution.unset_host_var(agent="bash") is None
+    assert "[solution.env]: S = " in only_solution.unset_host_var(agent="oracle")
     monkeypatch.setenv("TBSCALE_T_SOL", "set")
-    assert only_solution.unset_host_var(solution=True) is None
+    assert only_solution.unset_host_var(agent="oracle") is None
 
 
 def test_a_host_value_a_template_takes_is_hidden_from_what_tbscale_writes():
@@ -955,20 +955,21 @@ def test_the_process_that_writes_a_runs_lines_hides_the_host_values_before_any_i
 
 def test_a_template_inside_an_mcp_header_is_checked_and_hidden_like_a_tables(tmp_path, monkeypatch):
     """`Bearer ${TOKEN}` is a template too: the attempt refuses the task when the host lacks TOKEN,
-    for every agent (the header is part of the agent's environment), and the process that writes
-    the run's lines hides its value before any trial resolves it."""
+    for every agent but the utility ones (oracle, nop), which Harbor 0.26 hands no MCP server and
+    does not ask for header variables (harbor/cli/jobs.py); and the process that writes the run's
+    lines hides its value before any trial resolves it."""
     from tbscale.secrets import redact
 
     monkeypatch.delenv("TBSCALE_T_MCP_TOKEN", raising=False)
     task = load_task(harbor(tmp_path, '[[environment.mcp_servers]]\nname = "m"\ntransport = "http"\nurl = "http://m:8/"\n'
                                       'headers = { Authorization = "Bearer ${TBSCALE_T_MCP_TOKEN}", '
                                       'X-Mode = "${TBSCALE_T_MCP_MODE:-plain}" }\n', name="mcp"))
-    for solution in (False, True):
-        said = task.unset_host_var(solution=solution)
-        assert said == (f"{tmp_path / 'mcp' / 'task.toml'}: [[environment.mcp_servers]] 'm' header Authorization: "
-                        "needs the host environment variable TBSCALE_T_MCP_TOKEN, which is not set"), said
+    said = task.unset_host_var(agent="bash")
+    assert said == (f"{tmp_path / 'mcp' / 'task.toml'}: [[environment.mcp_servers]] 'm' header Authorization: "
+                    "needs the host environment variable TBSCALE_T_MCP_TOKEN, which is not set"), said
+    assert task.unset_host_var(agent="oracle") is None and task.unset_host_var(agent="nop") is None
     monkeypatch.setenv("TBSCALE_T_MCP_TOKEN", "mcp-host-value-4")
-    assert task.unset_host_var(solution=False) is None  # the other header has a default
+    assert task.unset_host_var(agent="bash") is None  # the other header has a default
     assert redact("Bearer mcp-host-value-4") == "Bearer mcp-host-value-4"  # nothing resolved yet
     task.register_host_values()
     assert redact("Bearer mcp-host-value-4") == "Bearer ***"

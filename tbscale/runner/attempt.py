@@ -85,7 +85,7 @@ class Attempt:
         self.snapshot = None  # this attempt's own, when it paused and keeps one
         self.guard_baseline: GuardSnapshot | None = None
         self.artifacts_dir = trial.artifacts_dir(spec, req.index)
-        self.envs = AttemptEnvironments(self.exp, trial.backend, self.task, rec,
+        self.envs = AttemptEnvironments(self.exp, trial.backend, self.task, rec, agent=spec.setting.agent,
                                         labels={"org.tbscale.trial": spec.key, "org.tbscale.task": self.task.id,
                                                 LABEL_RUN: trial.folder.run_label})
         self.checks = AttemptVerification(self.envs, rec, verifier_timeout_sec=self.exp.limits.verifier_timeout_sec,
@@ -127,7 +127,7 @@ class Attempt:
             raise TaskRefused(refused)
         # A `${VAR}` the host does not set would stop the attempt midway; it is refused instead,
         # naming the variable, and the trial's other settings and tasks run on.
-        unset = self.task.unset_host_var(solution=self.spec.setting.agent == "oracle")
+        unset = self.task.unset_host_var(self.spec.setting.agent)
         if unset:
             raise TaskRefused(f"{unset}; the task is refused, not run without it")
         if req.keep_snapshot == "required" and not envs.caps.snapshots:

@@ -25,10 +25,10 @@ from tbscale.errors import HealthcheckFailed, SandboxError
 from tbscale.logs import AttemptRecorder
 from tbscale.runner.enforcement import capabilities, environment_tables
 from tbscale.tasks import Task
-from tbscale.tasks.envvars import expand_host_vars
-from tbscale.tasks.model import (LOOPBACK_NAMES, AgentSpec, EnvironmentSpec, NetworkPolicy, environment_of,
-                                 uses_compose)
-from tbscale.tasks.schema import Healthcheck
+from tbscale.tasks.envvars import expand_host_vars, unset_embedded
+from tbscale.tasks.model import (LOOPBACK_NAMES, UTILITY_AGENTS, AgentSpec, EnvironmentSpec, NetworkPolicy,
+                                 environment_of, uses_compose)
+from tbscale.tasks.schema import Healthcheck, McpServer
 
 LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
 # The root command that makes them, writable by any user.
@@ -58,8 +58,9 @@ class AttemptEnvironments:
     prepared, viewed per phase, stopped."""
 
     def __init__(self, exp: Experiment, backend: Backend, task: Task, rec: AttemptRecorder, *,
-                 labels: dict[str, str]):
+                 labels: dict[str, str], agent: str = "bash"):
         self.exp, self.backend, self.task, self.rec = exp, backend, task, rec
+        self.agent = agent  # the setting's agent: a utility agent does without unset MCP header variables
         self.labels = labels
         self.env = environment_of(task)
         self.started: list[Environment] = []
@@ -282,9 +283,8 @@ class AttemptEnvironments:
                     entry.update(command=s.command, args=list(s.args))
                 else:
                     entry["url"] = s.url
-                    if s.headers:
-                        entry["headers"] = {k: expand_host_vars(v, f"[[environment.mcp_servers]] {s.name!r} "
-                                                                   f"header {k}") for k, v in s.headers.items()}
+                    if headers := self._mcp_headers(s):
+                        entry["headers"] = headers
                 servers[s.name] = entry
             data = json.dumps({"mcpServers": servers}, indent=2).encode()
             parent, name = MCP_CONFIG_PATH.rsplit("/", 1)
@@ -292,6 +292,18 @@ class AttemptEnvironments:
             box.exec(f"chmod 644 {MCP_CONFIG_PATH}", 30, user="0")
             env["TBSCALE_MCP_CONFIG"] = MCP_CONFIG_PATH
         return env
+
+    def _mcp_headers(self, server: McpServer) -> dict[str, str]:
+        """A server's headers with their `${VAR}`s filled from the host. A header whose variable is
+        unset has refused any other agent's trial already (Task.unset_host_var); a utility agent,
+        which Harbor hands no MCP server, gets the configuration without that header."""
+        out = {}
+        for name, value in server.headers.items():
+            where = self.task.mcp_header_where(server.name, name)
+            if self.agent in UTILITY_AGENTS and unset_embedded(value, where):
+                continue
+            out[name] = expand_host_vars(value, where)
+        return out
 
     # ---- teardown --------------------------------------------------------------------------------
     def stop(self, box: Environment) -> None:

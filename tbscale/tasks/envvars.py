@@ -96,10 +96,7 @@ class EnvTable(dict):
     def register_host_values(self, environ: Mapping[str, str] | None = None) -> None:
         """Hide from what this process writes every value a template would take from the host
         (what resolve() registers as it reads them), before any is read."""
-        environ = os.environ if environ is None else environ
-        for var, _default in self.host_vars():
-            if var in environ:
-                register_secret(environ[var])
+        register_host_refs(self.host_vars(), environ)
 
     def merged(self, other: Mapping[str, str], where: str | None = None) -> EnvTable:
         """A new table: this one with `other`'s raw values on top."""
@@ -160,21 +157,26 @@ def expand_host_vars(text: str, where: str, environ: Mapping[str, str] | None = 
     return EMBEDDED.sub(one, text)
 
 
+def embedded_host_vars(text: str) -> list[tuple[str, str | None]]:
+    """(host variable, default or None) for every `${VAR}` inside `text`."""
+    return [(m.group(1), m.group(2)) for m in EMBEDDED.finditer(text)]
+
+
 def unset_embedded(text: str, where: str, environ: Mapping[str, str] | None = None) -> str | None:
     """What expand_host_vars would raise for `text` (its first `${VAR}` unset on the host with no
     default), or None."""
     environ = os.environ if environ is None else environ
-    var = next((m.group(1) for m in EMBEDDED.finditer(text) if m.group(1) not in environ and m.group(2) is None), None)
+    var = next((v for v, default in embedded_host_vars(text) if v not in environ and default is None), None)
     return None if var is None else _unset_embedded_message(where, var)
 
 
-def register_embedded_host_values(text: str, environ: Mapping[str, str] | None = None) -> None:
-    """Hide every value the `${VAR}`s inside `text` would take from the host (what
-    expand_host_vars registers as it reads them), before any is read."""
+def register_host_refs(refs: list[tuple[str, str | None]], environ: Mapping[str, str] | None = None) -> None:
+    """Hide from what this process writes the host's value of every variable in `refs` (pairs of
+    host_vars() or embedded_host_vars()), before any template is resolved."""
     environ = os.environ if environ is None else environ
-    for m in EMBEDDED.finditer(text):
-        if m.group(1) in environ:
-            register_secret(environ[m.group(1)])
+    for var, _default in refs:
+        if var in environ:
+            register_secret(environ[var])
 
 
 def _unset_embedded_message(where: str, var: str) -> str:

@@ -16,10 +16,13 @@ from typing import Any, Literal
 
 from typing_extensions import NotRequired, TypedDict
 
-from tbscale.tasks.envvars import EnvTable, register_embedded_host_values, unset_embedded
+from tbscale.tasks.envvars import EnvTable, embedded_host_vars, register_host_refs, unset_embedded
 from tbscale.tasks.schema import Artifact, CollectHook, Healthcheck, McpServer, PackageInfo
 
 TaskFormat = Literal["harbor", "terminal-bench", "swebench"]
+# Agents that call no model: the reference solution and the agent that does nothing. As Harbor's
+# utility agents, they are not handed the task's MCP servers' headers (nor need their variables).
+UTILITY_AGENTS = frozenset({"oracle", "nop"})
 NetworkMode = Literal["public", "no-network", "allowlist"]
 
 # Harbor's [agent].timeout_sec defaults to None, meaning no limit. tbscale always bounds an
@@ -336,15 +339,18 @@ class Task:
         tables += [s.verifier.env for s in self.steps]
         return tables
 
-    def unset_host_var(self, solution: bool) -> str | None:
-        """Why the task cannot be given its env here: the first `${VAR}` template (of the tables a
-        trial uses: the solution's only when `solution`, for the oracle) whose host variable is
-        unset and has no default, as EnvTable.resolve() says it (file, table, key, variable); then
-        the same for a `${VAR}` inside an MCP server's header."""
+    def unset_host_var(self, agent: str) -> str | None:
+        """Why the task cannot be given its env here, for a trial of `agent`: the first `${VAR}`
+        template (of the tables a trial uses: the solution's only for the oracle) whose host
+        variable is unset and has no default, as EnvTable.resolve() says it (file, table, key,
+        variable); then the same for a `${VAR}` inside an MCP server's header, for every agent but
+        the utility ones (UTILITY_AGENTS), which Harbor does not hand the task's MCP servers."""
+        solution = agent == "oracle"
         in_tables = next((problem for table in self.env_tables()
                           if (solution or table is not self.solution.env) and (problem := table.unset())), None)
-        return in_tables or next((problem for where, value in self.mcp_headers()
-                                  if (problem := unset_embedded(value, where))), None)
+        if in_tables or agent in UTILITY_AGENTS:
+            return in_tables
+        return next((problem for where, value in self.mcp_headers() if (problem := unset_embedded(value, where))), None)
 
     def register_host_values(self) -> None:
         """Hide from what this process writes every value the task's `${VAR}` templates would take
@@ -353,14 +359,17 @@ class Task:
         for table in self.env_tables():
             table.register_host_values()
         for _where, value in self.mcp_headers():
-            register_embedded_host_values(value)
+            register_host_refs(embedded_host_vars(value))
 
     def mcp_headers(self) -> list[tuple[str, str]]:
         """(where, value) of every MCP server header: a value may hold `${VAR}`s anywhere in it
-        (`Bearer ${TOKEN}`), filled from the host when the environment is prepared."""
+        (`Bearer ${TOKEN}`), filled from the host when the agent's MCP configuration is written."""
+        return [(self.mcp_header_where(s.name, k), v) for s in self.environment.mcp_servers for k, v in s.headers.items()]
+
+    def mcp_header_where(self, server: str, header: str) -> str:
+        """An MCP server's header, as messages name it."""
         file = f"{self.config_path}: " if self.config_path else ""
-        return [(f"{file}[[environment.mcp_servers]] {s.name!r} header {k}", v)
-                for s in self.environment.mcp_servers for k, v in s.headers.items()]
+        return f"{file}[[environment.mcp_servers]] {server!r} header {header}"
 
     def missing_host_vars(self) -> list[str]:
         """Host variables named by `${VAR}` templates that are unset and have no default."""
