@@ -78,6 +78,35 @@ def test_no_module_is_over_600_lines() -> None:
     assert {p: n for p, n in sizes.items() if n > MAX_MODULE_LINES} == {}
 
 
+# String constants outside environments/ that equal a backend's name but do not name the backend:
+# the docker SDK's package, whose version the manifest records, and SWE-bench's `build: docker`
+# (build a task repository's Dockerfile with the engine's builder).
+NOT_A_BACKEND = {("tbscale/runner/rundir.py", "docker"), ("tbscale/tasks/swebench/config.py", "docker")}
+
+
+def test_no_backend_is_named_outside_environments() -> None:
+    """Issue 20's backend-neutral runtime: the config's default backend, the CLI's flags and the
+    runner name no concrete backend or backend option; environments/registry.py holds the names."""
+    import ast
+
+    from tbscale.environments.registry import _BUILTIN, _docker
+
+    flat_keys = set(_docker().flat_keys)
+    names = set(_BUILTIN) | flat_keys
+    found = set()
+    for path in sorted((ROOT / "tbscale").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith("tbscale/environments/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in names:
+                found.add((rel, node.value))
+            elif isinstance(node, ast.arg) and node.arg in flat_keys:  # a CLI flag is a parameter's name
+                found.add((rel, node.arg))
+    assert names >= {"docker", "compose", "docker_host"}
+    assert found - NOT_A_BACKEND == set()
+
+
 PROBE = textwrap.dedent("""
     import asyncio, json, sys
     from pathlib import Path

@@ -91,9 +91,16 @@ def test_backend_options_are_checked_at_load_in_one_line(tmp_path: Path, environ
      "request_margin_sec, url)"),
     (["--docker-host", "not a host"], "--docker-host: 'not a host' is not a URL"),
     (["--option", "bogus=1"], "--option bogus: unknown option"),
+    (["--docker-host=not a host"], "--docker-host: 'not a host' is not a URL"),
+    (["--dockr-host", "tcp://h:1"], "--dockr-host: the docker backend takes no such option (it takes docker_host, "
+                                    "image_disk_budget_gb there; "),
+    (["--docker-host"], "--docker-host: needs a value"),
+    (["stray"], "stray: unexpected argument"),
+    (["--config", "x.yaml", "--docker-host", "tcp://h:1"], "--config: give either a config or the backend's flags"),
 ])
 def test_clean_checks_its_backend_flags_in_one_line(flags: list, error: str) -> None:
-    """`clean`'s flags go through the backend's options as a config's keys do, and name the flag."""
+    """`clean`'s flags go through the backend's options as a config's keys do, and name the flag.
+    The command names no backend's flag: any flag beside its own is the backend's flat key."""
     from typer.testing import CliRunner
 
     from tbscale.cli import app

@@ -12,15 +12,33 @@ import typer
 from tbscale.cli.app import app, console, fail, out
 
 
-def _environment(config: Path | None, backend: str | None, option: list[str], docker_host: str | None):
+def _flat_flags(args: list[str]) -> dict[str, str]:
+    """The flags beside the command's own, `--some-key VALUE` or `--some-key=VALUE`: each is the
+    backend's flat key `some_key` (its `flat_keys`), as a config spells it beside `options:`."""
+    flat: dict[str, str] = {}
+    rest = list(args)
+    while rest:
+        word = rest.pop(0)
+        if not word.startswith("--") or len(word) < 3:
+            fail(f"{word}: unexpected argument (see tbscale clean --help)")
+        name, sep, value = word[2:].partition("=")
+        if not sep:
+            if not rest or rest[0].startswith("--"):
+                fail(f"--{name}: needs a value")
+            value = rest.pop(0)
+        flat[name.replace("-", "_")] = value
+    return flat
+
+
+def _environment(config: Path | None, backend: str | None, option: list[str], flat: dict[str, str]):
     """The `environment:` section whose backend cleans: a config's, or one made of the flags."""
     from tbscale.config.experiment import EnvironmentConfig
     from tbscale.environments import DEFAULT_BACKEND, BackendOptionsError, backend_names
     from tbscale.environments.registry import UnknownFlatKey, environment_options
 
     if config is not None:
-        if backend is not None or option or docker_host is not None:
-            fail("--config: give either a config or --backend/--option/--docker-host, not both")
+        if backend is not None or option or flat:
+            fail("--config: give either a config or the backend's flags (--backend, --option, ...), not both")
         from tbscale.runner import load_experiment
 
         return load_experiment(config).environment
@@ -33,8 +51,6 @@ def _environment(config: Path | None, backend: str | None, option: list[str], do
         if not sep or not key:
             fail(f"--option: {text!r} is not key=value")
         options[key] = value
-    # --docker-host is the flat key of the same name (a key the backend's `flat_keys` maps).
-    flat = {"docker_host": docker_host} if docker_host is not None else {}
     env = EnvironmentConfig.model_validate({"backend": name, "options": options, **flat})
     try:
         environment_options(env)
@@ -47,8 +63,9 @@ def _environment(config: Path | None, backend: str | None, option: list[str], do
     return env
 
 
-@app.command()
-def clean(all_sessions: bool = typer.Option(False, "--all/--orphans",
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def clean(ctx: typer.Context,
+          all_sessions: bool = typer.Option(False, "--all/--orphans",
                                            help="every tbscale environment the backend holds, live runs' too (asks "
                                                 "first); default: only those whose owning process is gone"),
           yes: bool = typer.Option(False, "--yes", "-y", help="with --all: remove without asking"),
@@ -60,19 +77,22 @@ def clean(all_sessions: bool = typer.Option(False, "--all/--orphans",
                                                              "gone, that no environment uses and no trial used lately"),
           config: Optional[Path] = typer.Option(None, "--config", help="clean where this experiment's "
                                                                      "`environment:` runs (its backend and options)"),
-          backend: Optional[str] = typer.Option(None, "--backend", help="a registered backend (default: docker)"),
+          backend: Optional[str] = typer.Option(None, "--backend", help="a registered backend (unset: the "
+                                                                        "registry's default, docs/configuration.md)"),
           option: Optional[list[str]] = typer.Option(None, "--option", help="one of the backend's options, "
-                                                                          "key=value (repeatable)"),
-          docker_host: Optional[str] = typer.Option(None, help="the docker backend's host (= --option host=...)")):
+                                                                          "key=value (repeatable)")):
     """Remove what tbscale processes that are gone left behind: containers (a compose project whole),
     the networks made for them, and with --images the images they built. Every resource carries its
-    owner (host, pid, process start time): a live run's are left alone unless the run is named."""
+    owner (host, pid, process start time): a live run's are left alone unless the run is named.
+
+    Any other flag, `--some-key VALUE`, is the backend's key `some_key` as a config gives it beside
+    `options:` (each backend's are in docs/configuration.md)."""
     for text in label or []:
         if not text or "," in text or text.startswith("="):
             fail(f"--label: {text!r} is not key or key=value")
     from tbscale.environments import open_backend
 
-    chosen = open_backend(_environment(config, backend, option or [], docker_host))
+    chosen = open_backend(_environment(config, backend, option or [], _flat_flags(ctx.args)))
     if all_sessions:
         if not yes:
             try:

@@ -184,7 +184,8 @@ class EnvironmentConfig(Strict):
 
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
-    backend: str = "docker"
+    backend: str | None = Field(None, description="a registered backend; unset: the default one "
+                                                 "(environments/registry.py, DEFAULT_BACKEND)")
     options: dict[str, Any] = Field(default_factory=dict, description="the backend's own options (docs/configuration.md)")
     network: Literal["task", "none", "bridge"] = "task"
     cpus: float | None = Field(None, gt=0, description="override the task's cpus")

@@ -6,10 +6,10 @@ compose projects) and `compose`."""
 from tbscale.environments.base import (Backend, BaseBackend, BoundedOutput, Capabilities, CleanResult, ComposeSpec,
                                        Environment, ExecResult, NoOptions, PhaseView, Snapshot, StartSpec,
                                        snapshot_of)
-from tbscale.environments.registry import (DEFAULT_BACKEND, BackendOptionsError, backend_names, backend_options,
-                                           get_backend, open_backend, register_backend)
+from tbscale.environments.registry import (DEFAULT_BACKEND, BackendOptionsError, backend_name, backend_names,
+                                           backend_options, get_backend, open_backend, register_backend)
 
 __all__ = ["Backend", "BackendOptionsError", "BaseBackend", "BoundedOutput", "Capabilities", "CleanResult",
            "ComposeSpec", "DEFAULT_BACKEND", "Environment", "ExecResult", "NoOptions", "PhaseView", "Snapshot", "StartSpec",
            "snapshot_of",
-           "backend_names", "backend_options", "get_backend", "open_backend", "register_backend"]
+           "backend_name", "backend_names", "backend_options", "get_backend", "open_backend", "register_backend"]

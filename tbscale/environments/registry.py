@@ -152,12 +152,18 @@ def get_backend(name: str, **options: Any) -> Backend:
     return backend_factory(name)(**validated.model_dump())
 
 
+def backend_name(environment: Any) -> str:
+    """The backend an experiment's `environment:` section names, or the default one when it names
+    none (the config layer knows no backend, so its default is unset)."""
+    return environment.backend or DEFAULT_BACKEND
+
+
 def environment_options(environment: Any) -> BaseModel:
     """The options of the backend an experiment's `environment:` section names (flat keys mapped),
     validated; BackendOptionsError names the key."""
-    return backend_options(environment.backend, environment.options, environment.flat_options())
+    return backend_options(backend_name(environment), environment.options, environment.flat_options())
 
 
 def open_backend(environment: Any) -> Backend:
     """The backend an experiment's `environment:` section names, made with its options."""
-    return backend_factory(environment.backend)(**environment_options(environment).model_dump())
+    return backend_factory(backend_name(environment))(**environment_options(environment).model_dump())

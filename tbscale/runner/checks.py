@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tbscale.config import Experiment
 from tbscale.config import bounds
-from tbscale.environments import Backend
+from tbscale.environments import Backend, backend_name
 from tbscale.errors import TbscaleError
 from tbscale.names import check_name, inside, writable_folder
 from tbscale.tasks import Task
@@ -130,7 +130,7 @@ def check_forks(exp: Experiment, config: Path | str, backend: Backend | None) ->
             continue
         caps = caps or capabilities(backend)
         if not caps.snapshots:
-            name = getattr(backend, "name", None) or exp.environment.backend
+            name = getattr(backend, "name", None) or backend_name(exp.environment)
             why = caps.reason("snapshots", f"the {name} backend cannot take snapshots of an environment")
             raise TbscaleError(f"{config}: settings[{i}].policy: {s.policy.name} runs every candidate in a fork of the "
                                f"environment, and {why}")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from tbscale.config import Experiment
-from tbscale.environments import Backend, Capabilities
+from tbscale.environments import Backend, Capabilities, backend_name
 from tbscale.tasks import Task
 from tbscale.tasks.model import NotEnforced
 from tbscale.types.manifest import NotEnforcedTasks
@@ -40,11 +40,11 @@ def not_enforced(task: Task, exp: Experiment, caps: Capabilities) -> list[NotEnf
     those this backend cannot give where the reference harness does not give them either."""
     out = list(task.not_enforced)
     if not caps.gpu_types:
-        why = caps.reason("gpu_types", f"the {exp.environment.backend} backend cannot pick a GPU model")
+        why = caps.reason("gpu_types", f"the {backend_name(exp.environment)} backend cannot pick a GPU model")
         out += [NotEnforced(f"{table}.gpu_types", f"{why}: any GPU it has is given (Harbor's Docker backend ignores "
                             "the key too)") for table, env in environment_tables(task) if env.gpus and env.gpu_types]
     if not caps.storage_quota and exp.environment.storage_limit != "enforce":
-        why = caps.reason("storage_quota", f"the {exp.environment.backend} backend cannot enforce a storage quota")
+        why = caps.reason("storage_quota", f"the {backend_name(exp.environment)} backend cannot enforce a storage quota")
         for table, env in environment_tables(task):
             if env.storage_mb:
                 out.append(NotEnforced(f"{table}.storage_mb", f"{why}: the task runs without it, as under Harbor's "

@@ -20,7 +20,8 @@ from pathlib import PurePosixPath
 from typing_extensions import NotRequired, TypedDict
 
 from tbscale.config import Experiment
-from tbscale.environments import Backend, Capabilities, Environment, PhaseView, Snapshot, StartSpec, snapshot_of
+from tbscale.environments import (Backend, Capabilities, Environment, PhaseView, Snapshot, StartSpec, backend_name,
+                                   snapshot_of)
 from tbscale.errors import HealthcheckFailed, SandboxError
 from tbscale.logs import AttemptRecorder
 from tbscale.runner.enforcement import capabilities, environment_tables
@@ -76,7 +77,7 @@ class AttemptEnvironments:
 
     @property
     def backend_name(self) -> str:
-        return getattr(self.backend, "name", None) or self.exp.environment.backend
+        return getattr(self.backend, "name", None) or backend_name(self.exp.environment)
 
     # ---- policies and refusals ---------------------------------------------------------------------
     def policy(self, policy: NetworkPolicy) -> NetworkPolicy:

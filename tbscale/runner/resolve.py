@@ -10,7 +10,7 @@ from typing import Any
 
 from tbscale.agent.agents import agent_names, uses_model
 from tbscale.config import Experiment, ModelConfig, Setting, read_experiment
-from tbscale.environments import BackendOptionsError, backend_names
+from tbscale.environments import BackendOptionsError, backend_name, backend_names
 from tbscale.environments.registry import environment_options
 from tbscale.errors import TbscaleError
 from tbscale.strategies import validate_component
@@ -63,13 +63,15 @@ def resolve_experiment(exp: Experiment, path: Path | str) -> Experiment:
             except ValueError as e:
                 raise TbscaleError(f"{where}.{kind}.{e}") from None
         _check_mixed(exp, s, where)
-    if exp.environment.backend not in backend_names():
+    if exp.environment.backend is not None and exp.environment.backend not in backend_names():
         raise TbscaleError(f"{path}: environment.backend: unknown backend {exp.environment.backend!r} "
                            f"(known: {', '.join(backend_names())})")
     try:
         environment_options(exp.environment)
     except BackendOptionsError as e:
         raise TbscaleError(f"{path}: environment.{e}") from None
+    # The manifest records the backend the run used, by name, even when the config left it unset.
+    exp.environment.backend = backend_name(exp.environment)
     if exp.executor.name not in EXECUTORS:
         raise TbscaleError(f"{path}: executor.name: unknown executor {exp.executor.name!r} "
                            f"(known: {', '.join(EXECUTORS)})")
