@@ -120,6 +120,29 @@ def test_a_check_line_given_twice_with_different_values_is_forged_output():
     assert verdict.error is None and verdict.reward == 0.0 and "obstructed_by_agent" in verdict.details
 
 
+def test_a_tools_path_digest_and_status_lines_make_one_tool_state():
+    """The snapshot resolves a tool's name, then hashes and describes every file found at once
+    (P, R, H and O lines, by path): the same state as one T line per tool, and a second, different
+    line for any of them is forged output."""
+    from tbscale.runner.guard import parse_snapshot
+
+    joined = ("P\tpython3\t/usr/bin/python3\nP\tpy\t/usr/bin/py\nP\tgone\t/usr/bin/gone\n"
+              "R\t/usr/bin/python3\t/usr/bin/python3.11\nR\t/usr/bin/py\t/usr/bin/python3.11\n"
+              "R\t/usr/bin/gone\t/usr/bin/gone\n"
+              "H\taaaa\t/usr/bin/python3.11\nH\taaaa\t/usr/bin/python3.11\n"
+              "O\t0:0:755:10\t/usr/bin/python3.11\nO\t0:0:755:10\t/usr/bin/python3.11\nT\tsh\tbuiltin\n")
+    one = ("T\tpython3\t/usr/bin/python3\t/usr/bin/python3.11\taaaa\t0:0:755:10\n"
+           "T\tpy\t/usr/bin/py\t/usr/bin/python3.11\taaaa\t0:0:755:10\n"
+           "T\tgone\t/usr/bin/gone\t/usr/bin/gone\tnot-a-file\t-\nT\tsh\tbuiltin\n")
+    snap = parse_snapshot(joined)
+    assert snap["tools"] == parse_snapshot(one)["tools"] and "conflicts" not in snap
+    assert snap["tools"]["python3"] == {"path": "/usr/bin/python3", "real": "/usr/bin/python3.11", "sha256": "aaaa",
+                                        "owner": "0:0", "mode": "755", "size": 10}
+    assert snap["tools"]["gone"]["sha256"] == "not-a-file"
+    forged = joined + "H\tbbbb\t/usr/bin/python3.11\nR\t/usr/bin/py\t/tmp/py\nT\tpython3\t-\n"
+    assert parse_snapshot(forged)["conflicts"] == ["H /usr/bin/python3.11", "R /usr/bin/py", "T python3"]
+
+
 def test_sidecar_sweep_spares_the_children_of_its_own_services():
     before = [{"pid": 1, "start": "1", "ppid": 0}, {"pid": 7, "start": "5", "ppid": 1}]
     now = before + [{"pid": 20, "start": "90", "ppid": 7}, {"pid": 21, "start": "91", "ppid": 1},

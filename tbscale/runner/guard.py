@@ -68,19 +68,39 @@ if [ -n "${TBSCALE_SINCE:-}" ]; then
   } | head -n 2000 | sed 's/^/C\t/'
 fi
 '''
-# Few programs per line: a program run costs far more in a busy container than a builtin.
+# Few programs per line: a program run costs far more in a busy container than a builtin. Each
+# name is resolved by a builtin; the paths found are then resolved by one readlink (one a path
+# where readlink takes a single operand, as busybox's does), hashed by one sha256sum and described
+# by one stat (`R`, `H` and `O` lines, joined to the name's `P` line by path in parse_snapshot):
+# with three programs a tool, this part of the exec cost about twice a bare exec.
 _SNAPSHOT = r'''
+_paths=; _t=$(printf '\t'); _n=0
 for name in "$@"; do
   p=$(command -v -- "$name" 2>/dev/null) || { printf 'T\t%s\t-\n' "$name"; continue; }
   case "$p" in
-    /*) r=$(readlink -f -- "$p" 2>/dev/null || echo "$p")
-        if [ -f "$r" ]; then
-          s=$(sha256sum -- "$r" 2>/dev/null); s=${s%% *}; st=$(stat -c '%u:%g:%a:%s' -- "$r" 2>/dev/null)
-          printf 'T\t%s\t%s\t%s\t%s\t%s\n' "$name" "$p" "$r" "$s" "$st"
-        else printf 'T\t%s\t%s\t%s\tnot-a-file\t-\n' "$name" "$p" "$r"; fi ;;
+    /*) printf 'P\t%s\t%s\n' "$name" "$p"; _paths="$_paths$p
+"; _n=$((_n + 1)) ;;
     *) printf 'T\t%s\tbuiltin\n' "$name" ;;
   esac
 done
+if [ "$_n" -gt 0 ]; then
+  _ifs=$IFS; IFS='
+'; set -f
+  _reals=$(readlink -f -- $_paths 2>/dev/null)
+  if [ -z "$_reals" ] || [ "$(printf '%s\n' "$_reals" | wc -l)" != "$_n" ]; then
+    _reals=$(for p in $_paths; do readlink -f -- "$p" 2>/dev/null || printf '%s\n' "$p"; done)
+  fi
+  set -- $_reals; _files=
+  for p in $_paths; do
+    printf 'R\t%s\t%s\n' "$p" "$1"; [ -f "$1" ] && _files="$_files$1
+"; shift
+  done
+  if [ -n "$_files" ]; then
+    sha256sum -- $_files 2>/dev/null | while IFS= read -r _h; do printf 'H\t%s\t%s\n' "${_h%% *}" "${_h#*  }"; done
+    stat -c "O$_t%u:%g:%a:%s$_t%n" -- $_files 2>/dev/null
+  fi
+  set +f; IFS=$_ifs
+fi
 printf 'N\t%s\n' "$(date +%s.%N)"
 for m in /logs /logs/verifier "$TBSCALE_TESTS"; do
   if [ -L "$m" ]; then printf 'M\t%s\tlink\t%s\n' "$m" "$(readlink -- "$m")"
@@ -183,12 +203,16 @@ def tool_names(verifier, tests_dirs: list[Path] | None = None) -> list[str]:
 
 def _value_line(line: str) -> str | None:
     """The key of a snapshot line that carries a value the check reads: "N" (the clock), "T tool",
-    "M mount"."""
+    "M mount", "R path", "H file" and "O file" (a tool's real path, digest and status)."""
     parts = line.split("\t", 2)
     if parts[0] == "N" and len(parts) >= 2:
         return "N"
-    if parts[0] in ("T", "M") and len(parts) >= 2:
-        return f"{parts[0]} {parts[1]}"
+    if parts[0] in ("T", "M", "P") and len(parts) >= 2:
+        return f"T {parts[1]}" if parts[0] == "P" else f"{parts[0]} {parts[1]}"
+    if parts[0] in ("H", "O") and len(parts) == 3:
+        return f"{parts[0]} {parts[2]}"
+    if parts[0] == "R" and len(parts) == 3:
+        return f"R {parts[1]}"
     return None
 
 
@@ -201,8 +225,15 @@ def parse_snapshot(output: str) -> GuardSnapshot:
     changes: dict[str, int] = {}
     now = None
     _, conflicts = first_lines(output, _value_line)
-    for line in output.splitlines():
-        parts = line.split("\t")
+    lines = [line.split("\t") for line in output.splitlines()]
+    digests = {parts[2]: parts[1] for parts in lines if parts[0] == "H" and len(parts) == 3}
+    statuses = {parts[2]: parts[1] for parts in lines if parts[0] == "O" and len(parts) == 3}
+    reals = {parts[1]: parts[2] for parts in lines if parts[0] == "R" and len(parts) == 3}
+    for parts in lines:
+        if parts[0] == "P" and len(parts) == 3:  # a tool found on the PATH: the T line it stands for
+            path, real = parts[2], reals.get(parts[2], parts[2])
+            parts = ["T", parts[1], path, real, *([digests.get(real, ""), statuses.get(real, "")] if real in statuses
+                                                  else ["not-a-file", "-"])]
         if parts[0] == "N" and len(parts) == 2:
             now = parts[1]
         elif parts[0] == "C" and len(parts) == 2:
