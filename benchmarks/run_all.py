@@ -8,7 +8,7 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 BENCHES = ["bench_sandbox.py", "bench_exec_output.py", "bench_loop_overhead.py", "bench_turn_bon.py", "bench_cli_help.py", "bench_viewer.py",
-           "bench_report_scale.py", "bench_ray.py", "bench_compose.py", "bench_import_tb.py", "bench_guard.py",
+           "bench_report_scale.py", "bench_ray.py", "bench_compose.py", "bench_import_tb.py", "bench_guard.py", "bench_guard_snapshot.py",
            "bench_forks.py", "bench_fork_by_copy.py", "bench_lookahead.py"]
 
 

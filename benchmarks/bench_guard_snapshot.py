@@ -1,0 +1,92 @@
+"""What the guard's check exec costs the machine, part by part (benchmarks/README.md).
+
+The check after the agent phase (runner/guard.py: the toolchain's digests, the mount points,
+the changed paths, the process listing, the artifacts probe) is one exec, and so is the
+baseline before it. This runs the whole check and each part alone in one container per image,
+interleaved with a bare exec (`true`), and reports the machine's CPU (/proc/stat) per exec: what
+each part adds to a bare exec. With `--other PATH` (another checkout's runner/guard.py) the whole
+check of that version runs interleaved too, so two versions compare within the same minutes.
+
+Writes benchmarks/out/guard_snapshot.json. Run:
+    .venv/bin/python benchmarks/bench_guard_snapshot.py [--reps 30] [--other OLD/tbscale/runner/guard.py]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shlex
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tbscale.runner import guard  # noqa: E402
+
+OUT = Path(__file__).resolve().parent / "out"
+IMAGES = ("debian:bookworm-slim", "python:3.11-slim-bookworm")
+TESTS = "mkdir -p /logs/verifier /tests && printf '#!/bin/sh\\necho hi\\n' > /tests/test.sh && chmod +x /tests/test.sh"
+
+
+def machine_cpu() -> float:
+    fields = open("/proc/stat").readline().split()[1:8]  # user nice system idle iowait irq softirq
+    return sum(int(x) for x in fields[:3] + fields[5:7]) / os.sysconf("SC_CLK_TCK")
+
+
+def scripts(module) -> dict[str, str]:
+    """The whole check as VerifierGuard._snapshot(since=..., processes=True, probe=True) runs it
+    for the trivial task's verifier, and its parts."""
+    names = [*guard.DEFAULT_TOOLS, "/tests/test.sh", "grep"]
+    head = "set -- " + " ".join(shlex.quote(n) for n in names) + "\n"
+    tools, mounts = module._SNAPSHOT.split("printf 'N\\t%s\\n'", 1)
+    return {"check": head + module._SNAPSHOT + module._CHANGES + module._PROCESSES + module._ARTIFACTS_PROBE,
+            "tools": head + tools, "mounts": "printf 'N\\t%s\\n'" + mounts, "changes": module._CHANGES,
+            "processes": module._PROCESSES, "probe": module._ARTIFACTS_PROBE, "bare": "true"}
+
+
+def measure(image: str, runs: dict[str, str], reps: int) -> dict[str, float]:
+    import docker
+
+    box = docker.from_env().containers.run(image, "sleep infinity", detach=True, init=True)
+    try:
+        box.exec_run(["sh", "-c", TESTS])
+        env = {"TBSCALE_TESTS": "/tests", "TBSCALE_SINCE": f"{time.time() - 5:.3f}", "TBSCALE_WORKDIR": "/app"}
+        cpu: dict[str, list[float]] = {k: [] for k in runs}
+        for _ in range(reps):
+            for name, script in runs.items():
+                before = machine_cpu()
+                box.exec_run(["sh", "-c", script], environment=env)
+                cpu[name].append(machine_cpu() - before)
+        return {name: round(statistics.mean(v), 4) for name, v in cpu.items()}
+    finally:
+        box.remove(force=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--other", type=Path, help="another checkout's tbscale/runner/guard.py")
+    args = ap.parse_args()
+    runs = scripts(guard)
+    if args.other:
+        spec = importlib.util.spec_from_file_location("other_guard", args.other)
+        other = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(other)
+        runs["other_check"] = scripts(other)["check"]
+    out = {}
+    for image in IMAGES:
+        out[image] = measure(image, runs, args.reps)
+        bare = out[image]["bare"]
+        print(f"{image}: CPU-s an exec (mean of {args.reps}); what each adds to a bare exec ({bare:.3f})")
+        for name, value in out[image].items():
+            print(f"  {name:12s} {value:.3f}  +{value - bare:.3f}")
+    OUT.mkdir(exist_ok=True)
+    (OUT / "guard_snapshot.json").write_text(json.dumps({"reps": args.reps, "images": out}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
