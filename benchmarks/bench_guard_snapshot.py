@@ -39,12 +39,14 @@ def machine_cpu() -> float:
 
 def scripts(module) -> dict[str, str]:
     """The whole check as VerifierGuard._snapshot(since=..., processes=True, probe=True) runs it
-    for the trivial task's verifier, and its parts."""
+    for the trivial task's verifier, and its parts (a version from before the clock and the mount
+    points had their own constants has them at the end of its `_SNAPSHOT`)."""
     names = [*guard.DEFAULT_TOOLS, "/tests/test.sh", "grep"]
     head = "set -- " + " ".join(shlex.quote(n) for n in names) + "\n"
-    tools, mounts = module._SNAPSHOT.split("printf 'N\\t%s\\n'", 1)
-    return {"check": head + module._SNAPSHOT + module._CHANGES + module._PROCESSES + module._ARTIFACTS_PROBE,
-            "tools": head + tools, "mounts": "printf 'N\\t%s\\n'" + mounts, "changes": module._CHANGES,
+    clock, mounts = getattr(module, "_CLOCK", ""), getattr(module, "_MOUNTS", "")
+    return {"check": head + module._SNAPSHOT + clock + mounts + module._CHANGES + module._PROCESSES
+            + module._ARTIFACTS_PROBE,
+            "tools": head + module._SNAPSHOT, "clock": clock, "mounts": mounts, "changes": module._CHANGES,
             "processes": module._PROCESSES, "probe": module._ARTIFACTS_PROBE, "bare": "true"}
 
 

@@ -53,18 +53,37 @@ _SHELL_WORDS = frozenset("""! [ [[ ]] { } alias bg break builtin case cd command
 _CLEAR_VERIFIER_LOGS = (f"[ -d {VERIFIER_LOGS} ] && [ ! -L {VERIFIER_LOGS} ] && "
                         f"find {VERIFIER_LOGS} -mindepth 1 -delete 2>/dev/null\n")
 
+# The container's clock, the reference of the changes `_CHANGES` lists later: to the nanosecond
+# where date and find have it (GNU). Busybox's date has no %N (it prints it as it is) and its find
+# no -newerct, so `_CHANGES` then reads each path's status change second from stat; the clock is
+# the next whole second, waited for, so that nothing changed before it shares its second.
+_CLOCK = r'''
+_now=$(date +%s.%N 2>/dev/null)
+case "$_now" in *[!0-9.]*|''|.*|*.) _now= ;; esac
+if [ -z "$_now" ] || ! find / -maxdepth 0 -newerct @0 >/dev/null 2>&1; then
+  _s=$(date +%s); _now=$_s
+  while [ "$_now" = "$_s" ]; do sleep 0.05 2>/dev/null || sleep 1; _now=$(date +%s); done
+fi
+printf 'N\t%s\n' "$_now"
+'''
 # The paths whose status changed after $TBSCALE_SINCE, where they matter to the verifier.
 _CHANGES = r'''
 if [ -n "${TBSCALE_SINCE:-}" ]; then
-  { find / -xdev -maxdepth 1 -newerct "@$TBSCALE_SINCE" 2>/dev/null
-    find /logs "$TBSCALE_TESTS" /solution -xdev -newerct "@$TBSCALE_SINCE" 2>/dev/null
-    find /etc/ld.so.preload -newerct "@$TBSCALE_SINCE" 2>/dev/null
-    [ -n "${TBSCALE_WORKDIR:-}" ] && find "$TBSCALE_WORKDIR" -xdev -maxdepth 4 -newerct "@$TBSCALE_SINCE" \
+  if find / -maxdepth 0 -newerct "@$TBSCALE_SINCE" >/dev/null 2>&1; then
+    _newer() { find "$@" -newerct "@$TBSCALE_SINCE" 2>/dev/null; }
+  else  # busybox's find: each candidate's status change second, from stat (see _CLOCK)
+    _newer() { find "$@" -exec stat -c '%Z %n' {} + 2>/dev/null |
+               awk -v s="${TBSCALE_SINCE%%.*}" '$1 >= s { sub(/^[0-9]+ /, ""); print }'; }
+  fi
+  { _newer / -xdev -maxdepth 1
+    _newer /logs "$TBSCALE_TESTS" /solution -xdev
+    _newer /etc/ld.so.preload
+    [ -n "${TBSCALE_WORKDIR:-}" ] && _newer "$TBSCALE_WORKDIR" -xdev -maxdepth 4 \
       \( -name pytest.py -o -path '*/pytest/__init__.py' -o -path '*/_pytest/__init__.py' -o -name conftest.py \
-      -o -name sitecustomize.py -o -name usercustomize.py \) 2>/dev/null
+      -o -name sitecustomize.py -o -name usercustomize.py \)
     for d in /usr/lib/python3* /usr/local/lib/python3* /root/.local/lib/python3*; do [ -d "$d" ] || continue
-      find "$d" -xdev -newerct "@$TBSCALE_SINCE" \( -name sitecustomize.py -o -name usercustomize.py -o -name '*.pth' \
-        -o -path '*/_pytest/*' -o -path '*/pytest/*' -o -path '*/pluggy/*' -o -name pytest.py \) 2>/dev/null; done
+      _newer "$d" -xdev \( -name sitecustomize.py -o -name usercustomize.py -o -name '*.pth' \
+        -o -path '*/_pytest/*' -o -path '*/pytest/*' -o -path '*/pluggy/*' -o -name pytest.py \); done
   } | head -n 2000 | sed 's/^/C\t/'
 fi
 '''
@@ -101,7 +120,9 @@ if [ "$_n" -gt 0 ]; then
   fi
   set +f; IFS=$_ifs
 fi
-printf 'N\t%s\n' "$(date +%s.%N)"
+'''
+# The verifier's mount points: type, owner and mode, and a digest of the files under a folder.
+_MOUNTS = r'''
 for m in /logs /logs/verifier "$TBSCALE_TESTS"; do
   if [ -L "$m" ]; then printf 'M\t%s\tlink\t%s\n' "$m" "$(readlink -- "$m")"
   elif [ -d "$m" ]; then
@@ -332,7 +353,7 @@ class VerifierGuard:
         agent phase changed there cannot hide. With `processes`, the same exec also lists the
         processes running (`processes`), as `_processes` does: one round trip instead of two."""
         env = self._env(self.box, since)
-        cmd = "set -- " + " ".join(shlex.quote(n) for n in self.names) + "\n" + _SNAPSHOT + _CHANGES
+        cmd = "set -- " + " ".join(shlex.quote(n) for n in self.names) + "\n" + _SNAPSHOT + _CLOCK + _MOUNTS + _CHANGES
         if not since:
             # What an earlier verification (a previous step's) left in /logs/verifier is not the
             # agent's: clear it before this agent phase, so that anything found there later is.
@@ -401,7 +422,7 @@ class VerifierGuard:
         (runner/forks.py), listed as it started, with its clock then (`now`, the reference of its
         own changes). Its processes are the task's (entrypoint, services), none of them the
         agent's: a fork carries over no process of its parent's."""
-        res = box.exec("printf 'N\\t%s\\n' \"$(date +%s.%N)\"\n" + _PROCESSES, 60, user="0", output_limit=500_000)
+        res = box.exec(_CLOCK + _PROCESSES, 60, user="0", output_limit=500_000)
         return {"processes": parse_processes(res.output), "now": parse_snapshot(res.output)["now"],
                 "sidecar_processes": {n: self._processes(box.service(n)) for n in box.services}}
 
