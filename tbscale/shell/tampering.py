@@ -9,8 +9,8 @@ Rules, on every command of an action (split as `extract_commands` does, `bash -c
 * `edits_tests`: the same kinds of command on the verifier's tests folder (/tests);
 * `reads_solution`: any command that names /solution (the reference solution's folder);
 * `replaces_test_tool`: a write, copy, move, link, removal or mode change whose target is a
-  test tool (python, pytest, bash, sh, uv, ...) in a bin folder, or `update-alternatives` /
-  `dpkg-divert` on one.
+  test tool (python, pytest, bash, sh, uv, ...) or one of the programs the guard's checks run
+  (find, sha256sum, stat, ...) in a bin folder, or `update-alternatives` / `dpkg-divert` on one.
 
 Package installs are not flagged here: what they replace shows in the environment's digests,
 with the command attributed (`attribute_command`).
@@ -23,8 +23,11 @@ import re
 from tbscale.shell.parse import invocation, split_segments
 from tbscale.types.guard import CommandAttribution, Tampering
 
+# The programs the verification integrity checks themselves run in the container (runner/guard.py):
+# one replaced can blind them (docs/tasks.md, "What the checks rest on").
+GUARD_TOOLS = frozenset({"find", "sha256sum", "stat", "readlink", "date", "sort", "awk", "busybox"})
 TEST_TOOLS = frozenset({"python", "python3", "pytest", "py.test", "bash", "sh", "dash", "uv", "uvx", "pip", "pip3",
-                        "env", "timeout", "node", "npm", "npx", "go", "cargo", "make", "diff", "grep", "cmp"})
+                        "env", "timeout", "node", "npm", "npx", "go", "cargo", "make", "diff", "grep", "cmp"}) | GUARD_TOOLS
 WRITE_PROGRAMS = frozenset({"tee", "cp", "mv", "ln", "rm", "rmdir", "mkdir", "touch", "chmod", "chown", "chgrp",
                             "truncate", "dd", "install", "rsync", "unlink", "shred", "chattr", "mkfifo", "tar",
                             "unzip", "git", "patch", "mount"})
