@@ -96,6 +96,7 @@ def test_backend_options_are_checked_at_load_in_one_line(tmp_path: Path, environ
                                     "image_disk_budget_gb there; "),
     (["--docker-host"], "--docker-host: needs a value"),
     (["stray"], "stray: unexpected argument"),
+    (["--pids-limit", "abc"], "--pids-limit: not an option of tbscale clean"),
     (["--config", "x.yaml", "--docker-host", "tcp://h:1"], "--config: give either a config or the backend's flags"),
 ])
 def test_clean_checks_its_backend_flags_in_one_line(flags: list, error: str) -> None:

@@ -51,6 +51,9 @@ def _environment(config: Path | None, backend: str | None, option: list[str], fl
         if not sep or not key:
             fail(f"--option: {text!r} is not key=value")
         options[key] = value
+    for key in flat:  # a key of the section itself (`network`, `pids_limit`) is no backend's
+        if key in EnvironmentConfig.model_fields:
+            fail(f"--{key.replace('_', '-')}: not an option of tbscale clean (see tbscale clean --help)")
     env = EnvironmentConfig.model_validate({"backend": name, "options": options, **flat})
     try:
         environment_options(env)
