@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import os
 import shlex
 import statistics
 import sys
@@ -24,17 +23,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_sandbox import MachineCPU  # noqa: E402
 from tbscale.runner import guard  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
 IMAGES = ("debian:bookworm-slim", "python:3.11-slim-bookworm")
 TESTS = "mkdir -p /logs/verifier /tests && printf '#!/bin/sh\\necho hi\\n' > /tests/test.sh && chmod +x /tests/test.sh"
-
-
-def machine_cpu() -> float:
-    fields = open("/proc/stat").readline().split()[1:8]  # user nice system idle iowait irq softirq
-    return sum(int(x) for x in fields[:3] + fields[5:7]) / os.sysconf("SC_CLK_TCK")
 
 
 def scripts(module) -> dict[str, str]:
@@ -60,9 +56,9 @@ def measure(image: str, runs: dict[str, str], reps: int) -> dict[str, float]:
         cpu: dict[str, list[float]] = {k: [] for k in runs}
         for _ in range(reps):
             for name, script in runs.items():
-                before = machine_cpu()
-                box.exec_run(["sh", "-c", script], environment=env)
-                cpu[name].append(machine_cpu() - before)
+                with MachineCPU() as used:
+                    box.exec_run(["sh", "-c", script], environment=env)
+                cpu[name].append(used.user + used.system)
         return {name: round(statistics.mean(v), 4) for name, v in cpu.items()}
     finally:
         box.remove(force=True)

@@ -55,8 +55,10 @@ _CLEAR_VERIFIER_LOGS = (f"[ -d {VERIFIER_LOGS} ] && [ ! -L {VERIFIER_LOGS} ] && 
 
 # The container's clock, the reference of the changes `_CHANGES` lists later: to the nanosecond
 # where date and find have it (GNU). Busybox's date has no %N (it prints it as it is) and its find
-# no -newerct, so `_CHANGES` then reads each path's status change second from stat; the clock is
-# the next whole second, waited for, so that nothing changed before it shares its second.
+# no -newerct; the clock is then the next whole second, waited for, so that nothing changed before
+# it shares its second, and a clock without a fraction tells `_CHANGES` (which runs it in a later
+# exec, the agent's phase between) to read each path's status change second from stat: the choice
+# is probed once, here, before the agent could touch `find`.
 _CLOCK = r'''
 _now=$(date +%s.%N 2>/dev/null)
 case "$_now" in *[!0-9.]*|''|.*|*.) _now= ;; esac
@@ -69,12 +71,13 @@ printf 'N\t%s\n' "$_now"
 # The paths whose status changed after $TBSCALE_SINCE, where they matter to the verifier.
 _CHANGES = r'''
 if [ -n "${TBSCALE_SINCE:-}" ]; then
-  if find / -maxdepth 0 -newerct "@$TBSCALE_SINCE" >/dev/null 2>&1; then
-    _newer() { find "$@" -newerct "@$TBSCALE_SINCE" 2>/dev/null; }
-  else  # busybox's find: each candidate's status change second, from stat (see _CLOCK)
-    _newer() { find "$@" -exec stat -c '%Z %n' {} + 2>/dev/null |
-               awk -v s="${TBSCALE_SINCE%%.*}" '$1 >= s { sub(/^[0-9]+ /, ""); print }'; }
-  fi
+  case "$TBSCALE_SINCE" in
+    *.*) _newer() { find "$@" -newerct "@$TBSCALE_SINCE" 2>/dev/null; } ;;
+    # A whole second: _CLOCK found no -newerct or no %N (busybox); each candidate's status
+    # change second, from stat.
+    *) _newer() { find "$@" -exec stat -c '%Z %n' {} + 2>/dev/null |
+                  awk -v s="$TBSCALE_SINCE" '$1 >= s { sub(/^[0-9]+ /, ""); print }'; } ;;
+  esac
   { _newer / -xdev -maxdepth 1
     _newer /logs "$TBSCALE_TESTS" /solution -xdev
     _newer /etc/ld.so.preload
