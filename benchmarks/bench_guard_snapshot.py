@@ -1,7 +1,7 @@
 """What the guard's check exec costs the machine, part by part (benchmarks/README.md).
 
 The check after the agent phase (runner/guard.py: the toolchain's digests, the mount points,
-the changed paths, the process listing, the artifacts probe) is one exec, and so is the
+the changed paths, the removal of compiled modules, the process listing, the artifacts probe) is one exec, and so is the
 baseline before it. This runs the whole check and each part alone in one container per image,
 interleaved with a bare exec (`true`), and reports the machine's CPU (/proc/stat) per exec: what
 each part adds to a bare exec. With `--other PATH` (another checkout's runner/guard.py) the whole
@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_sandbox import MachineCPU  # noqa: E402
-from tbscale.runner import guard  # noqa: E402
+from tbscale.runner import guard, guard_shell  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
 IMAGES = ("debian:bookworm-slim", "python:3.11-slim-bookworm")
@@ -34,16 +34,21 @@ TESTS = "mkdir -p /logs/verifier /tests && printf '#!/bin/sh\\necho hi\\n' > /te
 
 
 def scripts(module) -> dict[str, str]:
-    """The whole check as VerifierGuard._snapshot(since=..., processes=True, probe=True) runs it
-    for the trivial task's verifier, and its parts (a version from before the clock and the mount
-    points had their own constants has them at the end of its `_SNAPSHOT`)."""
+    """The whole check as VerifierGuard._snapshot(since=..., processes=True, probe=True, bytecode=True)
+    runs it for the trivial task's verifier, and its parts. `module` is runner/guard_shell.py, or
+    an older version's runner/guard.py, where the scripts had a leading underscore (and a version
+    from before the clock and the mount points had their own has them at the end of its snapshot)."""
+    def part(name: str) -> str:
+        return getattr(module, name, None) or getattr(module, "_" + name, "")
+
     names = [*guard.DEFAULT_TOOLS, "/tests/test.sh", "grep"]
     head = "set -- " + " ".join(shlex.quote(n) for n in names) + "\n"
-    clock, mounts = getattr(module, "_CLOCK", ""), getattr(module, "_MOUNTS", "")
-    return {"check": head + module._SNAPSHOT + clock + mounts + module._CHANGES + module._PROCESSES
-            + module._ARTIFACTS_PROBE,
-            "tools": head + module._SNAPSHOT, "clock": clock, "mounts": mounts, "changes": module._CHANGES,
-            "processes": module._PROCESSES, "probe": module._ARTIFACTS_PROBE, "bare": "true"}
+    bytecode = part("BYTECODE")  # the seal's removal of compiled modules (after the changes' listing)
+    return {"check": head + part("SNAPSHOT") + part("CLOCK") + part("MOUNTS") + part("CHANGES") + bytecode
+            + part("PROCESSES") + part("ARTIFACTS_PROBE"),
+            "tools": head + part("SNAPSHOT"), "clock": part("CLOCK"), "mounts": part("MOUNTS"),
+            "changes": part("CHANGES"), "bytecode": part("CHANGES") + bytecode,
+            "processes": part("PROCESSES"), "probe": part("ARTIFACTS_PROBE"), "bare": "true"}
 
 
 def measure(image: str, runs: dict[str, str], reps: int) -> dict[str, float]:
@@ -69,7 +74,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--other", type=Path, help="another checkout's tbscale/runner/guard.py")
     args = ap.parse_args()
-    runs = scripts(guard)
+    runs = scripts(guard_shell)
     if args.other:
         spec = importlib.util.spec_from_file_location("other_guard", args.other)
         other = importlib.util.module_from_spec(spec)

@@ -136,6 +136,7 @@ def test_a_killed_process_leaves_a_project_the_next_sweep_takes_down(tmp_path: P
     assert left == [] and nets == []
 
 
+@pytest.mark.serial  # its gone owner's containers are any run's orphans: another run's sweep could take one first
 def test_a_sweep_leaves_a_project_whole_while_one_of_its_containers_has_a_live_owner() -> None:
     """Owners that differ within one project mean a label came from elsewhere (an image's): the
     live one is believed, and the project stays whole. A project of a gone owner alone goes."""

@@ -95,7 +95,7 @@ def test_a_background_process_that_keeps_the_output_is_seen_and_the_next_exec_is
     from docker.utils.socket import frames_iter
 
     from tbscale.environments.docker import _GO_THEN_RUN, Container
-    from tbscale.runner.guard import _PROCESSES
+    from tbscale.runner.guard_shell import PROCESSES as _PROCESSES
 
     def end_line(box, command: str) -> bytes:
         api = box.container.client.api

@@ -327,7 +327,9 @@ class FakeGuard(VerifierGuard):
     its container probes stood in for."""
 
     def __init__(self, box):  # noqa: D107 - no verifier: the probes below stand in for its execs
-        self.box, self.since, self.carried = box, None, {}
+        from types import SimpleNamespace
+
+        super().__init__(box, SimpleNamespace(command="", tests_dirs=[]), tests_dirs=[])
         self.before = {"now": "100.0", "tools": {"bash": {"sha256": "x"}}, "processes": [{"pid": 7}],
                        "sidecar_processes": {}}
         self.left: list = []

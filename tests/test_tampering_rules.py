@@ -80,6 +80,46 @@ def test_filesystem_changes_the_verifier_depends_on():
     assert found["test_config_planted"]["paths"] == ["/conftest.py"]  # /app/conftest.py is the agent's own
 
 
+def test_python_start_up_and_test_runner_changes_are_told_apart_from_harmless_ones():
+    """What the interpreter or pytest runs on every start (runner/findings.py), from the guard's
+    listing and its marks: a `.pth` with an import line (`executes`), an entry_points.txt that
+    declares a pytest plugin (`plugins`), a place with more changes than the listing keeps."""
+    site = "/usr/local/lib/python3.11/dist-packages"
+    changed = {
+        f"{site}/paths-only.pth": 0, f"{site}/runs-code.pth": 0,  # site.py executes only the second
+        "/etc/python3.11/sitecustomize.py": 0,  # what Debian's /usr/lib/python3.11/sitecustomize.py links to
+        "/usr/lib/python3.11/argparse.py": 0, "/usr/lib/python311.zip": 1,
+        "/usr/lib/python3.11/__pycache__/argparse.cpython-311.pyc": 0,  # removed by the seal, not reported
+        f"{site}/iniconfig/__init__.py": 0, f"{site}/_pytest/__pycache__/main.cpython-311.pyc": 0,
+        f"{site}/forge-1.0.dist-info/entry_points.txt": 1, f"{site}/tool-1.0.dist-info/entry_points.txt": 1,
+        f"{site}/requests/api.py": 0,  # a package the tests may import is the agent's to change
+    }
+    after = {"tools": {}, "mounts": {}, "changes": changed, "executes": [f"{site}/runs-code.pth"],
+             "plugins": [f"{site}/forge-1.0.dist-info/entry_points.txt"], "flooded": ["python-startup"]}
+    found = {e["kind"]: e for e in tampering_entries({"tools": {}, "mounts": {}, "changes": {}}, after, "/tests", [])}
+    assert set(found) == {"startup_hook_planted", "python_library_changed", "test_library_changed",
+                          "test_plugin_added", "listing_flooded"}
+    assert found["startup_hook_planted"]["paths"] == ["/etc/python3.11/sitecustomize.py", f"{site}/runs-code.pth"]
+    assert found["python_library_changed"]["paths"] == ["/usr/lib/python3.11/argparse.py", "/usr/lib/python311.zip"]
+    assert found["test_library_changed"]["paths"] == [f"{site}/iniconfig/__init__.py"]
+    assert found["test_plugin_added"]["paths"] == [f"{site}/forge-1.0.dist-info/entry_points.txt"]
+    assert "python-startup" in found["listing_flooded"]["detail"]
+    # without the marks the same paths are harmless, bar the standard library and pytest's packages
+    plain = {**after, "executes": [], "plugins": [], "flooded": []}
+    assert {e["kind"] for e in tampering_entries(None, plain, "/tests", [])} == {
+        "startup_hook_planted", "python_library_changed", "test_library_changed"}
+
+
+def test_the_guards_marks_are_read_from_its_output():
+    from tbscale.runner.guard_shell import parse_snapshot
+
+    snap = parse_snapshot("N\t100.5\nC\t/a.pth\nI\t/a.pth\nE\t/x/entry_points.txt\nW\tworkdir\nB\t3\n")
+    assert (snap["executes"], snap["plugins"], snap["flooded"], snap["bytecode_removed"]) == (
+        ["/a.pth"], ["/x/entry_points.txt"], ["workdir"], 3)
+    assert "bytecode_removed" not in parse_snapshot("N\t100.5\n")
+    assert parse_snapshot("B\t3\nB\t0\n")["conflicts"] == ["B"]  # a count given twice differently
+
+
 def test_a_verifier_the_agent_broke_is_a_failure_with_its_reason():
     broken = VerifierResult(None, False, "bash: python3: not found", "tests_not_run", {"exit_code": 127})
     sealed = [{"kind": "toolchain_removed", "source": "environment", "detail": "`python3` no longer resolves"}]
@@ -105,7 +145,7 @@ def test_a_reward_file_a_kept_writer_spoiled_is_the_agents_failure_and_only_then
 
 
 def test_a_check_line_given_twice_with_different_values_is_forged_output():
-    from tbscale.runner.guard import parse_snapshot
+    from tbscale.runner.guard_shell import parse_snapshot
 
     real = "T\tpython3\t/usr/bin/python3\t/usr/bin/python3.11\taaaa\t0:0:755:10\nN\t100.5\nM\t/logs\tdir\t0:0:755\tx\n"
     assert "conflicts" not in parse_snapshot(real + real)  # the same line twice: nothing beside the check
@@ -126,7 +166,7 @@ def test_a_tools_path_digest_and_status_lines_make_one_tool_state():
     """The snapshot resolves a tool's name, then hashes and describes every file found at once
     (P, R, H and O lines, by path): the same state as one T line per tool, and a second, different
     line for any of them is forged output."""
-    from tbscale.runner.guard import parse_snapshot
+    from tbscale.runner.guard_shell import parse_snapshot
 
     joined = ("P\tpython3\t/usr/bin/python3\nP\tpy\t/usr/bin/py\nP\tgone\t/usr/bin/gone\n"
               "R\t/usr/bin/python3\t/usr/bin/python3.11\nR\t/usr/bin/py\t/usr/bin/python3.11\n"
@@ -194,7 +234,8 @@ class _StoppedListing:
 
 def test_a_check_something_stopped_is_reported_and_its_partial_output_is_not_compared():
     from tbscale.runner.findings import OBSTRUCTION_KINDS
-    from tbscale.runner.guard import _PROCESSES, VerifierGuard
+    from tbscale.runner.guard import VerifierGuard
+    from tbscale.runner.guard_shell import PROCESSES as _PROCESSES
 
     # sweep on: the process listing before the restart is stopped; the check after it is whole
     box = _StoppedListing(_PROCESSES.strip().splitlines()[0])
@@ -252,3 +293,34 @@ def test_a_stalled_preparation_beside_kept_processes_is_the_agents_failure_not_a
     verdict, found = review(not_run, [], peers_kept=True)
     assert [e["kind"] for e in found] == ["check_stalled"] and verdict.error is None and verdict.reward == 0.0
     assert review(not_run, [])[0].error == "tests_not_run"  # swept: no agent process could have stopped it
+
+
+def test_file_checks_outside_needs_a_backend_that_lists_changes(tmp_path) -> None:
+    from tbscale.config import Experiment
+    from tbscale.errors import TbscaleError
+    from tbscale.runner.checks import check_file_checks
+    from tbscale_testing.forks import FolderBackend
+
+    exp = Experiment.model_validate({"name": "x", "tasks": {"path": "tasks"}, "models": {"m": {"model": "sim/policy"}},
+                                     "settings": [{"name": "b", "generator": "m"}],
+                                     "environment": {"file_checks": "outside"}})
+    with pytest.raises(TbscaleError) as info:
+        check_file_checks(exp, "exp.yaml", FolderBackend(tmp_path / "a"))
+    assert str(info.value) == ("exp.yaml: environment.file_checks: outside takes the changed files from the backend, "
+                               "and the folder backend cannot list an environment's changes from outside it; use inside")
+    check_file_checks(exp.model_copy(update={"environment": exp.environment.model_copy(update={"file_checks": "inside"})}),
+                      "exp.yaml", FolderBackend(tmp_path / "b"))
+
+
+def test_file_checks_keeps_the_keys_of_runs_made_before_it_unless_set_outside() -> None:
+    """A run begun before the option existed resumes under the default; `outside` can change
+    verdicts, so a setting under it is another setting."""
+    from tbscale.config import Experiment
+    from tbscale.runner.identity import setting_identity, setting_key
+
+    exp = Experiment.model_validate({"name": "x", "tasks": {"path": "tasks"}, "models": {"m": {"model": "sim/policy"}},
+                                     "settings": [{"name": "b", "generator": "m"}]})
+    assert "file_checks" not in setting_identity(exp, exp.settings[0])["environment"]
+    outside = exp.model_copy(update={"environment": exp.environment.model_copy(update={"file_checks": "outside"})})
+    assert setting_identity(outside, outside.settings[0])["environment"]["file_checks"] == "outside"
+    assert setting_key(outside, outside.settings[0]) != setting_key(exp, exp.settings[0])

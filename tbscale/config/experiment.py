@@ -197,6 +197,12 @@ class EnvironmentConfig(Strict):
                             "started is stopped: the container restarts) or keep (they run on into verification, as "
                             "Harbor and Terminal-Bench leave them; tasks whose tests need a service the agent left "
                             "running need this)")
+    file_checks: Literal["inside", "outside"] = Field(
+        "inside", description="where the verifier guard lists the files the agent phase changed: inside (programs in "
+                              "the environment: find, stat, sha256sum; a program the agent replaced could hide a "
+                              "change) or outside (also the backend's own list of the environment's changes, which "
+                              "nothing inside can alter; a backend with the `changes` capability; on Docker one "
+                              "`docker diff` before and one after each agent phase)")
     storage_limit: Literal["auto", "enforce", "ignore"] = Field(
         "auto", description="a task's storage_mb on an engine that cannot enforce a quota: auto (run the task "
                             "without it, as Harbor's Docker backend does, and say so; `ignore` is the same) or enforce "

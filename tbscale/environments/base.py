@@ -293,6 +293,13 @@ class Environment(Protocol):
         cannot, SandboxError when it fails."""
         ...
 
+    def changes(self) -> dict[str, int]:
+        """The paths whose content or status differs from what the environment started from (its
+        image, or a fork's snapshot), as the backend sees them from outside: path -> 0 changed,
+        1 added, 2 deleted. Nothing that runs inside can alter it, a program replaced there
+        included (capability `changes`: the guard's outside check, runner/guard.py)."""
+        ...
+
     def stop(self) -> None:
         """Stop and remove; safe to call twice."""
         ...
@@ -342,6 +349,9 @@ class Capabilities:
     # Environment.snapshot(), Backend.fork() and Backend.release(): save a running environment's
     # filesystem and start copies of it (CER prefixes, lookahead candidates).
     snapshots: bool = False
+    # Environment.changes(): the files changed since the start, listed from outside the
+    # environment (environment.file_checks: outside).
+    changes: bool = False
     why_not: dict[str, str] = field(default_factory=dict, compare=False)
 
     def reason(self, name: str, default: str) -> str:

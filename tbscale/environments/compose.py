@@ -213,6 +213,9 @@ class ComposeEnvironment:
     def restart(self) -> None:
         self.main.restart()
 
+    def changes(self) -> dict[str, int]:
+        return self.main.changes()  # the verifier runs in the main service
+
     @property
     def default_user(self) -> str:
         return self.main.default_user

@@ -462,6 +462,15 @@ class Container:
         extract_tar(data, local)
         return True
 
+    def changes(self) -> dict[str, int]:
+        """The engine's list of the container's changes against its image (`docker diff`): the
+        storage driver's upper layer, which no process in the container can rewrite."""
+        try:
+            found = self.container.client.api.diff(self.container.id) or []
+        except Exception as e:
+            raise SandboxError(f"could not list the changes of container {self.id}: {type(e).__name__}: {e}") from None
+        return {item["Path"]: int(item["Kind"]) for item in found}
+
     def stop(self) -> None:
         self.live.discard(self.id)
         try:

@@ -79,7 +79,8 @@ class DockerBackend(BaseBackend):
             why["storage_quota"] = ("this Docker engine cannot enforce a storage quota (overlay2 needs xfs with "
                                     "pquota; btrfs and zfs can)")
         return Capabilities(gpus=found["gpus"], storage_quota=found["storage_quota"], services=True,
-                            network_policies=True, restart=True, snapshots=True, why_not=why)
+                            network_policies=True, restart=True, snapshots=True, changes=True,
+                            why_not=why)
 
     # ---- images ----------------------------------------------------------------------------------
     def task_problem(self, task) -> str | None:

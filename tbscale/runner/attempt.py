@@ -90,7 +90,8 @@ class Attempt:
                                                 LABEL_RUN: trial.folder.run_label})
         self.checks = AttemptVerification(self.envs, rec, verifier_timeout_sec=self.exp.limits.verifier_timeout_sec,
                                           sweep=self.exp.environment.agent_processes == "stop",
-                                          artifacts_root=self.artifacts_dir.parent.parent)
+                                          artifacts_root=self.artifacts_dir.parent.parent,
+                                          outside_checks=self.exp.environment.file_checks == "outside")
         self.forks: AttemptForks | None = None  # when the backend can fork (a lookahead policy's branches)
 
     async def run(self) -> AttemptResult:

@@ -136,6 +136,20 @@ def check_forks(exp: Experiment, config: Path | str, backend: Backend | None) ->
                                f"environment, and {why}")
 
 
+def check_file_checks(exp: Experiment, config: Path | str, backend: Backend | None) -> None:
+    """`environment.file_checks: outside` needs a backend that lists an environment's changes."""
+    from tbscale.runner.enforcement import capabilities
+
+    if exp.environment.file_checks != "outside" or backend is None:
+        return
+    caps = capabilities(backend)
+    if not caps.changes:
+        name = getattr(backend, "name", None) or backend_name(exp.environment)
+        why = caps.reason("changes", f"the {name} backend cannot list an environment's changes from outside it")
+        raise TbscaleError(f"{config}: environment.file_checks: outside takes the changed files from the backend, "
+                           f"and {why}; use inside")
+
+
 def check_plan_size(exp: Experiment, tasks: list[Task], config: Path | str) -> None:
     bounds.check("planned_trials", len(exp.settings) * len(tasks) * exp.trials,
                  f"{config}: {len(exp.settings)} settings x {len(tasks)} tasks x {exp.trials} trials")
@@ -148,4 +162,5 @@ def before_first_container(exp: Experiment, tasks: list[Task], config: Path | st
     check_prompts(exp, config)
     check_tasks(tasks, backend)
     check_forks(exp, config, backend)
+    check_file_checks(exp, config, backend)
     check_models(exp, config)

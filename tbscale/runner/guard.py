@@ -22,6 +22,8 @@ The main container's digests and processes come from one exec.
    exec lists the processes left and looks at /logs/artifacts, so that an empty convention
    folder in a container where nothing else runs is not copied out (`artifacts_folder`).
 Why a restart, not a kill from an exec: docs/tasks.md, "Verification integrity".
+The shell the guard runs in the environment, and the readers of what it prints:
+runner/guard_shell.py.
 Every command it runs while the agent's processes may be alive (before the restart; throughout
 with the sweep off) is an exec with `hostile_peers` (Environment.exec): read to the end of its
 output, its exit code from the backend; and a line of its output given twice with different
@@ -37,151 +39,26 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from tbscale.environments import Environment
-from tbscale.environments.base import first_lines
-from tbscale.runner.findings import VERIFIER_LOGS, entry, tampering_entries
+from tbscale.runner.findings import checked_path, compiled_module, entry, programs_changed, tampering_entries
+from tbscale.runner.guard_shell import (ARTIFACTS_PROBE, BYTECODE, CHANGES, CLEAR_VERIFIER_LOGS, CLOCK, KILL, MOUNTS,
+                                        PROCESSES, SETUP, SNAPSHOT, parse_processes, parse_snapshot)
+from tbscale.shell.tampering import TEST_TOOLS
 from tbscale.shell.parse import invocation, split_segments
-from tbscale.types.guard import (AgentProcessInfo, GuardSnapshot, MountState, ProcessBaseline, ProcessInfo,
-                                 SweepRecord, Tampering, ToolState)
+from tbscale.types.guard import (AgentProcessInfo, GuardSnapshot, ProcessBaseline, ProcessInfo,
+                                 SweepRecord, Tampering)
 
 DEFAULT_TOOLS = ("bash", "sh", "env", "python3", "python", "pytest", "uv", "uvx", "pip", "pip3", "timeout")
+# The programs the guard's own commands run: the outside check (`file_checks: outside`) reports one
+# of them written or added in a bin folder, since the checks inside would believe it.
+CHECK_PROGRAMS = frozenset({"find", "sha256sum", "stat", "readlink", "date", "sort", "awk", "head", "sed", "wc", "grep",
+                            "tr", "xargs", "rm", "cat", "sleep", "cut", "md5sum", "dpkg", "busybox", "dash", "kill"})
+_EXECUTES = re.compile(rb"^import[ \t]", re.M)  # site.py runs a .pth line that starts so
+_PLUGIN = re.compile(rb"^[ \t]*\[pytest11\]", re.M)
 MAX_TOOLS = 48
 _SHELL_WORDS = frozenset("""! [ [[ ]] { } alias bg break builtin case cd command continue declare do done echo elif else
     esac eval exec exit export false fc fg fi for function getopts hash if in jobs kill let local printf pwd read
     readonly return select set shift source test then time trap true type typeset ulimit umask unalias unset until
     wait while . :""".split())
-
-_CLEAR_VERIFIER_LOGS = (f"[ -d {VERIFIER_LOGS} ] && [ ! -L {VERIFIER_LOGS} ] && "
-                        f"find {VERIFIER_LOGS} -mindepth 1 -delete 2>/dev/null\n")
-
-# The container's clock, the reference of the changes `_CHANGES` lists later: to the nanosecond
-# where date and find have it (GNU). Busybox's date has no %N (it prints it as it is) and its find
-# no -newerct; the clock is then the next whole second, waited for, so that nothing changed before
-# it shares its second, and a clock without a fraction tells `_CHANGES` (which runs it in a later
-# exec, the agent's phase between) to read each path's status change second from stat: the choice
-# is probed once, here, before the agent could touch `find`.
-_CLOCK = r'''
-_now=$(date +%s.%N 2>/dev/null)
-case "$_now" in *[!0-9.]*|''|.*|*.) _now= ;; esac
-if [ -z "$_now" ] || ! find / -maxdepth 0 -newerct @0 >/dev/null 2>&1; then
-  _s=$(date +%s); _now=$_s
-  while [ "$_now" = "$_s" ]; do sleep 0.05 2>/dev/null || sleep 1; _now=$(date +%s); done
-fi
-printf 'N\t%s\n' "$_now"
-'''
-# The paths whose status changed after $TBSCALE_SINCE, where they matter to the verifier.
-_CHANGES = r'''
-if [ -n "${TBSCALE_SINCE:-}" ]; then
-  case "$TBSCALE_SINCE" in
-    *.*) _newer() { find "$@" -newerct "@$TBSCALE_SINCE" 2>/dev/null; } ;;
-    # A whole second: _CLOCK found no -newerct or no %N (busybox); each candidate's status
-    # change second, from stat.
-    *) _newer() { find "$@" -exec stat -c '%Z %n' {} + 2>/dev/null |
-                  awk -v s="$TBSCALE_SINCE" '$1 >= s { sub(/^[0-9]+ /, ""); print }'; } ;;
-  esac
-  { _newer / -xdev -maxdepth 1
-    _newer /logs "$TBSCALE_TESTS" /solution -xdev
-    _newer /etc/ld.so.preload
-    [ -n "${TBSCALE_WORKDIR:-}" ] && _newer "$TBSCALE_WORKDIR" -xdev -maxdepth 4 \
-      \( -name pytest.py -o -path '*/pytest/__init__.py' -o -path '*/_pytest/__init__.py' -o -name conftest.py \
-      -o -name sitecustomize.py -o -name usercustomize.py \)
-    for d in /usr/lib/python3* /usr/local/lib/python3* /root/.local/lib/python3*; do [ -d "$d" ] || continue
-      _newer "$d" -xdev \( -name sitecustomize.py -o -name usercustomize.py -o -name '*.pth' \
-        -o -path '*/_pytest/*' -o -path '*/pytest/*' -o -path '*/pluggy/*' -o -name pytest.py \); done
-  } | head -n 2000 | sed 's/^/C\t/'
-fi
-'''
-# Few programs per line: a program run costs far more in a busy container than a builtin. Each
-# name is resolved by a builtin; the paths found are then resolved by one readlink (one a path
-# where readlink takes a single operand, as busybox's does), hashed by one sha256sum and described
-# by one stat (`R`, `H` and `O` lines, joined to the name's `P` line by path in parse_snapshot):
-# with three programs a tool, this part of the exec cost about twice a bare exec.
-_SNAPSHOT = r'''
-_paths=; _t=$(printf '\t'); _n=0
-for name in "$@"; do
-  p=$(command -v -- "$name" 2>/dev/null) || { printf 'T\t%s\t-\n' "$name"; continue; }
-  case "$p" in
-    /*) printf 'P\t%s\t%s\n' "$name" "$p"; _paths="$_paths$p
-"; _n=$((_n + 1)) ;;
-    *) printf 'T\t%s\tbuiltin\n' "$name" ;;
-  esac
-done
-if [ "$_n" -gt 0 ]; then
-  _ifs=$IFS; IFS='
-'; set -f
-  _reals=$(readlink -f -- $_paths 2>/dev/null)
-  if [ -z "$_reals" ] || [ "$(printf '%s\n' "$_reals" | wc -l)" != "$_n" ]; then
-    _reals=$(for p in $_paths; do readlink -f -- "$p" 2>/dev/null || printf '%s\n' "$p"; done)
-  fi
-  set -- $_reals; _files=
-  for p in $_paths; do
-    printf 'R\t%s\t%s\n' "$p" "$1"; [ -f "$1" ] && _files="$_files$1
-"; shift
-  done
-  if [ -n "$_files" ]; then
-    sha256sum -- $_files 2>/dev/null | while IFS= read -r _h; do printf 'H\t%s\t%s\n' "${_h%% *}" "${_h#*  }"; done
-    stat -c "O$_t%u:%g:%a:%s$_t%n" -- $_files 2>/dev/null
-  fi
-  set +f; IFS=$_ifs
-fi
-'''
-# The verifier's mount points: type, owner and mode, and a digest of the files under a folder.
-_MOUNTS = r'''
-for m in /logs /logs/verifier "$TBSCALE_TESTS"; do
-  if [ -L "$m" ]; then printf 'M\t%s\tlink\t%s\n' "$m" "$(readlink -- "$m")"
-  elif [ -d "$m" ]; then
-    d=$(cd "$m" && find . -xdev -type f ! -path '*/__pycache__/*' ! -path '*/.pytest_cache/*' -exec sha256sum {} + \
-        2>/dev/null | LC_ALL=C sort | sha256sum)
-    printf 'M\t%s\tdir\t%s\t%.16s\n' "$m" "$(stat -c '%u:%g:%a' -- "$m")" "$d"
-  elif [ -e "$m" ]; then printf 'M\t%s\tfile\t%s\n' "$m" "$(stat -c '%u:%g:%a' -- "$m")"
-  else printf 'M\t%s\tabsent\n' "$m"; fi
-done
-'''
-# One line per process: pid, start time (clock ticks after boot), uid, parent pid, command line
-# (its newlines and tabs made spaces: a command line cannot forge a line of this output, which
-# may share an exec with the snapshot's).
-# Shell builtins read /proc, so that a process costs one program run (tr), not four. The exec's
-# own processes (this shell and its ancestors up to the engine's: `timeout` and the exec's
-# wrapper) are left out.
-_PROCESSES = r'''
-own=" $$ "; a=$PPID
-while [ "${a:-0}" -gt 1 ] 2>/dev/null; do
-  own="$own$a "; read -r s 2>/dev/null < "/proc/$a/stat" || break
-  rest=${s##*) }; set -- $rest; a=$2
-done
-for d in /proc/[0-9]*; do
-  p=${d#/proc/}; case "$own" in *" $p "*) continue;; esac
-  read -r s 2>/dev/null < "$d/stat" || continue
-  rest=${s##*) }; set -- $rest
-  u=; while read -r k v _; do [ "$k" = Uid: ] && { u=$v; break; }; done 2>/dev/null < "$d/status"
-  c=$(tr '\0\n\t\r' '    ' 2>/dev/null < "$d/cmdline")
-  printf '%s\t%s\t%s\t%s\t%.200s\n' "$p" "${20}" "$u" "$2" "$c"
-done
-'''
-# After the sweep: is the artifacts convention folder a plain folder with nothing in it (`empty`),
-# absent (`absent`), or anything else (`other`)? With the process list of the same exec, it tells
-# whether copying it out can be left out (runner/artifacts.py).
-_ARTIFACTS_PROBE = r'''
-a=other; f=/logs/artifacts
-if [ ! -e "$f" ] && [ ! -L "$f" ]; then a=absent
-elif [ -d "$f" ] && [ ! -L "$f" ] && [ -z "$(find "$f" -mindepth 1 -maxdepth 1 2>&1 | head -n 1)" ]; then a=empty; fi
-printf 'A\t%s\n' "$a"
-'''
-# A root command run first in the baseline's exec (`VerifierGuard.baseline`'s `setup`); when it
-# fails, one `S` line with what it printed, its lines joined (the caller keeps the end). The
-# standard folders follow the PATH it is given: the exec carries the verifier's env, whose PATH
-# may leave them out.
-_SETUP = r'''_setup=$(PATH="${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"; { %s
-} 2>&1) || printf 'S\t%%s\n' "$(printf %%s "$_setup" | tr '\n\t' '  ')"
-'''
-_KILL = r'''
-for pair in "$@"; do
-  p=${pair%:*}; want=${pair#*:}
-  s=$(cat "/proc/$p/stat" 2>/dev/null) || continue
-  rest=${s##*) }; set -- $rest
-  [ "${20}" = "$want" ] && kill -9 "$p" 2>/dev/null && echo "$p"
-done
-'''
-
 
 def tool_names(verifier, tests_dirs: list[Path] | None = None) -> list[str]:
     """The programs the verifier runs: the command's program, the programs of its test script(s)
@@ -225,75 +102,6 @@ def tool_names(verifier, tests_dirs: list[Path] | None = None) -> list[str]:
     return names[:MAX_TOOLS]
 
 
-def _value_line(line: str) -> str | None:
-    """The key of a snapshot line that carries a value the check reads: "N" (the clock), "T tool",
-    "M mount", "R path", "H file" and "O file" (a tool's real path, digest and status)."""
-    parts = line.split("\t", 2)
-    if parts[0] == "N" and len(parts) >= 2:
-        return "N"
-    if parts[0] in ("T", "M", "P") and len(parts) >= 2:
-        return f"T {parts[1]}" if parts[0] == "P" else f"{parts[0]} {parts[1]}"
-    if parts[0] in ("H", "O") and len(parts) == 3:
-        return f"{parts[0]} {parts[2]}"
-    if parts[0] == "R" and len(parts) == 3:
-        return f"R {parts[1]}"
-    return None
-
-
-def parse_snapshot(output: str) -> GuardSnapshot:
-    """A snapshot from the guard's exec output. A clock, tool or mount line given twice with
-    different values is listed in `conflicts`: the exec printed each once, so something beside
-    it wrote into its output (a kept agent process can; Container.exec's `hostile_peers`)."""
-    tools: dict[str, ToolState | None] = {}
-    mounts: dict[str, MountState] = {}
-    changes: dict[str, int] = {}
-    now = None
-    _, conflicts = first_lines(output, _value_line)
-    lines = [line.split("\t") for line in output.splitlines()]
-    digests = {parts[2]: parts[1] for parts in lines if parts[0] == "H" and len(parts) == 3}
-    statuses = {parts[2]: parts[1] for parts in lines if parts[0] == "O" and len(parts) == 3}
-    reals = {parts[1]: parts[2] for parts in lines if parts[0] == "R" and len(parts) == 3}
-    for parts in lines:
-        if parts[0] == "P" and len(parts) == 3:  # a tool found on the PATH: the T line it stands for
-            path, real = parts[2], reals.get(parts[2], parts[2])
-            parts = ["T", parts[1], path, real, *([digests.get(real, ""), statuses.get(real, "")] if real in statuses
-                                                  else ["not-a-file", "-"])]
-        if parts[0] == "N" and len(parts) == 2:
-            now = parts[1]
-        elif parts[0] == "C" and len(parts) == 2:
-            changes[parts[1]] = 0
-        elif parts[0] == "T" and len(parts) >= 3:
-            if parts[2] in ("-", "builtin"):
-                tools[parts[1]] = None if parts[2] == "-" else {"builtin": True}
-            elif len(parts) >= 6:
-                owner = parts[5].split(":")
-                tools[parts[1]] = {"path": parts[2], "real": parts[3], "sha256": parts[4],
-                                   "owner": ":".join(owner[:2]) if len(owner) >= 2 else None,
-                                   "mode": owner[2] if len(owner) >= 3 else None,
-                                   "size": int(owner[3]) if len(owner) >= 4 and owner[3].isdigit() else None}
-        elif parts[0] == "M" and len(parts) >= 3:
-            mount: MountState = {"type": parts[2]}
-            if len(parts) >= 4:
-                mount["stat" if parts[2] != "link" else "target"] = parts[3]  # type: ignore[literal-required]
-            if len(parts) >= 5:
-                mount["digest"] = parts[4]
-            mounts[parts[1]] = mount
-    snap: GuardSnapshot = {"tools": tools, "mounts": mounts, "now": now, "changes": changes}
-    if conflicts:
-        snap["conflicts"] = conflicts
-    return snap
-
-
-def parse_processes(output: str) -> list[ProcessInfo]:
-    out: list[ProcessInfo] = []
-    for line in output.splitlines():
-        parts = line.split("\t")
-        if len(parts) >= 5 and parts[0].isdigit():
-            out.append({"pid": int(parts[0]), "start": parts[1], "uid": parts[2], "ppid": int(parts[3] or 0),
-                        "cmd": parts[4].strip()})
-    return out
-
-
 def new_processes(before: list[ProcessInfo], now: list[ProcessInfo], *, keep_children: bool) -> list[ProcessInfo]:
     """Processes in `now` that were not running at `before`. With keep_children, a new process
     whose nearest older ancestor is one of the old processes (other than PID 1) is the child of a
@@ -317,8 +125,16 @@ class VerifierGuard:
     """The checks around one shared-mode verification (see the module doc). `sweep` False keeps
     the agent's processes running into verification, as Harbor and Terminal-Bench do."""
 
-    def __init__(self, box: Environment, verifier, *, sweep: bool = True, tests_dirs: list[Path] | None = None):
+    def __init__(self, box: Environment, verifier, *, sweep: bool = True, tests_dirs: list[Path] | None = None,
+                 outside: bool = False, can_list_outside: bool = False):
         self.box, self.verifier, self.sweep = box, verifier, sweep
+        # `outside` (environment.file_checks: outside): the changed paths are also taken from the
+        # backend's own listing (Environment.changes), which nothing inside can alter; the same
+        # happens unasked where the environment has no `find` and the backend can list changes.
+        self.outside, self.can_list_outside = outside, can_list_outside
+        self.outside_base: dict[str, int] | None = None  # that listing at the reference
+        self.outside_carried: dict[str, int] = {}  # and what it found in environments the attempt left for a fork
+        self.unlisted = False  # no `find` inside, and no listing from outside either
         self.names = tool_names(verifier, tests_dirs)
         self.before: GuardSnapshot | None = None
         self.timing: dict[str, float] = {}
@@ -330,6 +146,7 @@ class VerifierGuard:
         # a new status change time), and the changes found in the environments it grew from.
         self.since: str | None = None
         self.carried: dict[str, int] = {}
+        self.carried_marks: dict[str, list[str]] = {}  # the marks of those listings (parse_snapshot)
         # Whether processes the agent left may be running in `box` as the guard's commands run
         # (Environment.exec's `hostile_peers`): with the sweep off, always (an earlier step's or
         # attempt's may be, even at a baseline); with it on, from the end of an agent phase to
@@ -349,29 +166,34 @@ class VerifierGuard:
 
     # ---- probes ----------------------------------------------------------------------------------
     def _snapshot(self, since: str | None = None, *, processes: bool = False, probe: bool = False,
-                  setup: str = "") -> GuardSnapshot:
+                  setup: str = "", bytecode: bool = False) -> GuardSnapshot:
         """Digests and mount points; with `since` (the container's clock at the baseline), also
         the paths whose status changed after it, where they matter to the verifier. A status
         change time cannot be set back from inside a container (it needs the clock), so what the
         agent phase changed there cannot hide. With `processes`, the same exec also lists the
-        processes running (`processes`), as `_processes` does: one round trip instead of two."""
+        processes running (`processes`), as `_processes` does: one round trip instead of two. With
+        `bytecode`, the compiled modules the agent phase wrote are removed (`BYTECODE`)."""
         env = self._env(self.box, since)
-        cmd = "set -- " + " ".join(shlex.quote(n) for n in self.names) + "\n" + _SNAPSHOT + _CLOCK + _MOUNTS + _CHANGES
+        cmd = "set -- " + " ".join(shlex.quote(n) for n in self.names) + "\n" + SNAPSHOT + CLOCK + MOUNTS + CHANGES
         if not since:
             # What an earlier verification (a previous step's) left in /logs/verifier is not the
             # agent's: clear it before this agent phase, so that anything found there later is.
-            cmd = _CLEAR_VERIFIER_LOGS + cmd
+            cmd = CLEAR_VERIFIER_LOGS + cmd
         if setup:
-            cmd = _SETUP % setup + cmd
+            cmd = SETUP % setup + cmd
+        if bytecode and since:
+            cmd += BYTECODE
         if processes:
-            cmd += _PROCESSES
+            cmd += PROCESSES
         if probe:
-            cmd += _ARTIFACTS_PROBE
+            cmd += ARTIFACTS_PROBE
         res = self._exec(self.box, "the check of the verifier's toolchain and paths", cmd, 120, env=env,
                          output_limit=900_000 if processes else 400_000, hostile_peers=self.exposed)
         snap = parse_snapshot(res.output)
         if not since:
             snap["changes"] = None
+        elif res.elided_bytes:
+            snap["flooded"].append("the check's output (cut for its size)")
         if processes:
             snap["processes"] = parse_processes(res.output)
         if probe:
@@ -398,10 +220,12 @@ class VerifierGuard:
     def _with_carried(self, after: GuardSnapshot) -> GuardSnapshot:
         if after.get("changes") is not None and self.carried:
             after["changes"] = {**self.carried, **after["changes"]}
+        for key, marks in self.carried_marks.items():
+            after[key] = [*marks, *after.get(key, [])]  # type: ignore[literal-required]
         return after
 
     def _processes(self, target: Environment) -> list[ProcessInfo]:
-        res = self._exec(target, "the process listing", _PROCESSES, 60, output_limit=500_000,
+        res = self._exec(target, "the process listing", PROCESSES, 60, output_limit=500_000,
                          hostile_peers=self.exposed)
         return parse_processes(res.output)
 
@@ -419,15 +243,21 @@ class VerifierGuard:
         t = time.monotonic()
         self.before["sidecar_processes"] = {n: self._processes(c) for n, c in self._sidecars().items()}
         self.timing["guard_processes"] = time.monotonic() - t
+        if self.outside or (self.before.get("no_find") and self.can_list_outside):
+            t = time.monotonic()
+            self.outside_base = self.box.changes()
+            self.timing["guard_outside"] = time.monotonic() - t
+        self.unlisted = bool(self.before.get("no_find")) and self.outside_base is None
 
     def processes_of(self, box: Environment) -> ProcessBaseline:
         """The process part of a baseline, of another environment: a fork the attempt may go on in
         (runner/forks.py), listed as it started, with its clock then (`now`, the reference of its
         own changes). Its processes are the task's (entrypoint, services), none of them the
         agent's: a fork carries over no process of its parent's."""
-        res = box.exec(_CLOCK + _PROCESSES, 60, user="0", output_limit=500_000)
-        return {"processes": parse_processes(res.output), "now": parse_snapshot(res.output)["now"],
-                "sidecar_processes": {n: self._processes(box.service(n)) for n in box.services}}
+        res = box.exec(CLOCK + PROCESSES, 60, user="0", output_limit=500_000)
+        started: ProcessBaseline = {"processes": parse_processes(res.output), "now": parse_snapshot(res.output)["now"],
+                                    "sidecar_processes": {n: self._processes(box.service(n)) for n in box.services}}
+        return started
 
     def carry_changes(self, box: Environment) -> None:
         """Before the attempt leaves `box` for a fork of it: the changes found there (against its
@@ -437,9 +267,16 @@ class VerifierGuard:
         if not since:
             return
         # The agent's processes still run in `box` (nothing stops them before the attempt leaves it).
-        res = self._exec(box, "the listing of changed files before a fork", _CHANGES, 120, env=self._env(box, since),
+        res = self._exec(box, "the listing of changed files before a fork", CHANGES, 120, env=self._env(box, since),
                          output_limit=400_000, hostile_peers=True)
-        self.carried.update(parse_snapshot(res.output)["changes"])
+        found = parse_snapshot(res.output)
+        if res.elided_bytes:
+            found["flooded"].append("the listing before a fork (cut for its size)")
+        self.carried.update(found["changes"])
+        if self.outside_base is not None:
+            self.outside_carried.update(self._outside_new(box))
+        for key in ("flooded", "executes", "plugins"):
+            self.carried_marks[key] = [*self.carried_marks.get(key, []), *found[key]]
 
     def go_on_in(self, box: Environment, started: ProcessBaseline) -> None:
         """The attempt goes on in `box`, a fork that started as `started` (`processes_of`)."""
@@ -448,6 +285,12 @@ class VerifierGuard:
             self.before.update({k: v for k, v in started.items() if k != "now"})
         if started.get("now"):
             self.since = started["now"]
+        if self.outside_base is not None:
+            # The fork's own listing starts empty: its image is the snapshot, and nothing but the
+            # task's own start (entrypoint, healthcheck) has run in it, which writes none of the
+            # places the check looks at. Not listing it at each fork's start saves a listing a fork
+            # (0.5 s here; a lookahead turn starts N forks and keeps one).
+            self.outside_base = {}
 
     # ---- after it ---------------------------------------------------------------------------------
     def seal(self, actions: list[tuple[int, str]], restart_hook=None) -> tuple[list[Tampering], SweepRecord]:
@@ -460,7 +303,7 @@ class VerifierGuard:
         alive = self.box.running()
         after: GuardSnapshot | None = None
         if alive and not self.sweep:  # nothing happens in between: one exec lists and checks
-            after = self._with_carried(self._snapshot(since=self._reference(), processes=True, probe=True))
+            after = self._with_carried(self._snapshot(since=self._reference(), processes=True, probe=True, bytecode=True))
         procs = (after["processes"] if after is not None else self._processes(self.box)) if alive else []
         base = (self.before or {}).get("processes", [])
         left = new_processes(base, procs, keep_children=False)
@@ -482,19 +325,28 @@ class VerifierGuard:
                                       keep_children=True)
                 if fresh:
                     args = " ".join(f"{p['pid']}:{p['start']}" for p in fresh)
-                    self._exec(side, f"the sweep of sidecar {name}", f"set -- {args}\n{_KILL}", 60, hostile_peers=True)
+                    self._exec(side, f"the sweep of sidecar {name}", f"set -- {args}\n{KILL}", 60, hostile_peers=True)
                     killed[name] = [_agent_process(p) for p in fresh[:50]]
             if killed:
                 record["sidecar_processes_killed"] = killed
         self.timing["guard_sweep"] = time.monotonic() - t
         t = time.monotonic()
         if after is None:
-            after = self._with_carried(self._snapshot(since=self._reference(), processes=True, probe=True))
+            after = self._with_carried(self._snapshot(since=self._reference(), processes=True, probe=True, bytecode=True))
+        if after.get("bytecode_removed"):
+            record["bytecode_removed"] = after["bytecode_removed"]
         folder = after["artifacts_folder"]
         self.artifacts_folder = folder if folder in ("empty", "absent") and self._idle(after["processes"]) else None
+        outside = self._from_outside(after, record) if self.outside_base is not None else None
+        if self.unlisted:
+            record["changes_listed"] = "nowhere"
         # A check cut short (`stalled`) is still compared: only what it printed counts, and what is
         # missing from it is no finding.
         entries += tampering_entries(self.before, after, self.verifier.tests_mount, actions)
+        if outside:
+            seen = {e["tool"] for e in entries if e.get("tool")}
+            programs = CHECK_PROGRAMS | TEST_TOOLS | set(self.names)
+            entries += programs_changed(outside, (self.before or {}).get("tools") or {}, programs, seen, actions)
         if self.stalled:
             entries.append(entry("check_stalled", "a command of the guard's did not end by its timeout plus grace "
                                  "while the agent's processes could run beside it (something stopped it): "
@@ -507,6 +359,42 @@ class VerifierGuard:
         entries += self._describe(entries)
         self.timing["guard_check"] = time.monotonic() - t
         return entries, record
+
+    def _outside_new(self, box: Environment) -> dict[str, int]:
+        """What the backend lists as changed in `box` since the outside reference (a path gone from
+        the listing was changed back or removed: 2)."""
+        base, now = self.outside_base or {}, box.changes()
+        new = {p: k for p, k in now.items() if base.get(p) != k}
+        new.update({p: 2 for p in base if p not in now})
+        return new
+
+    def _from_outside(self, after: GuardSnapshot, record: SweepRecord) -> dict[str, int]:
+        """The outside listing, after the sweep: its paths that the check inside looks at join
+        `after`'s changes (with the `.pth` files and entry points read from outside for their
+        marks), the compiled modules the agent phase wrote that the check inside did not remove
+        are removed, and all of it is returned (for the programs written: findings.programs_changed)."""
+        t = time.monotonic()
+        new = {**self.outside_carried, **self._outside_new(self.box)}
+        tests, workdir = self.verifier.tests_mount, getattr(self.box, "workdir", None) or self.verifier.cwd
+        listed = {p: k for p, k in new.items() if checked_path(p, tests, workdir)}
+        if after.get("changes") is not None:
+            after["changes"] = {**listed, **after["changes"]}
+        for path, kind in listed.items():
+            mark = ("executes", _EXECUTES) if path.endswith(".pth") else (
+                ("plugins", _PLUGIN) if path.endswith("/entry_points.txt") else None)
+            if mark and kind != 2 and path not in after.get(mark[0], []):
+                data = self.box.read_file(path)
+                if data is not None and mark[1].search(data):
+                    after[mark[0]] = [*after.get(mark[0], []), path]  # type: ignore[literal-required]
+        compiled = sorted(p for p, k in new.items() if k != 2 and compiled_module(p))
+        for i in range(0, len(compiled), 400):  # a command line of a few tens of kB at most
+            self._exec(self.box, "the removal of compiled modules",
+                       "rm -f -- " + " ".join(map(shlex.quote, compiled[i:i + 400])), 120, hostile_peers=self.exposed)
+        if compiled:
+            record["bytecode_removed"] = max(len(compiled), after.get("bytecode_removed", 0))
+        record["changes_listed"] = "inside and outside" if self.outside else "outside"
+        self.timing["guard_outside"] = time.monotonic() - t
+        return new
 
     def _idle(self, processes: list[ProcessInfo]) -> bool:
         """Nothing runs that could write a file before the verifier's run: no sidecars, and no

@@ -42,6 +42,8 @@ def _environment_identity(exp: Experiment) -> dict[str, Any]:
         env.pop("storage_limit")
     if env.get("agent_processes") == "stop":  # the default, likewise
         env.pop("agent_processes")
+    if env.get("file_checks") == "inside":  # the default, likewise
+        env.pop("file_checks")
     return env
 
 

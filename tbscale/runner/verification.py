@@ -53,12 +53,13 @@ class AttemptVerification:
     found (all steps)."""
 
     def __init__(self, envs: AttemptEnvironments, rec: AttemptRecorder, *, verifier_timeout_sec: float | None,
-                 sweep: bool, artifacts_root: Path):
+                 sweep: bool, artifacts_root: Path, outside_checks: bool = False):
         self.envs, self.rec = envs, rec
         self.artifacts_root = artifacts_root  # the run's artifacts/ (empty folders are pruned up to it)
         self.task = envs.task
         self.verifier_timeout_sec = verifier_timeout_sec
         self.sweep = sweep
+        self.outside_checks = outside_checks  # environment.file_checks: outside
         self.guard: VerifierGuard | None = None
         self.tampering: list[Tampering] = []
         self.artifacts_folder: str | None = None  # the last seal's finding (VerifierGuard.artifacts_folder)
@@ -77,7 +78,8 @@ class AttemptVerification:
         """Before an agent phase: the baseline the verifier's integrity is checked against."""
         if self.task.format == "swebench":
             return
-        self.guard = VerifierGuard(box, verifier, sweep=self.sweep)
+        self.guard = VerifierGuard(box, verifier, sweep=self.sweep, outside=self.outside_checks,
+                                   can_list_outside=self.envs.caps.changes)
         setup, self.log_folders_pending = (LOG_FOLDERS_COMMAND if self.log_folders_pending else ""), False
         self.guard.baseline(setup=setup)
         if self.guard.setup_failed is not None:

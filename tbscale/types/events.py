@@ -278,6 +278,10 @@ class SweepEvent(EventBase):
     agent_processes: list[AgentProcess] = Field(default_factory=list)
     agent_processes_count: int = 0
     sidecar_processes_killed: dict[str, list[AgentProcess]] | None = None  # compose service -> processes
+    # compiled Python modules the agent phase wrote or changed, removed before the verifier ran
+    bytecode_removed: int | None = None
+    # where the changed paths were listed from when not from inside alone (runner/guard.py)
+    changes_listed: str | None = None
     tampering: list[TamperingEntry] = Field(default_factory=list)
     timing: dict[str, float] = Field(default_factory=dict)
     step: str | None = None

@@ -82,6 +82,11 @@ class GuardSnapshot(TypedDict, total=False):
     sidecar_processes: dict[str, list[ProcessInfo]]
     artifacts_folder: str | None
     conflicts: list[str]  # lines given twice with different values ("T python3", "M /logs", "N")
+    flooded: list[str]  # places with more changed paths than the listing keeps of one (runner/guard.py `_CHANGES`)
+    executes: list[str]  # changed `.pth` files with a line site.py executes (`import ...`)
+    plugins: list[str]  # changed entry_points.txt files that declare a pytest plugin (`[pytest11]`)
+    bytecode_removed: int  # compiled modules the agent phase wrote, removed before the verifier (`_BYTECODE`)
+    no_find: bool  # the environment has no `find`: the check inside cannot list changed paths
 
 
 class SweepRecord(TypedDict, total=False):
@@ -91,6 +96,11 @@ class SweepRecord(TypedDict, total=False):
     agent_processes: list[AgentProcessInfo]
     agent_processes_count: int
     sidecar_processes_killed: dict[str, list[AgentProcessInfo]]
+    bytecode_removed: int  # compiled Python modules the agent phase wrote, removed before the verifier
+    # Where the changed paths were listed from, when not from inside alone: "inside and outside"
+    # (environment.file_checks: outside), "outside" (no `find` inside), "nowhere" (no `find` inside
+    # and a backend that cannot list changes from outside: changed files went unchecked).
+    changes_listed: str
 
 
 class CommandAttribution(TypedDict, total=False):

@@ -1,0 +1,285 @@
+"""The shell the verifier guard runs in an environment (runner/guard.py), and the readers of what it
+prints. Each script prints tab-separated lines whose first field says what they carry:
+
+* `P`, `R`, `H`, `O`, `T`: a tool resolved on PATH, its real path, digest and status (`SNAPSHOT`);
+* `N`: the container's clock (`CLOCK`), and `U` when the environment has no `find`;
+* `M`: a mount point of the verifier's (`MOUNTS`);
+* `C`: a path whose status changed since the reference clock, `W` a place with more of them than
+  the listing keeps, `I` a `.pth` file with a line site.py executes, `E` an entry_points.txt that
+  declares a pytest plugin (`CHANGES`);
+* `B`: how many compiled modules the agent phase wrote were removed (`BYTECODE`);
+* `S`: what a failed setup command printed (`SETUP`), `A` the artifacts folder's state
+  (`ARTIFACTS_PROBE`); and one line per process, from /proc (`PROCESSES`).
+
+Scripts that run while the agent's processes may be alive print each value once, so a value line
+given twice with different values was written by something else (`parse_snapshot`'s `conflicts`).
+"""
+
+from __future__ import annotations
+
+from tbscale.environments.base import first_lines
+from tbscale.runner.findings import VERIFIER_LOGS
+from tbscale.types.guard import GuardSnapshot, MountState, ProcessInfo, ToolState
+
+CLEAR_VERIFIER_LOGS = (f"[ -d {VERIFIER_LOGS} ] && [ ! -L {VERIFIER_LOGS} ] && "
+                        f"find {VERIFIER_LOGS} -mindepth 1 -delete 2>/dev/null\n")
+
+# The container's clock, the reference of the changes `CHANGES` lists later: to the nanosecond
+# where date and find have it (GNU). Busybox's date has no %N (it prints it as it is) and its find
+# no -newerct; the clock is then the next whole second, waited for, so that nothing changed before
+# it shares its second, and a clock without a fraction tells `CHANGES` (which runs it in a later
+# exec, the agent's phase between) to read each path's status change second from stat: the choice
+# is probed once, here, before the agent could touch `find`.
+CLOCK = r'''
+command -v find >/dev/null 2>&1 || printf 'U\tfind\n'
+_now=$(date +%s.%N 2>/dev/null)
+case "$_now" in *[!0-9.]*|''|.*|*.) _now= ;; esac
+if [ -z "$_now" ] || ! find / -maxdepth 0 -newerct @0 >/dev/null 2>&1; then
+  _s=$(date +%s); _now=$_s
+  while [ "$_now" = "$_s" ]; do sleep 0.05 2>/dev/null || sleep 1; _now=$(date +%s); done
+fi
+printf 'N\t%s\n' "$_now"
+'''
+# The paths whose status changed after $TBSCALE_SINCE, where they matter to the verifier (`C`
+# lines), in three places listed apart: the verifier's own paths, the workdir's pytest files and
+# the Python folders. At most 500 paths a place, and a `W` line naming a place that had more (an
+# output cut for its size counts the same): runner/findings.py reports either as
+# `listing_flooded`, so files written in bulk cannot push a planted one out of the listing unseen.
+# The Python folders: what the interpreter runs at start-up (sitecustomize, usercustomize, `.pth`
+# files, with an `I` line for a `.pth` with an import line, which site.py executes), the packages
+# pytest runs from, the standard library (and a zip of it, which sys.path puts before it), and
+# the packages' entry points (an `E` line for one that declares a pytest plugin, which pytest
+# loads unasked). Compiled modules are left out: the seal removes those the agent phase wrote
+# (`BYTECODE`).
+CHANGES = r'''
+if [ -n "${TBSCALE_SINCE:-}" ]; then
+  case "$TBSCALE_SINCE" in
+    *.*) _newer() { find "$@" -newerct "@$TBSCALE_SINCE" 2>/dev/null; } ;;
+    # A whole second: CLOCK found no -newerct or no %N (busybox); each candidate's status
+    # change second, from stat.
+    *) _newer() { find "$@" -exec stat -c '%Z %n' {} + 2>/dev/null |
+                  awk -v s="$TBSCALE_SINCE" '$1 >= s { sub(/^[0-9]+ /, ""); print }'; } ;;
+  esac
+  # `_list PLACE COMMAND...`: the paths COMMAND prints, at most 500 (`C` lines), and a `W` line
+  # when it printed more.
+  _list() {
+    _g=$1; shift; _found=$("$@" | head -n 501)
+    [ -n "$_found" ] || return 0
+    printf '%s\n' "$_found" | head -n 500 | sed 's/^/C\t/'
+    case "$_found" in *'
+'*) [ "$(printf '%s\n' "$_found" | wc -l)" -le 500 ] || printf 'W\t%s\n' "$_g" ;; esac
+  }
+  # `_each PATTERN REGEX MARK`: a MARK line for each path of the last listing that matches the
+  # shell PATTERN and holds a line matching REGEX.
+  _each() { printf '%s\n' "$_found" | while IFS= read -r _f; do case "$_f" in $1) grep -qs -E "$2" "$_f" &&
+            printf '%s\t%s\n' "$3" "$_f" ;; esac; done; }
+  # Every path listed here counts (the top of / only by the names that do): a flood of them
+  # cannot hide one.
+  _core() {
+    _newer / -xdev -maxdepth 1 \( -name conftest.py -o -name pytest.ini -o -name .pytest.ini -o -name tox.ini \
+      -o -name setup.cfg -o -name pyproject.toml -o -name sitecustomize.py -o -name usercustomize.py -o -name pytest.py \)
+    _newer /logs/verifier "$TBSCALE_TESTS" /solution /etc/ld.so.preload -xdev
+  }
+  _list core _core
+  [ -n "${TBSCALE_WORKDIR:-}" ] && _list workdir _newer "$TBSCALE_WORKDIR" -xdev -maxdepth 4 \
+    \( -name pytest.py -o -path '*/pytest/__init__.py' -o -path '*/_pytest/__init__.py' -o -name conftest.py \
+    -o -name sitecustomize.py -o -name usercustomize.py \)
+  _py=; for d in /usr/lib/python3* /usr/local/lib/python3* /root/.local/lib/python3*; do [ -d "$d" ] && _py="$_py $d"; done
+  if [ -n "$_py" ]; then
+    _list python _newer $_py /etc/python3* /usr/lib/python3*.zip /usr/local/lib/python3*.zip -xdev \( \( \
+      -name sitecustomize.py -o -name usercustomize.py -o -name '*.pth' -o -name entry_points.txt \
+      -o -path '*-packages/_pytest/*' -o -path '*-packages/pytest/*' -o -path '*-packages/pluggy/*' \
+      -o -path '*-packages/iniconfig/*' -o -path '*-packages/packaging/*' -o -path '*-packages/exceptiongroup/*' \
+      -o -path '*-packages/tomli/*' -o -name pytest.py -o -name py.py \
+      -o \( ! -path '*-packages/*' \( -name '*.py' -o -name '*.so' -o -name '*.zip' \) \) \) ! -path '*/__pycache__/*' \)
+    case "$_found" in *.pth*) _each '*.pth' '^import[ 	]' I ;; esac
+    case "$_found" in *entry_points.txt*) _each '*/entry_points.txt' '^[[:space:]]*\[pytest11\]' E ;; esac
+  fi
+fi
+'''
+# Run by the seal after the sweep: every compiled module the agent phase wrote or changed in the
+# Python folders is removed (a `B` line counts them), so the verifier's Python compiles each module
+# from its source again. A `.pyc` whose header gives its source's time and size is loaded in place
+# of the source, and a planted one cannot be told from one Python wrote itself when the agent ran
+# it; the sources themselves are listed by `CHANGES`.
+BYTECODE = r'''
+if [ -n "${TBSCALE_SINCE:-}" ] && [ -n "${_py:-}" ]; then
+  _pyc=$(_newer $_py -xdev -name '*.pyc')
+  if [ -n "$_pyc" ]; then
+    printf '%s\n' "$_pyc" | xargs rm -f -- 2>/dev/null
+    printf 'B\t%s\n' "$(printf '%s\n' "$_pyc" | wc -l)"
+  fi
+fi
+'''
+# Few programs per line: a program run costs far more in a busy container than a builtin. Each
+# name is resolved by a builtin; the paths found are then resolved by one readlink (one a path
+# where readlink takes a single operand, as busybox's does), hashed by one sha256sum and described
+# by one stat (`R`, `H` and `O` lines, joined to the name's `P` line by path in parse_snapshot):
+# with three programs a tool, this part of the exec cost about twice a bare exec.
+SNAPSHOT = r'''
+_paths=; _t=$(printf '\t'); _n=0
+for name in "$@"; do
+  p=$(command -v -- "$name" 2>/dev/null) || { printf 'T\t%s\t-\n' "$name"; continue; }
+  case "$p" in
+    /*) printf 'P\t%s\t%s\n' "$name" "$p"; _paths="$_paths$p
+"; _n=$((_n + 1)) ;;
+    *) printf 'T\t%s\tbuiltin\n' "$name" ;;
+  esac
+done
+if [ "$_n" -gt 0 ]; then
+  _ifs=$IFS; IFS='
+'; set -f
+  _reals=$(readlink -f -- $_paths 2>/dev/null)
+  if [ -z "$_reals" ] || [ "$(printf '%s\n' "$_reals" | wc -l)" != "$_n" ]; then
+    _reals=$(for p in $_paths; do readlink -f -- "$p" 2>/dev/null || printf '%s\n' "$p"; done)
+  fi
+  set -- $_reals; _files=
+  for p in $_paths; do
+    printf 'R\t%s\t%s\n' "$p" "$1"; [ -f "$1" ] && _files="$_files$1
+"; shift
+  done
+  if [ -n "$_files" ]; then
+    sha256sum -- $_files 2>/dev/null | while IFS= read -r _h; do printf 'H\t%s\t%s\n' "${_h%% *}" "${_h#*  }"; done
+    stat -c "O$_t%u:%g:%a:%s$_t%n" -- $_files 2>/dev/null
+  fi
+  set +f; IFS=$_ifs
+fi
+'''
+# The verifier's mount points: type, owner and mode, and a digest of the files under a folder.
+MOUNTS = r'''
+for m in /logs /logs/verifier "$TBSCALE_TESTS"; do
+  if [ -L "$m" ]; then printf 'M\t%s\tlink\t%s\n' "$m" "$(readlink -- "$m")"
+  elif [ -d "$m" ]; then
+    d=$(cd "$m" && find . -xdev -type f ! -path '*/__pycache__/*' ! -path '*/.pytest_cache/*' -exec sha256sum {} + \
+        2>/dev/null | LC_ALL=C sort | sha256sum)
+    printf 'M\t%s\tdir\t%s\t%.16s\n' "$m" "$(stat -c '%u:%g:%a' -- "$m")" "$d"
+  elif [ -e "$m" ]; then printf 'M\t%s\tfile\t%s\n' "$m" "$(stat -c '%u:%g:%a' -- "$m")"
+  else printf 'M\t%s\tabsent\n' "$m"; fi
+done
+'''
+# One line per process: pid, start time (clock ticks after boot), uid, parent pid, command line
+# (its newlines and tabs made spaces: a command line cannot forge a line of this output, which
+# may share an exec with the snapshot's).
+# Shell builtins read /proc, so that a process costs one program run (tr), not four. The exec's
+# own processes (this shell and its ancestors up to the engine's: `timeout` and the exec's
+# wrapper) are left out.
+PROCESSES = r'''
+own=" $$ "; a=$PPID
+while [ "${a:-0}" -gt 1 ] 2>/dev/null; do
+  own="$own$a "; read -r s 2>/dev/null < "/proc/$a/stat" || break
+  rest=${s##*) }; set -- $rest; a=$2
+done
+for d in /proc/[0-9]*; do
+  p=${d#/proc/}; case "$own" in *" $p "*) continue;; esac
+  read -r s 2>/dev/null < "$d/stat" || continue
+  rest=${s##*) }; set -- $rest
+  u=; while read -r k v _; do [ "$k" = Uid: ] && { u=$v; break; }; done 2>/dev/null < "$d/status"
+  c=$(tr '\0\n\t\r' '    ' 2>/dev/null < "$d/cmdline")
+  printf '%s\t%s\t%s\t%s\t%.200s\n' "$p" "${20}" "$u" "$2" "$c"
+done
+'''
+# After the sweep: is the artifacts convention folder a plain folder with nothing in it (`empty`),
+# absent (`absent`), or anything else (`other`)? With the process list of the same exec, it tells
+# whether copying it out can be left out (runner/artifacts.py).
+ARTIFACTS_PROBE = r'''
+a=other; f=/logs/artifacts
+if [ ! -e "$f" ] && [ ! -L "$f" ]; then a=absent
+elif [ -d "$f" ] && [ ! -L "$f" ] && [ -z "$(find "$f" -mindepth 1 -maxdepth 1 2>&1 | head -n 1)" ]; then a=empty; fi
+printf 'A\t%s\n' "$a"
+'''
+# A root command run first in the baseline's exec (`VerifierGuard.baseline`'s `setup`); when it
+# fails, one `S` line with what it printed, its lines joined (the caller keeps the end). The
+# standard folders follow the PATH it is given: the exec carries the verifier's env, whose PATH
+# may leave them out.
+SETUP = r'''_setup=$(PATH="${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"; { %s
+} 2>&1) || printf 'S\t%%s\n' "$(printf %%s "$_setup" | tr '\n\t' '  ')"
+'''
+KILL = r'''
+for pair in "$@"; do
+  p=${pair%:*}; want=${pair#*:}
+  s=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+  rest=${s##*) }; set -- $rest
+  [ "${20}" = "$want" ] && kill -9 "$p" 2>/dev/null && echo "$p"
+done
+'''
+
+
+
+
+def _value_line(line: str) -> str | None:
+    """The key of a snapshot line that carries a value the check reads: "N" (the clock), "T tool",
+    "M mount", "R path", "H file" and "O file" (a tool's real path, digest and status)."""
+    parts = line.split("\t", 2)
+    if parts[0] in ("N", "B") and len(parts) >= 2:
+        return parts[0]
+    if parts[0] in ("T", "M", "P") and len(parts) >= 2:
+        return f"T {parts[1]}" if parts[0] == "P" else f"{parts[0]} {parts[1]}"
+    if parts[0] in ("H", "O") and len(parts) == 3:
+        return f"{parts[0]} {parts[2]}"
+    if parts[0] == "R" and len(parts) == 3:
+        return f"R {parts[1]}"
+    return None
+
+
+def parse_snapshot(output: str) -> GuardSnapshot:
+    """A snapshot from the guard's exec output. A clock, tool or mount line given twice with
+    different values is listed in `conflicts`: the exec printed each once, so something beside
+    it wrote into its output (a kept agent process can; Container.exec's `hostile_peers`)."""
+    tools: dict[str, ToolState | None] = {}
+    mounts: dict[str, MountState] = {}
+    changes: dict[str, int] = {}
+    marked: dict[str, list[str]] = {"W": [], "I": [], "E": []}
+    now = removed = None
+    _, conflicts = first_lines(output, _value_line)
+    lines = [line.split("\t") for line in output.splitlines()]
+    digests = {parts[2]: parts[1] for parts in lines if parts[0] == "H" and len(parts) == 3}
+    statuses = {parts[2]: parts[1] for parts in lines if parts[0] == "O" and len(parts) == 3}
+    reals = {parts[1]: parts[2] for parts in lines if parts[0] == "R" and len(parts) == 3}
+    for parts in lines:
+        if parts[0] == "P" and len(parts) == 3:  # a tool found on the PATH: the T line it stands for
+            path, real = parts[2], reals.get(parts[2], parts[2])
+            parts = ["T", parts[1], path, real, *([digests.get(real, ""), statuses.get(real, "")] if real in statuses
+                                                  else ["not-a-file", "-"])]
+        if parts[0] == "N" and len(parts) == 2:
+            now = parts[1]
+        elif parts[0] == "C" and len(parts) == 2:
+            changes[parts[1]] = 0
+        elif parts[0] in marked and len(parts) == 2:
+            marked[parts[0]].append(parts[1])
+        elif parts[0] == "B" and len(parts) == 2 and parts[1].strip().isdigit():
+            removed = int(parts[1])
+        elif parts[0] == "T" and len(parts) >= 3:
+            if parts[2] in ("-", "builtin"):
+                tools[parts[1]] = None if parts[2] == "-" else {"builtin": True}
+            elif len(parts) >= 6:
+                owner = parts[5].split(":")
+                tools[parts[1]] = {"path": parts[2], "real": parts[3], "sha256": parts[4],
+                                   "owner": ":".join(owner[:2]) if len(owner) >= 2 else None,
+                                   "mode": owner[2] if len(owner) >= 3 else None,
+                                   "size": int(owner[3]) if len(owner) >= 4 and owner[3].isdigit() else None}
+        elif parts[0] == "M" and len(parts) >= 3:
+            mount: MountState = {"type": parts[2]}
+            if len(parts) >= 4:
+                mount["stat" if parts[2] != "link" else "target"] = parts[3]  # type: ignore[literal-required]
+            if len(parts) >= 5:
+                mount["digest"] = parts[4]
+            mounts[parts[1]] = mount
+    snap: GuardSnapshot = {"tools": tools, "mounts": mounts, "now": now, "changes": changes,
+                           "flooded": marked["W"], "executes": marked["I"], "plugins": marked["E"]}
+    if removed is not None:
+        snap["bytecode_removed"] = removed
+    if any(parts[0] == "U" for parts in lines):
+        snap["no_find"] = True
+    if conflicts:
+        snap["conflicts"] = conflicts
+    return snap
+
+
+def parse_processes(output: str) -> list[ProcessInfo]:
+    out: list[ProcessInfo] = []
+    for line in output.splitlines():
+        parts = line.split("\t")
+        if len(parts) >= 5 and parts[0].isdigit():
+            out.append({"pid": int(parts[0]), "start": parts[1], "uid": parts[2], "ppid": int(parts[3] or 0),
+                        "cmd": parts[4].strip()})
+    return out
