@@ -183,3 +183,37 @@ def test_a_lying_find_hides_a_planted_hook_from_the_check_inside_but_not_from_ou
     assert by_kind["toolchain_added"]["tool"] == "find" and by_kind["toolchain_added"]["paths"] == ["/usr/local/bin/find"]
     assert sweep["changes_listed"] == "inside and outside" and sweep["timing"]["guard_outside"] > 0
 
+
+
+def test_the_check_inside_and_the_outside_filter_look_at_the_same_places() -> None:
+    """`findings.checked_path` (which paths of an outside listing the guard keeps) says what the
+    shell listing inside (`guard_shell.CHANGES`) lists: the same places, by the same names."""
+    import time
+
+    import docker
+
+    from tbscale.runner.findings import checked_path
+    from tbscale.runner.guard_shell import CHANGES
+
+    files = ["/conftest.py", "/setup.cfg", "/notes.txt", "/app/conftest.py", "/app/a/b/c/conftest.py",
+             "/app/a/b/c/d/conftest.py", "/app/pytest.py", "/app/lib/mod.py", "/tmp/pytest.py", "/logs/verifier/x",
+             "/logs/agent/y", "/tests/t.py", "/solution/s.sh", f"{STDLIB}/argparse.py", f"{STDLIB}/zz_new.py",
+             f"{STDLIB}/__pycache__/zz.cpython-311.pyc", "/usr/lib/python311.zip", "/etc/python3.11/sitecustomize.py",
+             f"{SITE}/zz.pth", f"{SITE}/sitecustomize.py", f"{SITE}/iniconfig/zz.py", f"{SITE}/_pytest/zz.py",
+             f"{SITE}/requests_zz/api.py", f"{SITE}/x-1.dist-info/entry_points.txt", f"{SITE}/x-1.dist-info/RECORD",
+             "/usr/local/bin/tool"]
+    image = next(t for i in docker.from_env().images.list(filters={"reference": "tbscale-task/fix-python-inventory"})
+                 for t in i.tags)
+    box = docker.from_env().containers.run(image, "sleep infinity", detach=True, init=True)
+    try:
+        since = box.exec_run(["sh", "-c", "date +%s.%N"]).output.decode().strip()
+        time.sleep(0.05)
+        made = " ".join(f"mkdir -p $(dirname {p}) && touch {p};" for p in files)
+        assert box.exec_run(["sh", "-c", made]).exit_code == 0
+        out = box.exec_run(["sh", "-c", CHANGES], environment={"TBSCALE_SINCE": since, "TBSCALE_TESTS": "/tests",
+                                                                "TBSCALE_WORKDIR": "/app"}).output.decode()
+    finally:
+        box.remove(force=True)
+    listed = {line[2:] for line in out.splitlines() if line.startswith("C\t")}
+    assert {p for p in files if p in listed} == {p for p in files if checked_path(p, "/tests", "/app")}, out
+    assert all(checked_path(p, "/tests", "/app") for p in listed), sorted(listed)
