@@ -106,7 +106,9 @@ BYTECODE = r'''
 if [ -n "${TBSCALE_SINCE:-}" ] && [ -n "${_py:-}" ]; then
   _pyc=$(_newer $_py -xdev -name '*.pyc')
   if [ -n "$_pyc" ]; then
-    printf '%s\n' "$_pyc" | xargs rm -f -- 2>/dev/null
+    # in batches, by the shell (xargs would stop at a name with a quote in it, before the rest)
+    printf '%s\n' "$_pyc" | { set --; while IFS= read -r _f; do set -- "$@" "$_f"
+      [ $# -lt 200 ] || { rm -f -- "$@" 2>/dev/null; set --; }; done; [ $# -eq 0 ] || rm -f -- "$@" 2>/dev/null; }
     printf 'B\t%s\n' "$(printf '%s\n' "$_pyc" | wc -l)"
   fi
 fi
