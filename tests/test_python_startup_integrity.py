@@ -48,6 +48,9 @@ CASES: dict[str, tuple[list[str], set[str]]] = {
                        f"forge = forge_plugin\\n' > {SITE}/forge-1.0.dist-info/entry_points.txt && "
                        f"printf '%s\\n' '{EXIT_0}' > {SITE}/forge_plugin.py"], {"test_plugin_added"}),
     "pytest-dependency": ([f"{APPEND} {SITE}/iniconfig/__init__.py"], {"test_library_changed"}),
+    # the packages' folder made a link to a copy with a hook in it: find does not walk where a link points
+    "linked-site-folder": ([f"cp -a {SITE} /tmp/site && printf '%s\\n' '{EXIT_0}' > /tmp/site/zz_forge.pth && "
+                            f"rm -rf {SITE} && ln -s /tmp/site {SITE}"], {"python_library_changed"}),
     # 2,500 files where the check once listed everything, ahead of the Python folders
     "flooded-logs": (["mkdir -p /logs/junk && cd /logs/junk && seq 2500 | xargs touch",
                       f"printf '%s\\n' '{EXIT_0}' > {SITE}/usercustomize.py"], {"startup_hook_planted"}),

@@ -26,7 +26,10 @@ _TEST_RUNNER = re.compile(r"/(site|dist)-packages/(_pytest|pytest|pluggy|iniconf
 # The interpreter's own library: the standard modules (outside the packages' folders) and a zip of
 # them, which sys.path puts before the folder (/usr/lib/python311.zip).
 _PYTHON_LIBRARY = re.compile(r"^/(usr/|usr/local/)?lib/python3[0-9.]*(/|\.zip$)")
-_PYTHON_SETTINGS = re.compile(r"^/etc/python3[0-9.]*/")  # Debian's sitecustomize.py lives here
+_PYTHON_SETTINGS = re.compile(r"^/etc/python3[0-9.]*(/|$)")  # Debian's sitecustomize.py lives here
+# A folder of the library or one right under it (dist-packages, lib-dynload): listed by the check
+# inside only when it was made a link (guard_shell.CHANGES), whose target is not walked.
+_LIBRARY_FOLDER = re.compile(r"^/(usr/|usr/local/|root/\.local/)lib/python3[0-9.]*(/[^/.]+)?$")
 
 
 def entry(kind: str, detail: str, **more: Any) -> Tampering:
@@ -105,6 +108,8 @@ def _changed_paths(paths: list[str], kinds: dict[str, int], tests_mount: str, ac
             groups.setdefault("test_library_changed", []).append(p)
         elif (_PYTHON_LIBRARY.match(p) and not _SITE.search(p) and "/__pycache__/" not in p
               and p.endswith((".py", ".so", ".zip"))):
+            groups.setdefault("python_library_changed", []).append(p)
+        elif _LIBRARY_FOLDER.match(p):
             groups.setdefault("python_library_changed", []).append(p)
     what = {"reward_file_written": "the agent phase wrote the reward file", "verifier_logs_written":
             "the agent phase wrote into /logs/verifier", "tests_written": f"the agent phase wrote under {tests_mount}",
@@ -191,7 +196,10 @@ _BIN_FOLDERS = frozenset({"/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/
 
 
 def checked_path(path: str, tests_mount: str, workdir: str | None) -> bool:
-    """Whether the in-container check would list `path` had it changed (runner/guard.py `_CHANGES`)."""
+    """Whether the in-container check would list `path` had it changed (runner/guard_shell.py
+    `CHANGES`). A folder of the Python library made a link, which the check inside lists by its
+    type, is left out: a listing from outside has no types, and names a folder as changed whenever
+    something in it did."""
     pure = PurePosixPath(path)
     if str(pure.parent) == "/" and pure.name in _TOP_NAMES:
         return True

@@ -86,12 +86,18 @@ if [ -n "${TBSCALE_SINCE:-}" ]; then
     -o -name sitecustomize.py -o -name usercustomize.py \)
   _py=; for d in /usr/lib/python3* /usr/local/lib/python3* /root/.local/lib/python3*; do [ -d "$d" ] && _py="$_py $d"; done
   if [ -n "$_py" ]; then
-    _list python _newer $_py /etc/python3* /usr/lib/python3*.zip /usr/local/lib/python3*.zip -xdev \( \( \
-      -name sitecustomize.py -o -name usercustomize.py -o -name '*.pth' -o -name entry_points.txt \
-      -o -path '*-packages/_pytest/*' -o -path '*-packages/pytest/*' -o -path '*-packages/pluggy/*' \
-      -o -path '*-packages/iniconfig/*' -o -path '*-packages/packaging/*' -o -path '*-packages/exceptiongroup/*' \
-      -o -path '*-packages/tomli/*' -o -name pytest.py -o -name py.py \
-      -o \( ! -path '*-packages/*' \( -name '*.py' -o -name '*.so' -o -name '*.zip' \) \) \) ! -path '*/__pycache__/*' \)
+    _python() {
+      _newer $_py /etc/python3* /usr/lib/python3*.zip /usr/local/lib/python3*.zip -xdev \( \( \
+        -name sitecustomize.py -o -name usercustomize.py -o -name '*.pth' -o -name entry_points.txt \
+        -o -path '*-packages/_pytest/*' -o -path '*-packages/pytest/*' -o -path '*-packages/pluggy/*' \
+        -o -path '*-packages/iniconfig/*' -o -path '*-packages/packaging/*' -o -path '*-packages/exceptiongroup/*' \
+        -o -path '*-packages/tomli/*' -o -name pytest.py -o -name py.py \
+        -o \( ! -path '*-packages/*' \( -name '*.py' -o -name '*.so' -o -name '*.zip' \) \) \) ! -path '*/__pycache__/*' \)
+      # A folder of these, or one right under it (dist-packages), made a link: find does not walk
+      # where a link points, so the link itself is listed.
+      _newer $_py /etc/python3* -maxdepth 1 -type l
+    }
+    _list python _python
     case "$_found" in *.pth*) _each '*.pth' '^import[ 	]' I ;; esac
     case "$_found" in *entry_points.txt*) _each '*/entry_points.txt' '^[[:space:]]*\[pytest11\]' E ;; esac
   fi
