@@ -54,7 +54,10 @@ def scripts(module) -> dict[str, str]:
 def measure(image: str, runs: dict[str, str], reps: int) -> dict[str, float]:
     import docker
 
-    box = docker.from_env().containers.run(image, "sleep infinity", detach=True, init=True)
+    from tbscale.environments.owner import owner_labels
+
+    # this process's, so that a run's orphan sweep meanwhile leaves it (an image's labels are its builder's)
+    box = docker.from_env().containers.run(image, "sleep infinity", detach=True, init=True, labels=owner_labels())
     try:
         box.exec_run(["sh", "-c", TESTS])
         env = {"TBSCALE_TESTS": "/tests", "TBSCALE_SINCE": f"{time.time() - 5:.3f}", "TBSCALE_WORKDIR": "/app"}

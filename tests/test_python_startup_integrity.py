@@ -199,6 +199,7 @@ def test_the_check_inside_and_the_outside_filter_look_at_the_same_places() -> No
 
     import docker
 
+    from tbscale.environments.owner import owner_labels
     from tbscale.runner.findings import checked_path
     from tbscale.runner.guard_shell import CHANGES
 
@@ -211,7 +212,9 @@ def test_the_check_inside_and_the_outside_filter_look_at_the_same_places() -> No
              "/usr/local/bin/tool"]
     image = next(t for i in docker.from_env().images.list(filters={"reference": "tbscale-task/fix-python-inventory"})
                  for t in i.tags)
-    box = docker.from_env().containers.run(image, "sleep infinity", detach=True, init=True)
+    # Owned by this process, as tbscale's containers are: a task image carries its builder's owner
+    # labels, and a container left with them is an orphan to another run's sweep.
+    box = docker.from_env().containers.run(image, "sleep infinity", detach=True, init=True, labels=owner_labels())
     try:
         since = box.exec_run(["sh", "-c", "date +%s.%N"]).output.decode().strip()
         time.sleep(0.05)
