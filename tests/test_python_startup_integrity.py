@@ -48,6 +48,14 @@ CASES: dict[str, tuple[list[str], set[str]]] = {
                        f"forge = forge_plugin\\n' > {SITE}/forge-1.0.dist-info/entry_points.txt && "
                        f"printf '%s\\n' '{EXIT_0}' > {SITE}/forge_plugin.py"], {"test_plugin_added"}),
     "pytest-dependency": ([f"{APPEND} {SITE}/iniconfig/__init__.py"], {"test_library_changed"}),
+    # the import line after a carriage return: site.py reads .pth files with universal newlines
+    "pth-after-carriage-return": ([f"printf '/tmp\\r%s\\n' '{EXIT_0}' > {SITE}/zz_cr.pth"], {"startup_hook_planted"}),
+    # the plugin's section after a vertical tab, in double brackets: importlib.metadata splits lines
+    # there and strips the brackets
+    "plugin-after-vertical-tab": ([f"mkdir -p {SITE}/vt-1.0.dist-info && printf 'Metadata-Version: 2.1\\nName: vt\\n"
+                                   f"Version: 1.0\\n' > {SITE}/vt-1.0.dist-info/METADATA && printf 'x = y\\v[[pytest11]]"
+                                   f"\\vvt = vt_plugin\\n' > {SITE}/vt-1.0.dist-info/entry_points.txt && "
+                                   f"printf '%s\\n' '{EXIT_0}' > {SITE}/vt_plugin.py"], {"test_plugin_added"}),
     # the packages' folder made a link to a copy with a hook in it: find does not walk where a link points
     "linked-site-folder": ([f"cp -a {SITE} /tmp/site && printf '%s\\n' '{EXIT_0}' > /tmp/site/zz_forge.pth && "
                             f"rm -rf {SITE} && ln -s /tmp/site {SITE}"], {"python_library_changed"}),

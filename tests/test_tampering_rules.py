@@ -329,3 +329,14 @@ def test_file_checks_keeps_the_keys_of_runs_made_before_it_unless_set_outside() 
     outside = exp.model_copy(update={"environment": exp.environment.model_copy(update={"file_checks": "outside"})})
     assert setting_identity(outside, outside.settings[0])["environment"]["file_checks"] == "outside"
     assert setting_key(outside, outside.settings[0]) != setting_key(exp, exp.settings[0])
+
+
+def test_the_outside_check_reads_marks_as_python_does() -> None:
+    """site.py reads a .pth with universal newlines; importlib.metadata splits entry_points.txt at
+    \\v and more and strips the brackets of `[[pytest11]]`."""
+    from tbscale.runner.guard import _EXECUTES, _PLUGIN
+
+    assert _EXECUTES.search(b"/tmp\rimport os") and _EXECUTES.search(b"/tmp\nimport\tos")
+    assert not _EXECUTES.search(b"/tmp\n#import os\n importlib")
+    assert _PLUGIN.search(b"x = y\x0b[[pytest11]]\x0bvt = vt_plugin") and not _PLUGIN.search(b"[console_scripts]")
+

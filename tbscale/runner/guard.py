@@ -51,9 +51,10 @@ DEFAULT_TOOLS = ("bash", "sh", "env", "python3", "python", "pytest", "uv", "uvx"
 # The programs the guard's own commands run: the outside check (`file_checks: outside`) reports one
 # of them written or added in a bin folder, since the checks inside would believe it.
 CHECK_PROGRAMS = frozenset({"find", "sha256sum", "stat", "readlink", "date", "sort", "awk", "head", "sed", "wc", "grep",
-                            "tr", "xargs", "rm", "cat", "sleep", "cut", "md5sum", "dpkg", "busybox", "dash", "kill"})
-_EXECUTES = re.compile(rb"^import[ \t]", re.M)  # site.py runs a .pth line that starts so
-_PLUGIN = re.compile(rb"^[ \t]*\[pytest11\]", re.M)
+                            "tr", "rm", "cat", "sleep", "cut", "md5sum", "dpkg", "busybox", "dash", "kill"})
+# site.py runs a .pth line that starts so (a carriage return ends a line: universal newlines)
+_EXECUTES = re.compile(rb"(^|\r)import[ \t]", re.M)
+_PLUGIN = re.compile(rb"\[pytest11\]")  # anywhere: see guard_shell.CHANGES
 MAX_TOOLS = 48
 _SHELL_WORDS = frozenset("""! [ [[ ]] { } alias bg break builtin case cd command continue declare do done echo elif else
     esac eval exec exit export false fc fg fi for function getopts hash if in jobs kill let local printf pwd read

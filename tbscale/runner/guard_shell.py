@@ -70,9 +70,10 @@ if [ -n "${TBSCALE_SINCE:-}" ]; then
 '*) [ "$(printf '%s\n' "$_found" | wc -l)" -le 500 ] || printf 'W\t%s\n' "$_g" ;; esac
   }
   # `_each PATTERN REGEX MARK`: a MARK line for each path of the last listing that matches the
-  # shell PATTERN and holds a line matching REGEX.
-  _each() { printf '%s\n' "$_found" | while IFS= read -r _f; do case "$_f" in $1) grep -qs -E "$2" "$_f" &&
-            printf '%s\t%s\n' "$3" "$_f" ;; esac; done; }
+  # shell PATTERN and holds a line matching REGEX. A carriage return ends a line too: Python reads
+  # a .pth file with universal newlines, so `/tmp<CR>import ...` runs its second line.
+  _each() { printf '%s\n' "$_found" | while IFS= read -r _f; do case "$_f" in $1) tr '\r' '\n' < "$_f" 2>/dev/null |
+            grep -qs -E "$2" && printf '%s\t%s\n' "$3" "$_f" ;; esac; done; }
   # Every path listed here counts (the top of / only by the names that do): a flood of them
   # cannot hide one.
   _core() {
@@ -99,7 +100,9 @@ if [ -n "${TBSCALE_SINCE:-}" ]; then
     }
     _list python _python
     case "$_found" in *.pth*) _each '*.pth' '^import[ 	]' I ;; esac
-    case "$_found" in *entry_points.txt*) _each '*/entry_points.txt' '^[[:space:]]*\[pytest11\]' E ;; esac
+    # Anywhere in the file: importlib.metadata splits lines at \v, \f and more, and strips the brackets
+    # of `[[pytest11]]`; every header it reads as pytest11 holds `[pytest11]`.
+    case "$_found" in *entry_points.txt*) _each '*/entry_points.txt' '\[pytest11\]' E ;; esac
   fi
 fi
 '''
