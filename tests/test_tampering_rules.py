@@ -115,6 +115,25 @@ def test_python_start_up_and_test_runner_changes_are_told_apart_from_harmless_on
         "startup_hook_planted", "python_library_changed", "test_library_changed"}
 
 
+def test_installer_settings_are_told_apart_from_what_installers_write_beside_them():
+    """The files pip and uv read an index from are tampering; uv's install receipt beside uv.toml,
+    a pip cache and a uv.toml below the workdir are not."""
+    changed = {p: 1 for p in (
+        "/etc/pip.conf", "/etc/xdg/pip/pip.conf", "/usr/pip.conf", "/usr/local/pip.conf", "/root/.pip/pip.conf",
+        "/root/.config/pip/pip.conf", "/etc/uv/uv.toml", "/root/.config/uv/uv.toml", "/home/dev/.config/uv/uv.toml",
+        "/app/uv.toml", "/root/.config/uv/uv-receipt.json", "/root/.cache/pip/http/x", "/root/.cache/uv/a/b")}
+    after = {"tools": {}, "mounts": {}, "changes": changed}
+    (found,) = tampering_entries({"tools": {}, "mounts": {}, "changes": {}}, after, "/tests", [])
+    assert found["kind"] == "installer_config_changed"
+    assert found["paths"] == sorted(p for p in changed if p.endswith(("pip.conf", "uv.toml")))
+    # an outside listing (docker diff) keeps the same files, uv.toml only in the workdir and at the top
+    from tbscale.runner.findings import checked_path
+
+    kept = {p for p in [*changed, "/uv.toml", "/app/sub/uv.toml", "/srv/uv.toml"] if checked_path(p, "/tests", "/app")}
+    assert kept == {*found["paths"], "/uv.toml"}
+    assert not checked_path("/x/conftest.py", "/tests", "/")  # a workdir of / lists only the top's names
+
+
 def test_the_guards_marks_are_read_from_its_output():
     from tbscale.runner.guard_shell import parse_snapshot
 
@@ -122,6 +141,7 @@ def test_the_guards_marks_are_read_from_its_output():
     assert (snap["executes"], snap["plugins"], snap["flooded"], snap["bytecode_removed"]) == (
         ["/a.pth"], ["/x/entry_points.txt"], ["workdir"], 3)
     assert "bytecode_removed" not in parse_snapshot("N\t100.5\n")
+    assert parse_snapshot("N\t100.5\nD\t/app\n")["workdir"] == "/app"  # where an exec starts (CLOCK)
     assert parse_snapshot("B\t3\nB\t0\n")["conflicts"] == ["B"]  # a count given twice differently
 
 

@@ -30,6 +30,14 @@ _PYTHON_SETTINGS = re.compile(r"^/etc/python3[0-9.]*(/|$)")  # Debian's sitecust
 # A folder of the library or one right under it (dist-packages, lib-dynload): listed by the check
 # inside only when it was made a link (guard_shell.CHANGES), whose target is not walked.
 _LIBRARY_FOLDER = re.compile(r"^/(usr/|usr/local/|root/\.local/)lib/python3[0-9.]*(/[^/.]+)?$")
+# The files pip and uv read their settings from, system-wide and per user (pip also beside the
+# interpreter, in sys.prefix): an index or find-links there decides what a test script's `pip install
+# pytest` or `uvx ... pytest` installs. uv.toml also counts at the top of / and in the workdir
+# (checked_path), where uv looks from the script's working folder up. The files, not their folders:
+# uv's installer writes a receipt beside uv.toml.
+_INSTALLER_CONFIG = re.compile(r"^(/etc(/xdg)?/pip/pip\.conf|/etc/pip\.conf|/usr(/local)?/pip\.conf|/etc(/xdg)?/uv/uv\.toml"
+                               r"|/(root|home/[^/]+)/(\.pip/pip\.conf|\.config/pip/pip\.conf|\.config/uv/uv\.toml))$")
+INSTALLER_CONFIG = "uv.toml"
 
 
 def entry(kind: str, detail: str, **more: Any) -> Tampering:
@@ -100,6 +108,8 @@ def _changed_paths(paths: list[str], kinds: dict[str, int], tests_mount: str, ac
             groups.setdefault("startup_hook_planted", []).append(p)
         elif p in plugins:
             groups.setdefault("test_plugin_added", []).append(p)
+        elif _INSTALLER_CONFIG.match(p) or name == INSTALLER_CONFIG:
+            groups.setdefault("installer_config_changed", []).append(p)
         elif name in PYTEST_CONFIGS and (parent == "/" or _under(tests_mount, parent)):
             groups.setdefault("test_config_planted", []).append(p)
         elif any(p.endswith("/" + s) for s in SHADOWING) and not _SITE.search(p):
@@ -118,7 +128,9 @@ def _changed_paths(paths: list[str], kinds: dict[str, int], tests_mount: str, ac
             "a pytest configuration or conftest.py where pytest looks for one from the tests",
             "module_shadowing": "a module that shadows the test runner", "test_library_changed":
             "the test runner's own library changed", "test_plugin_added": "a package now declares a pytest plugin, "
-            "which pytest loads on every run", "python_library_changed": "the interpreter's standard library changed"}
+            "which pytest loads on every run", "python_library_changed": "the interpreter's standard library changed",
+            "installer_config_changed": "a setting pip or uv reads (where a test script's installs come from) was "
+            "added or changed"}
     out = []
     for kind, found in groups.items():
         kind_of = {0: "changed", 1: "added", 2: "deleted"}
@@ -131,7 +143,8 @@ def _changed_paths(paths: list[str], kinds: dict[str, int], tests_mount: str, ac
 OBSTRUCTION_KINDS = frozenset({"toolchain_removed", "toolchain_replaced", "toolchain_added", "init_killed",
                                "verifier_path_obstructed", "startup_hook_planted", "test_config_planted",
                                "module_shadowing", "test_library_changed", "tests_written", "verifier_output_forged",
-                               "check_stalled", "test_plugin_added", "python_library_changed", "listing_flooded"})
+                               "check_stalled", "test_plugin_added", "python_library_changed", "listing_flooded",
+                               "installer_config_changed"})
 UNRUNNABLE = ("tests_not_run", "reward_missing", "no_tests_parsed")
 
 
@@ -188,7 +201,7 @@ def review(verdict, sealed: list[Tampering], *, writers_kept: bool = False, peer
 
 # What the guard's in-container listing covers (runner/guard.py `_CHANGES`), for a listing taken
 # from outside (Environment.changes), which names every path the environment changed.
-_TOP_NAMES = frozenset({*PYTEST_CONFIGS, ".pytest.ini", *STARTUP_HOOKS, "pytest.py"})
+_TOP_NAMES = frozenset({*PYTEST_CONFIGS, ".pytest.ini", *STARTUP_HOOKS, "pytest.py", INSTALLER_CONFIG})
 _WORKDIR_NAMES = frozenset({"pytest.py", "conftest.py", *STARTUP_HOOKS})
 _PYTHON_FOLDERS = re.compile(r"^/(usr/lib|usr/local/lib|root/\.local/lib)/python3[^/]*(/|$)|^/etc/python3[^/]*/"
                              r"|^/(usr/|usr/local/)lib/python3[0-9]*\.zip$")
@@ -201,9 +214,12 @@ def checked_path(path: str, tests_mount: str, workdir: str | None) -> bool:
     type, is left out: a listing from outside has no types, and names a folder as changed whenever
     something in it did."""
     pure = PurePosixPath(path)
+    workdir = None if workdir == "/" else workdir  # the top of / is listed by its names alone
     if str(pure.parent) == "/" and pure.name in _TOP_NAMES:
         return True
     if any(_under(path, root) for root in (VERIFIER_LOGS, tests_mount, "/solution")) or path == "/etc/ld.so.preload":
+        return True
+    if _INSTALLER_CONFIG.match(path) or (workdir and path == workdir.rstrip("/") + "/" + INSTALLER_CONFIG):
         return True
     if workdir and _under(path, workdir) and len(pure.relative_to(workdir).parts) <= 4 and (
             pure.name in _WORKDIR_NAMES or path.endswith(("/pytest/__init__.py", "/_pytest/__init__.py"))):

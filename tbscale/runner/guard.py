@@ -208,10 +208,15 @@ class VerifierGuard:
         env["TBSCALE_TESTS"] = self.verifier.tests_mount
         if since:
             env["TBSCALE_SINCE"] = since
-            workdir = getattr(box, "workdir", None) or self.verifier.cwd
+            workdir = self._workdir(box)
             if workdir:
                 env["TBSCALE_WORKDIR"] = workdir
         return env
+
+    def _workdir(self, box: Environment) -> str | None:
+        """Where the verifier's command runs: its own folder, the task's workdir, or else the folder
+        the baseline's exec started in (the image's WORKDIR, which most tasks name only there)."""
+        return self.verifier.cwd or getattr(box, "workdir", None) or (self.before or {}).get("workdir")
 
     def _reference(self) -> str | None:
         """The clock the current environment's changes are found against: the baseline's, or the
@@ -376,7 +381,7 @@ class VerifierGuard:
         are removed, and all of it is returned (for the programs written: findings.programs_changed)."""
         t = time.monotonic()
         new = {**self.outside_carried, **self._outside_new(self.box)}
-        tests, workdir = self.verifier.tests_mount, getattr(self.box, "workdir", None) or self.verifier.cwd
+        tests, workdir = self.verifier.tests_mount, self._workdir(self.box)
         listed = {p: k for p, k in new.items() if checked_path(p, tests, workdir)}
         if after.get("changes") is not None:
             after["changes"] = {**listed, **after["changes"]}

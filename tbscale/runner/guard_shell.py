@@ -2,7 +2,8 @@
 prints. Each script prints tab-separated lines whose first field says what they carry:
 
 * `P`, `R`, `H`, `O`, `T`: a tool resolved on PATH, its real path, digest and status (`SNAPSHOT`);
-* `N`: the container's clock (`CLOCK`), and `U` when the environment has no `find`;
+* `N`: the container's clock, `D` the folder an exec starts in (`CLOCK`), and `U` when the
+  environment has no `find`;
 * `M`: a mount point of the verifier's (`MOUNTS`);
 * `C`: a path whose status changed since the reference clock, `W` a place with more of them than
   the listing keeps, `I` a `.pth` file with a line site.py executes, `E` an entry_points.txt that
@@ -24,7 +25,9 @@ from tbscale.types.guard import GuardSnapshot, MountState, ProcessInfo, ToolStat
 CLEAR_VERIFIER_LOGS = (f"[ -d {VERIFIER_LOGS} ] && [ ! -L {VERIFIER_LOGS} ] && "
                         f"find {VERIFIER_LOGS} -mindepth 1 -delete 2>/dev/null\n")
 
-# The container's clock, the reference of the changes `CHANGES` lists later: to the nanosecond
+# The working folder an exec starts in (`D`: the task's workdir, or the image's WORKDIR when the task
+# names none), where the verifier's command runs unless told otherwise: `CHANGES` lists it as the
+# workdir. The container's clock, the reference of the changes `CHANGES` lists later: to the nanosecond
 # where date and find have it (GNU). Busybox's date has no %N (it prints it as it is) and its find
 # no -newerct; the clock is then the next whole second, waited for, so that nothing changed before
 # it shares its second, and a clock without a fraction tells `CHANGES` (which runs it in a later
@@ -39,6 +42,7 @@ if [ -z "$_now" ] || ! find / -maxdepth 0 -newerct @0 >/dev/null 2>&1; then
   while [ "$_now" = "$_s" ]; do sleep 0.05 2>/dev/null || sleep 1; _now=$(date +%s); done
 fi
 printf 'N\t%s\n' "$_now"
+printf 'D\t%s\n' "$PWD"
 '''
 # The paths whose status changed after $TBSCALE_SINCE, where they matter to the verifier (`C`
 # lines), in three places listed apart: the verifier's own paths, the workdir's pytest files and
@@ -78,11 +82,20 @@ if [ -n "${TBSCALE_SINCE:-}" ]; then
   # cannot hide one.
   _core() {
     _newer / -xdev -maxdepth 1 \( -name conftest.py -o -name pytest.ini -o -name .pytest.ini -o -name tox.ini \
-      -o -name setup.cfg -o -name pyproject.toml -o -name sitecustomize.py -o -name usercustomize.py -o -name pytest.py \)
+      -o -name setup.cfg -o -name pyproject.toml -o -name sitecustomize.py -o -name usercustomize.py -o -name pytest.py \
+      -o -name uv.toml \)
     _newer /logs/verifier "$TBSCALE_TESTS" /solution /etc/ld.so.preload -xdev
+    # Where pip and uv read their settings (an index, find-links): a test script that installs its
+    # test runner (`pip install pytest`, `uvx ... pytest`) installs what they name. uv.toml also
+    # counts in the workdir, where the script runs (uv reads it from the working folder up).
+    # The files themselves, not their folders: uv's installer writes a receipt beside uv.toml.
+    _newer /etc/pip.conf /etc/xdg/pip/pip.conf /usr/pip.conf /usr/local/pip.conf /etc/uv/uv.toml /etc/xdg/uv/uv.toml \
+      /root/.pip/pip.conf /root/.config/pip/pip.conf /root/.config/uv/uv.toml /home/*/.pip/pip.conf \
+      /home/*/.config/pip/pip.conf /home/*/.config/uv/uv.toml ${_wd_uv:+"$_wd_uv"} -xdev
   }
+  _wd_uv=; case "${TBSCALE_WORKDIR:-/}" in /) ;; *) _wd_uv=$TBSCALE_WORKDIR/uv.toml ;; esac
   _list core _core
-  [ -n "${TBSCALE_WORKDIR:-}" ] && _list workdir _newer "$TBSCALE_WORKDIR" -xdev -maxdepth 4 \
+  [ -n "${TBSCALE_WORKDIR:-}" ] && [ "$TBSCALE_WORKDIR" != / ] && _list workdir _newer "$TBSCALE_WORKDIR" -xdev -maxdepth 4 \
     \( -name pytest.py -o -path '*/pytest/__init__.py' -o -path '*/_pytest/__init__.py' -o -name conftest.py \
     -o -name sitecustomize.py -o -name usercustomize.py \)
   _py=; for d in /usr/lib/python3* /usr/local/lib/python3* /root/.local/lib/python3*; do [ -d "$d" ] && _py="$_py $d"; done
@@ -221,7 +234,7 @@ def _value_line(line: str) -> str | None:
     """The key of a snapshot line that carries a value the check reads: "N" (the clock), "T tool",
     "M mount", "R path", "H file" and "O file" (a tool's real path, digest and status)."""
     parts = line.split("\t", 2)
-    if parts[0] in ("N", "B") and len(parts) >= 2:
+    if parts[0] in ("N", "B", "D") and len(parts) >= 2:
         return parts[0]
     if parts[0] in ("T", "M", "P") and len(parts) >= 2:
         return f"T {parts[1]}" if parts[0] == "P" else f"{parts[0]} {parts[1]}"
@@ -240,7 +253,7 @@ def parse_snapshot(output: str) -> GuardSnapshot:
     mounts: dict[str, MountState] = {}
     changes: dict[str, int] = {}
     marked: dict[str, list[str]] = {"W": [], "I": [], "E": []}
-    now = removed = None
+    now = removed = workdir = None
     _, conflicts = first_lines(output, _value_line)
     lines = [line.split("\t") for line in output.splitlines()]
     digests = {parts[2]: parts[1] for parts in lines if parts[0] == "H" and len(parts) == 3}
@@ -253,6 +266,8 @@ def parse_snapshot(output: str) -> GuardSnapshot:
                                                   else ["not-a-file", "-"])]
         if parts[0] == "N" and len(parts) == 2:
             now = parts[1]
+        elif parts[0] == "D" and len(parts) == 2 and workdir is None:
+            workdir = parts[1]
         elif parts[0] == "C" and len(parts) == 2:
             changes[parts[1]] = 0
         elif parts[0] in marked and len(parts) == 2:
@@ -279,6 +294,8 @@ def parse_snapshot(output: str) -> GuardSnapshot:
                            "flooded": marked["W"], "executes": marked["I"], "plugins": marked["E"]}
     if removed is not None:
         snap["bytecode_removed"] = removed
+    if workdir:
+        snap["workdir"] = workdir
     if any(parts[0] == "U" for parts in lines):
         snap["no_find"] = True
     if conflicts:

@@ -87,6 +87,7 @@ class GuardSnapshot(TypedDict, total=False):
     plugins: list[str]  # changed entry_points.txt files that declare a pytest plugin (`[pytest11]`)
     bytecode_removed: int  # compiled modules the agent phase wrote, removed before the verifier (`_BYTECODE`)
     no_find: bool  # the environment has no `find`: the check inside cannot list changed paths
+    workdir: str  # the folder an exec starts in, where the verifier runs unless it names one (`D`)
 
 
 class SweepRecord(TypedDict, total=False):

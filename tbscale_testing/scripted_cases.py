@@ -1,0 +1,63 @@
+"""Many scripted agents at once: each case is a copy of one task whose instruction names the case,
+and the loopback model answers each with that case's commands, one a turn, then finishes. All
+cases run as the tasks of one experiment, four at a time, through the real model path (litellm over
+HTTP). For the tests that plant something where the verifier looks and check what the guard made
+of it (tests/test_python_startup_integrity.py, tests/test_installer_config_integrity.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+from tbscale.logs import read_jsonl
+from tbscale.runner import Runner, load_experiment
+from tbscale.tasks import load_tasks
+from tbscale.types.actions import FINISH_MARKER
+
+
+def fenced(command: str) -> str:
+    return f"THOUGHT: next step.\n\n```bash\n{command}\n```"
+
+
+def run_cases(tmp: Path, srv, task: Path, commands: dict[str, list[str]], *,
+              prepare: Callable[[str, Path], None] | None = None, max_turns: int = 5) -> dict[str, dict]:
+    """Run every case of `commands` (case -> the agent's commands) on a copy of `task`, after
+    `prepare(case, copy)` when given; returns each case's trial line, with its trajectory's sweep
+    events under "sweeps"."""
+    for case in commands:
+        copy = tmp / "tasks" / case
+        shutil.copytree(task, copy)
+        if prepare:
+            prepare(case, copy)
+        instruction = copy / "instruction.md"
+        instruction.write_text(f"[case {case}]\n\n" + instruction.read_text())
+
+    def replies(body: dict) -> str:
+        first = next(m["content"] for m in body["messages"] if m["role"] == "user")
+        case = next(c for c in commands if f"[case {c}]\n" in first)
+        turn = sum(m["role"] == "assistant" for m in body["messages"])
+        return fenced(commands[case][turn] if turn < len(commands[case]) else f"echo {FINISH_MARKER}")
+
+    srv.responder = replies
+    config = {
+        "name": "cases", "tasks": {"path": str(tmp / "tasks")}, "trials": 1, "concurrency": 4,
+        "output_dir": str(tmp / "results"),
+        "models": {"m": {"model": "openai/scripted", "api_base": srv.base_url, "max_retries": 1,
+                         "retry_backoff_sec": 0.01}},
+        "settings": [{"name": "baseline", "generator": "m", "policy": {"name": "baseline"}}],
+        "limits": {"max_turns": max_turns, "command_timeout_sec": 120},
+    }
+    path = tmp / "experiment.yaml"
+    path.write_text(yaml.safe_dump(config))
+    exp = load_experiment(path)
+    found, _ = load_tasks(Path(exp.tasks.path))
+    asyncio.run(Runner(exp, found, tmp / "results" / exp.name).run())
+    run_dir = tmp / "results" / exp.name
+    rows = {row["task_id"]: row for row in read_jsonl(run_dir / "trials.jsonl")}
+    for row in rows.values():
+        row["sweeps"] = [e for e in read_jsonl(run_dir / row["trajectory_path"]) if e["type"] == "sweep"]
+    return rows
