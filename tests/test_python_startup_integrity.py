@@ -67,6 +67,9 @@ CASES: dict[str, tuple[list[str], set[str]]] = {
     # a pytest module in the working folder, which `python3 -m pytest` (run from /app) puts first on
     # sys.path; the task names /app only in its Dockerfile (WORKDIR)
     "workdir-pytest-module": (["printf 'raise SystemExit(0)\\n' > /app/pytest.py"], {"module_shadowing"}),
+    # the working folder made a link to a copy with such a module: find does not walk where a link points
+    "linked-workdir": (["cp -a /app /tmp/w && printf 'raise SystemExit(0)\\n' > /tmp/w/pytest.py && rm -rf /app && "
+                        "ln -s /tmp/w /app"], {"module_shadowing"}),
     # 600 harmless .pth files beside the hook, in the place the check lists it from
     "flooded-startup-folder": ([f"cd {SITE} && for i in $(seq 600); do echo /tmp > zz$i.pth; done && "
                                 f"printf '%s\\n' '{EXIT_0}' > usercustomize.py"], {"listing_flooded"}),
@@ -187,7 +190,7 @@ def test_the_check_inside_and_the_outside_filter_look_at_the_same_places() -> No
              "/usr/local/bin/tool", "/etc/pip.conf", "/etc/xdg/pip/pip.conf", "/usr/pip.conf", "/etc/uv/uv.toml",
              "/root/.config/pip/pip.conf", "/root/.pip/pip.conf", "/root/.config/uv/uv.toml",
              "/root/.config/uv/uv-receipt.json", "/home/u/.config/uv/uv.toml", "/uv.toml", "/app/uv.toml",
-             "/app/sub/uv.toml"]
+             "/app/sub/uv.toml", "/app/.venv/pip.conf", "/app/a/b/c/d/pip.conf"]
     image = next(t for i in docker.from_env().images.list(filters={"reference": "tbscale-task/fix-python-inventory"})
                  for t in i.tags)
     # Owned by this process, as tbscale's containers are: a task image carries its builder's owner

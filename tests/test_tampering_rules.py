@@ -121,7 +121,7 @@ def test_installer_settings_are_told_apart_from_what_installers_write_beside_the
     changed = {p: 1 for p in (
         "/etc/pip.conf", "/etc/xdg/pip/pip.conf", "/usr/pip.conf", "/usr/local/pip.conf", "/root/.pip/pip.conf",
         "/root/.config/pip/pip.conf", "/etc/uv/uv.toml", "/root/.config/uv/uv.toml", "/home/dev/.config/uv/uv.toml",
-        "/app/uv.toml", "/root/.config/uv/uv-receipt.json", "/root/.cache/pip/http/x", "/root/.cache/uv/a/b")}
+        "/app/uv.toml", "/app/.venv/pip.conf", "/root/.config/uv/uv-receipt.json", "/root/.cache/pip/http/x", "/root/.cache/uv/a/b")}
     after = {"tools": {}, "mounts": {}, "changes": changed}
     (found,) = tampering_entries({"tools": {}, "mounts": {}, "changes": {}}, after, "/tests", [])
     assert found["kind"] == "installer_config_changed"
@@ -225,6 +225,13 @@ def test_tool_names_come_from_the_test_script_and_shebangs(tmp_path):
     for name in ("bash", "python3", "uvx", "jq", "/bin/bash", "python3.12", "/tests/test.sh"):
         assert name in names, names
     assert "cd" not in names
+    # Harbor's test script: uvx's options are not its program, and the Python it asks for is a tool
+    (tmp_path / "test.sh").write_text("#!/bin/bash\nsource $HOME/.local/bin/env\nuvx -p 3.13 -w pytest==8.4.1 "
+                                      "-w pytest-json-ctrf==0.3.5 pytest --ctrf /logs/verifier/ctrf.json\n"
+                                      "uv tool run --python=python3.11 --with x ruff check .\n")
+    names = tool_names(VerifierSpec(tests_dirs=[tmp_path], command="/tests/test.sh"))
+    assert {"uvx", "python3.13", "pytest", "uv", "python3.11", "ruff"} <= set(names), names
+    assert not {"3.13", "pytest==8.4.1", "x"} & set(names), names
 
 
 def test_attribute_command_prefers_the_command_naming_the_tool():

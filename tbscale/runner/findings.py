@@ -38,6 +38,7 @@ _LIBRARY_FOLDER = re.compile(r"^/(usr/|usr/local/|root/\.local/)lib/python3[0-9.
 _INSTALLER_CONFIG = re.compile(r"^(/etc(/xdg)?/pip/pip\.conf|/etc/pip\.conf|/usr(/local)?/pip\.conf|/etc(/xdg)?/uv/uv\.toml"
                                r"|/(root|home/[^/]+)/(\.pip/pip\.conf|\.config/pip/pip\.conf|\.config/uv/uv\.toml))$")
 INSTALLER_CONFIG = "uv.toml"
+VENV_INSTALLER_CONFIG = "pip.conf"  # in the workdir: a virtualenv's there, which a test script may install into
 
 
 def entry(kind: str, detail: str, **more: Any) -> Tampering:
@@ -108,7 +109,7 @@ def _changed_paths(paths: list[str], kinds: dict[str, int], tests_mount: str, ac
             groups.setdefault("startup_hook_planted", []).append(p)
         elif p in plugins:
             groups.setdefault("test_plugin_added", []).append(p)
-        elif _INSTALLER_CONFIG.match(p) or name == INSTALLER_CONFIG:
+        elif _INSTALLER_CONFIG.match(p) or name in (INSTALLER_CONFIG, VENV_INSTALLER_CONFIG):
             groups.setdefault("installer_config_changed", []).append(p)
         elif name in PYTEST_CONFIGS and (parent == "/" or _under(tests_mount, parent)):
             groups.setdefault("test_config_planted", []).append(p)
@@ -202,7 +203,7 @@ def review(verdict, sealed: list[Tampering], *, writers_kept: bool = False, peer
 # What the guard's in-container listing covers (runner/guard.py `_CHANGES`), for a listing taken
 # from outside (Environment.changes), which names every path the environment changed.
 _TOP_NAMES = frozenset({*PYTEST_CONFIGS, ".pytest.ini", *STARTUP_HOOKS, "pytest.py", INSTALLER_CONFIG})
-_WORKDIR_NAMES = frozenset({"pytest.py", "conftest.py", *STARTUP_HOOKS})
+_WORKDIR_NAMES = frozenset({"pytest.py", "conftest.py", *STARTUP_HOOKS, VENV_INSTALLER_CONFIG})
 _PYTHON_FOLDERS = re.compile(r"^/(usr/lib|usr/local/lib|root/\.local/lib)/python3[^/]*(/|$)|^/etc/python3[^/]*/"
                              r"|^/(usr/|usr/local/)lib/python3[0-9]*\.zip$")
 _BIN_FOLDERS = frozenset({"/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin"})

@@ -76,8 +76,9 @@ def tool_names(verifier, tests_dirs: list[Path] | None = None) -> list[str]:
             add(inv.raw_program)
             if inv.program in ("python", "python3") and inv.args[:1] == ["-m"] and len(inv.args) > 1:
                 add(inv.args[1])  # python -m pytest: the module's console script too
-            if inv.raw_program in ("uvx",) or (inv.raw_program == "uv" and inv.args[:1] == ["run"]):
-                add(next((a for a in inv.args[1:] if not a.startswith("-")), ""))
+            if inv.raw_program == "uvx" or (inv.raw_program == "uv" and inv.args[:2] == ["tool", "run"]):
+                for word in _uv_tools(inv.args[2:] if inv.raw_program == "uv" else inv.args):
+                    add(word)
 
     from_text(verifier.command or "")
     scripts: list[Path] = []
@@ -101,6 +102,34 @@ def tool_names(verifier, tests_dirs: list[Path] | None = None) -> list[str]:
             except OSError:
                 pass
     return names[:MAX_TOOLS]
+
+
+# uv's options that take a value (`-p 3.13`, `--with pytest==8.4.1`): skipped when looking for the
+# program it runs. Harbor's test scripts run `uvx -p 3.13 -w pytest==8.4.1 ... pytest ...`.
+_UV_VALUE_OPTIONS = frozenset({"-p", "--python", "-w", "--with", "--from", "--with-requirements", "--with-editable",
+                               "--index", "--index-url", "-i", "--extra-index-url", "-f", "--find-links",
+                               "--config-file", "--cache-dir", "-C", "--config-setting", "--directory", "--project",
+                               "--env-file", "--index-strategy", "--python-preference", "--constraints",
+                               "--overrides", "--build-constraints", "--exclude-newer"})
+
+
+def _uv_tools(args: list[str]) -> list[str]:
+    """What `uvx` (`uv tool run`) runs: the program it names, and the interpreter it asks for (`-p
+    3.13` is `python3.13`, which uv finds on PATH among others: one the agent put there is then a
+    tool added). `uv run CMD` is read as CMD by the shell parser (shell/parse.py)."""
+    out, i = [], 0
+    while i < len(args):
+        word = args[i]
+        option, _, inline = word.partition("=")
+        if option in ("-p", "--python"):
+            value = inline or (args[i + 1] if i + 1 < len(args) else "")
+            out.append(f"python{value}" if re.fullmatch(r"3(\.\d+)*", value) else value)
+        if word.startswith("-"):
+            i += 2 if word in _UV_VALUE_OPTIONS else 1
+            continue
+        out.append(word)
+        break
+    return out
 
 
 def new_processes(before: list[ProcessInfo], now: list[ProcessInfo], *, keep_children: bool) -> list[ProcessInfo]:

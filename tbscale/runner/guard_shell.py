@@ -95,9 +95,12 @@ if [ -n "${TBSCALE_SINCE:-}" ]; then
   }
   _wd_uv=; case "${TBSCALE_WORKDIR:-/}" in /) ;; *) _wd_uv=$TBSCALE_WORKDIR/uv.toml ;; esac
   _list core _core
-  [ -n "${TBSCALE_WORKDIR:-}" ] && [ "$TBSCALE_WORKDIR" != / ] && _list workdir _newer "$TBSCALE_WORKDIR" -xdev -maxdepth 4 \
+  # With a slash after it, find walks the workdir where a link in its place points (the workdir made
+  # a link to a folder with a pytest.py in it), and prints the paths under the workdir's name. A
+  # pip.conf there is a virtualenv's (pip reads one in sys.prefix): a test script may install into it.
+  [ -n "${TBSCALE_WORKDIR:-}" ] && [ "$TBSCALE_WORKDIR" != / ] && _list workdir _newer "${TBSCALE_WORKDIR%/}/" -xdev -maxdepth 4 \
     \( -name pytest.py -o -path '*/pytest/__init__.py' -o -path '*/_pytest/__init__.py' -o -name conftest.py \
-    -o -name sitecustomize.py -o -name usercustomize.py \)
+    -o -name sitecustomize.py -o -name usercustomize.py -o -name pip.conf \)
   _py=; for d in /usr/lib/python3* /usr/local/lib/python3* /root/.local/lib/python3*; do [ -d "$d" ] && _py="$_py $d"; done
   if [ -n "$_py" ]; then
     _python() {
