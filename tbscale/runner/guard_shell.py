@@ -234,8 +234,9 @@ done
 
 
 def _value_line(line: str) -> str | None:
-    """The key of a snapshot line that carries a value the check reads: "N" (the clock), "T tool",
-    "M mount", "R path", "H file" and "O file" (a tool's real path, digest and status)."""
+    """The key of a snapshot line that carries a value the check reads: "N" (the clock), "D" (the
+    folder an exec starts in), "B" (compiled modules removed), "T tool", "M mount", "R path", "H
+    file" and "O file" (a tool's real path, digest and status)."""
     parts = line.split("\t", 2)
     if parts[0] in ("N", "B", "D") and len(parts) >= 2:
         return parts[0]
