@@ -4,11 +4,13 @@ The check after the agent phase (runner/guard.py: the toolchain's digests, the m
 the changed paths, the removal of compiled modules, the process listing, the artifacts probe) is one exec, and so is the
 baseline before it. This runs the whole check and each part alone in one container per image,
 interleaved with a bare exec (`true`), and reports the machine's CPU (/proc/stat) per exec: what
-each part adds to a bare exec. With `--other PATH` (another checkout's runner/guard.py) the whole
-check of that version runs interleaved too, so two versions compare within the same minutes.
+each part adds to a bare exec. With `--other PATH` (another checkout's runner/guard_shell.py, or its
+runner/guard.py before 11fe6f9 moved the scripts out of it) the whole check of that version runs
+interleaved too, so two versions compare within the same minutes. A later checkout's guard.py
+would import this checkout's guard_shell, and so compare the check with itself.
 
 Writes benchmarks/out/guard_snapshot.json. Run:
-    .venv/bin/python benchmarks/bench_guard_snapshot.py [--reps 30] [--other OLD/tbscale/runner/guard.py]
+    .venv/bin/python benchmarks/bench_guard_snapshot.py [--reps 30] [--other OLD/tbscale/runner/guard_shell.py]
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ def measure(image: str, runs: dict[str, str], reps: int) -> dict[str, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=30)
-    ap.add_argument("--other", type=Path, help="another checkout's tbscale/runner/guard.py")
+    ap.add_argument("--other", type=Path, help="another checkout's tbscale/runner/guard_shell.py (its guard.py before 11fe6f9)")
     args = ap.parse_args()
     runs = scripts(guard_shell)
     if args.other:
