@@ -142,6 +142,7 @@ def test_the_guards_marks_are_read_from_its_output():
         ["/a.pth"], ["/x/entry_points.txt"], ["workdir"], 3)
     assert "bytecode_removed" not in parse_snapshot("N\t100.5\n")
     assert parse_snapshot("N\t100.5\nD\t/app\n")["workdir"] == "/app"  # where an exec starts (CLOCK)
+    assert parse_snapshot("N\t100.5\nV\t/root\n")["home"] == "/root"  # root's home (CLOCK)
     assert parse_snapshot("B\t3\nB\t0\n")["conflicts"] == ["B"]  # a count given twice differently
 
 

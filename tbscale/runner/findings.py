@@ -30,13 +30,17 @@ _PYTHON_SETTINGS = re.compile(r"^/etc/python3[0-9.]*(/|$)")  # Debian's sitecust
 # A folder of the library or one right under it (dist-packages, lib-dynload): listed by the check
 # inside only when it was made a link (guard_shell.CHANGES), whose target is not walked.
 _LIBRARY_FOLDER = re.compile(r"^/(usr/|usr/local/|root/\.local/)lib/python3[0-9.]*(/[^/.]+)?$")
-# The files pip and uv read their settings from, system-wide and per user (pip also beside the
-# interpreter, in sys.prefix): an index or find-links there decides what a test script's `pip install
-# pytest` or `uvx ... pytest` installs. uv.toml also counts at the top of / and in the workdir
+# The files pip and uv read their settings from, system-wide and under each home (pip also beside
+# the interpreter, in sys.prefix): an index or find-links there decides what a test script's `pip
+# install pytest` or `uvx ... pytest` installs. The shell lists them (guard_shell.CHANGES), root's
+# home and each one under /home. uv.toml also counts at the top of / and in the workdir
 # (checked_path), where uv looks from the script's working folder up. The files, not their folders:
 # uv's installer writes a receipt beside uv.toml.
-_INSTALLER_CONFIG = re.compile(r"^(/etc(/xdg)?/pip/pip\.conf|/etc/pip\.conf|/usr(/local)?/pip\.conf|/etc(/xdg)?/uv/uv\.toml"
-                               r"|/(root|home/[^/]+)/(\.pip/pip\.conf|\.config/pip/pip\.conf|\.config/uv/uv\.toml))$")
+INSTALLER_SETTINGS = ("/etc/pip.conf", "/etc/xdg/pip/pip.conf", "/usr/pip.conf", "/usr/local/pip.conf",
+                      "/etc/uv/uv.toml", "/etc/xdg/uv/uv.toml")
+HOME_INSTALLER_SETTINGS = (".pip/pip.conf", ".config/pip/pip.conf", ".config/uv/uv.toml")
+_INSTALLER_CONFIG = re.compile("^(" + "|".join(map(re.escape, INSTALLER_SETTINGS)) + "|/(root|home/[^/]+)/("
+                               + "|".join(map(re.escape, HOME_INSTALLER_SETTINGS)) + "))$")
 INSTALLER_CONFIG = "uv.toml"
 VENV_INSTALLER_CONFIG = "pip.conf"  # in the workdir: a virtualenv's there, which a test script may install into
 
@@ -78,6 +82,12 @@ def tampering_entries(before: GuardSnapshot | None, after: GuardSnapshot, tests_
     if tb_mount and ta_mount and tb_mount.get("type") != "absent" and tb_mount != ta_mount:
         out.append(entry("tests_written", f"{tests_mount} changed during the agent phase ({tb_mount} -> {ta_mount})",
                          path=tests_mount, by_command=attribute_command(actions, tests_mount, [tests_mount])))
+    if before.get("home") and after.get("home") and before["home"] != after["home"]:
+        # pip's and uv's user settings and Python's user site are read under it: moved, they are
+        # read where nothing is listed
+        out.append(entry("verifier_home_moved", f"root's home moved during the agent phase (/etc/passwd): "
+                         f"{before['home']} -> {after['home']}", paths=["/etc/passwd"],
+                         by_command=attribute_command(actions, "/etc/passwd", ["/etc/passwd"])))
     cb, ca = before.get("changes"), after.get("changes")
     if ca is not None:
         cb = cb or {}
@@ -145,7 +155,7 @@ OBSTRUCTION_KINDS = frozenset({"toolchain_removed", "toolchain_replaced", "toolc
                                "verifier_path_obstructed", "startup_hook_planted", "test_config_planted",
                                "module_shadowing", "test_library_changed", "tests_written", "verifier_output_forged",
                                "check_stalled", "test_plugin_added", "python_library_changed", "listing_flooded",
-                               "installer_config_changed"})
+                               "installer_config_changed", "verifier_home_moved"})
 UNRUNNABLE = ("tests_not_run", "reward_missing", "no_tests_parsed")
 
 

@@ -43,7 +43,7 @@ from tbscale.runner.findings import checked_path, compiled_module, entry, progra
 from tbscale.runner.guard_shell import (ARTIFACTS_PROBE, BYTECODE, CHANGES, CLEAR_VERIFIER_LOGS, CLOCK, KILL, MOUNTS,
                                         PROCESSES, SETUP, SNAPSHOT, parse_processes, parse_snapshot)
 from tbscale.shell.tampering import TEST_TOOLS
-from tbscale.shell.parse import invocation, split_segments
+from tbscale.shell.parse import invocation, skip_options, split_segments
 from tbscale.types.guard import (AgentProcessInfo, GuardSnapshot, ProcessBaseline, ProcessInfo,
                                  SweepRecord, Tampering)
 
@@ -117,18 +117,13 @@ def _uv_tools(args: list[str]) -> list[str]:
     """What `uvx` (`uv tool run`) runs: the program it names, and the interpreter it asks for (`-p
     3.13` is `python3.13`, which uv finds on PATH among others: one the agent put there is then a
     tool added). `uv run CMD` is read as CMD by the shell parser (shell/parse.py)."""
-    out, i = [], 0
-    while i < len(args):
-        word = args[i]
+    start = skip_options(args, 0, _UV_VALUE_OPTIONS)
+    out = [args[start]] if start < len(args) else []
+    for i, word in enumerate(args[:start]):
         option, _, inline = word.partition("=")
         if option in ("-p", "--python"):
-            value = inline or (args[i + 1] if i + 1 < len(args) else "")
+            value = inline or (args[i + 1] if i + 1 < start else "")
             out.append(f"python{value}" if re.fullmatch(r"3(\.\d+)*", value) else value)
-        if word.startswith("-"):
-            i += 2 if word in _UV_VALUE_OPTIONS else 1
-            continue
-        out.append(word)
-        break
     return out
 
 

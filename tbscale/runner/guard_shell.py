@@ -2,8 +2,8 @@
 prints. Each script prints tab-separated lines whose first field says what they carry:
 
 * `P`, `R`, `H`, `O`, `T`: a tool resolved on PATH, its real path, digest and status (`SNAPSHOT`);
-* `N`: the container's clock, `D` the folder an exec starts in (`CLOCK`), and `U` when the
-  environment has no `find`;
+* `N`: the container's clock, `D` the folder an exec starts in, `V` root's home (`CLOCK`), and
+  `U` when the environment has no `find`;
 * `M`: a mount point of the verifier's (`MOUNTS`);
 * `C`: a path whose status changed since the reference clock, `W` a place with more of them than
   the listing keeps, `I` a `.pth` file with a line site.py executes, `E` an entry_points.txt that
@@ -19,7 +19,7 @@ given twice with different values was written by something else (`parse_snapshot
 from __future__ import annotations
 
 from tbscale.environments.base import first_lines
-from tbscale.runner.findings import VERIFIER_LOGS
+from tbscale.runner.findings import HOME_INSTALLER_SETTINGS, INSTALLER_SETTINGS, VERIFIER_LOGS
 from tbscale.types.guard import GuardSnapshot, MountState, ProcessInfo, ToolState
 
 CLEAR_VERIFIER_LOGS = (f"[ -d {VERIFIER_LOGS} ] && [ ! -L {VERIFIER_LOGS} ] && "
@@ -27,7 +27,8 @@ CLEAR_VERIFIER_LOGS = (f"[ -d {VERIFIER_LOGS} ] && [ ! -L {VERIFIER_LOGS} ] && "
 
 # The working folder an exec starts in (`D`: the task's workdir, or the image's WORKDIR when the task
 # names none), where the verifier's command runs unless told otherwise: `CHANGES` lists it as the
-# workdir. The container's clock, the reference of the changes `CHANGES` lists later: to the nanosecond
+# workdir. Root's home (`V`), as an exec gets it from /etc/passwd: where pip, uv and Python's user
+# site read from; an agent that moves it moves them where nothing is listed. The container's clock, the reference of the changes `CHANGES` lists later: to the nanosecond
 # where date and find have it (GNU). Busybox's date has no %N (it prints it as it is) and its find
 # no -newerct; the clock is then the next whole second, waited for, so that nothing changed before
 # it shares its second, and a clock without a fraction tells `CHANGES` (which runs it in a later
@@ -43,6 +44,7 @@ if [ -z "$_now" ] || ! find / -maxdepth 0 -newerct @0 >/dev/null 2>&1; then
 fi
 printf 'N\t%s\n' "$_now"
 printf 'D\t%s\n' "$PWD"
+printf 'V\t%s\n' "${HOME:-}"
 '''
 # The paths whose status changed after $TBSCALE_SINCE, where they matter to the verifier (`C`
 # lines), in three places listed apart: the verifier's own paths, the workdir's pytest files and
@@ -85,15 +87,10 @@ if [ -n "${TBSCALE_SINCE:-}" ]; then
       -o -name setup.cfg -o -name pyproject.toml -o -name sitecustomize.py -o -name usercustomize.py -o -name pytest.py \
       -o -name uv.toml \)
     _newer /logs/verifier "$TBSCALE_TESTS" /solution /etc/ld.so.preload -xdev
-    # Where pip and uv read their settings (an index, find-links): a test script that installs its
-    # test runner (`pip install pytest`, `uvx ... pytest`) installs what they name. uv.toml also
-    # counts in the workdir, where the script runs (uv reads it from the working folder up).
-    # The files themselves, not their folders: uv's installer writes a receipt beside uv.toml.
-    _newer /etc/pip.conf /etc/xdg/pip/pip.conf /usr/pip.conf /usr/local/pip.conf /etc/uv/uv.toml /etc/xdg/uv/uv.toml \
-      /root/.pip/pip.conf /root/.config/pip/pip.conf /root/.config/uv/uv.toml /home/*/.pip/pip.conf \
-      /home/*/.config/pip/pip.conf /home/*/.config/uv/uv.toml ${_wd_uv:+"$_wd_uv"} -xdev
+    # Where pip and uv read their settings (findings.INSTALLER_SETTINGS), and uv.toml in the workdir,
+    # where the script runs (uv reads it from the working folder up).
+    _newer @INSTALLER_SETTINGS@ ${TBSCALE_WORKDIR:+"${TBSCALE_WORKDIR%/}/uv.toml"} -xdev
   }
-  _wd_uv=; case "${TBSCALE_WORKDIR:-/}" in /) ;; *) _wd_uv=$TBSCALE_WORKDIR/uv.toml ;; esac
   _list core _core
   # With a slash after it, find walks the workdir where a link in its place points (the workdir made
   # a link to a folder with a pytest.py in it), and prints the paths under the workdir's name. A
@@ -121,7 +118,8 @@ if [ -n "${TBSCALE_SINCE:-}" ]; then
     case "$_found" in *entry_points.txt*) _each '*/entry_points.txt' '\[pytest11\]' E ;; esac
   fi
 fi
-'''
+'''.replace("@INSTALLER_SETTINGS@", " ".join(
+    [*INSTALLER_SETTINGS, *(f"{home}/{name}" for home in ("/root", "/home/*") for name in HOME_INSTALLER_SETTINGS)]))
 # Run by the seal after the sweep: every compiled module the agent phase wrote or changed in the
 # Python folders is removed (a `B` line counts them), so the verifier's Python compiles each module
 # from its source again. A `.pyc` whose header gives its source's time and size is loaded in place
@@ -235,10 +233,10 @@ done
 
 def _value_line(line: str) -> str | None:
     """The key of a snapshot line that carries a value the check reads: "N" (the clock), "D" (the
-    folder an exec starts in), "B" (compiled modules removed), "T tool", "M mount", "R path", "H
+    folder an exec starts in), "V" (root's home), "B" (compiled modules removed), "T tool", "M mount", "R path", "H
     file" and "O file" (a tool's real path, digest and status)."""
     parts = line.split("\t", 2)
-    if parts[0] in ("N", "B", "D") and len(parts) >= 2:
+    if parts[0] in ("N", "B", "D", "V") and len(parts) >= 2:
         return parts[0]
     if parts[0] in ("T", "M", "P") and len(parts) >= 2:
         return f"T {parts[1]}" if parts[0] == "P" else f"{parts[0]} {parts[1]}"
@@ -257,7 +255,7 @@ def parse_snapshot(output: str) -> GuardSnapshot:
     mounts: dict[str, MountState] = {}
     changes: dict[str, int] = {}
     marked: dict[str, list[str]] = {"W": [], "I": [], "E": []}
-    now = removed = workdir = None
+    now = removed = workdir = home = None
     _, conflicts = first_lines(output, _value_line)
     lines = [line.split("\t") for line in output.splitlines()]
     digests = {parts[2]: parts[1] for parts in lines if parts[0] == "H" and len(parts) == 3}
@@ -272,6 +270,8 @@ def parse_snapshot(output: str) -> GuardSnapshot:
             now = parts[1]
         elif parts[0] == "D" and len(parts) == 2 and workdir is None:
             workdir = parts[1]
+        elif parts[0] == "V" and len(parts) == 2 and home is None:
+            home = parts[1]
         elif parts[0] == "C" and len(parts) == 2:
             changes[parts[1]] = 0
         elif parts[0] in marked and len(parts) == 2:
@@ -300,6 +300,8 @@ def parse_snapshot(output: str) -> GuardSnapshot:
         snap["bytecode_removed"] = removed
     if workdir:
         snap["workdir"] = workdir
+    if home:
+        snap["home"] = home
     if any(parts[0] == "U" for parts in lines):
         snap["no_find"] = True
     if conflicts:

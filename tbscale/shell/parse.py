@@ -326,7 +326,7 @@ class Invocation:
     heredocs: list[str]
 
 
-def _skip_options(words: list[str], i: int, with_value: frozenset[str]) -> int:
+def skip_options(words: list[str], i: int, with_value: frozenset[str]) -> int:
     while i < len(words) and words[i].startswith("-") and words[i] != "-":
         if words[i] == "--":
             return i + 1
@@ -351,7 +351,7 @@ def resolve_program(words: list[str]) -> tuple[str, list[str]]:
             j = i + 1
             if any(w in wrapper.stop_options for w in words[j:j + 1]):
                 return word, words[i + 1 :]
-            j = _skip_options(words, j, wrapper.options_with_value)
+            j = skip_options(words, j, wrapper.options_with_value)
             if name == "nice":  # nice -10 cmd
                 while j < len(words) and re.fullmatch(r"-\d+", words[j]):
                     j += 1
@@ -361,7 +361,7 @@ def resolve_program(words: list[str]) -> tuple[str, list[str]]:
             continue
         if name in _RUNNERS and i + 1 < len(words) and words[i + 1] == "run":
             last_wrapper = word
-            i = _skip_options(words, i + 2, _RUNNERS[name])
+            i = skip_options(words, i + 2, _RUNNERS[name])
             continue
         return word, words[i + 1 :]
     return last_wrapper, []

@@ -88,6 +88,7 @@ class GuardSnapshot(TypedDict, total=False):
     bytecode_removed: int  # compiled modules the agent phase wrote, removed before the verifier (`_BYTECODE`)
     no_find: bool  # the environment has no `find`: the check inside cannot list changed paths
     workdir: str  # the folder an exec starts in, where the verifier runs unless it names one (`D`)
+    home: str  # root's home, as an exec gets it from /etc/passwd (`V`)
 
 
 class SweepRecord(TypedDict, total=False):
