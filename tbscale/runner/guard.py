@@ -39,9 +39,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from tbscale.environments import Environment
-from tbscale.runner.findings import checked_path, compiled_module, entry, programs_changed, tampering_entries
+from tbscale.runner.findings import (checked_path, compiled_module, entry, path_folder, programs_changed,
+                                     tampering_entries)
 from tbscale.runner.guard_shell import (ARTIFACTS_PROBE, BYTECODE, CHANGES, CLEAR_VERIFIER_LOGS, CLOCK, KILL, MOUNTS,
-                                        PROCESSES, SETUP, SNAPSHOT, parse_processes, parse_snapshot)
+                                        PROCESSES, SETUP, SNAPSHOT, SOURCED, parse_processes, parse_snapshot)
 from tbscale.shell.tampering import TEST_TOOLS
 from tbscale.shell.parse import invocation, skip_options, split_segments
 from tbscale.types.guard import (AgentProcessInfo, GuardSnapshot, ProcessBaseline, ProcessInfo,
@@ -61,16 +62,47 @@ _SHELL_WORDS = frozenset("""! [ [[ ]] { } alias bg break builtin case cd command
     readonly return select set shift source test then time trap true type typeset ulimit umask unalias unset until
     wait while . :""".split())
 
+def _verifier_texts(verifier, tests_dirs: list[Path] | None) -> tuple[list[str], list[str]]:
+    """(the verifier's command and its test scripts, as shell text; the first lines of the files
+    in its tests folders that start with `#!`)."""
+    texts, shebangs = [verifier.command or ""], []
+    for folder in tests_dirs if tests_dirs is not None else verifier.tests_dirs:
+        folder = Path(folder)
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.rglob("*")):
+            if not path.is_file() or path.stat().st_size >= 2_000_000:
+                continue
+            try:
+                head = path.read_bytes()[:4096].decode("utf-8", errors="replace")
+            except OSError:
+                continue
+            if head.startswith("#!"):
+                shebangs.append(head[2:].splitlines()[0])
+            if path.suffix in (".sh", "") or head.startswith("#!") and "sh" in head.splitlines()[0]:
+                try:
+                    texts.append(path.read_text(encoding="utf-8", errors="replace"))
+                except OSError:
+                    pass
+    return texts, shebangs
+
+
 def tool_names(verifier, tests_dirs: list[Path] | None = None) -> list[str]:
     """The programs the verifier runs: the command's program, the programs of its test script(s)
-    and the interpreters their shebangs name, and DEFAULT_TOOLS."""
+    and the interpreters their shebangs name, and DEFAULT_TOOLS; then the same names in the folders
+    the scripts it sources put first on PATH (`path_folder`), as paths."""
     names: list[str] = list(DEFAULT_TOOLS)
+    texts, shebangs = _verifier_texts(verifier, tests_dirs)
 
     def add(word: str) -> None:
         if word and word not in _SHELL_WORDS and re.fullmatch(r"[A-Za-z0-9_./+-]+", word) and word not in names:
             names.append(word)
 
-    def from_text(text: str) -> None:
+    for line in shebangs:
+        for w in line.split()[:2]:
+            if not w.startswith("-"):
+                add(w.rsplit("/", 1)[-1] if w.startswith("/") and PurePosixPath(w).name in ("env",) else w)
+    for text in texts:
         for segment in split_segments(text):
             inv = invocation(segment)
             add(inv.raw_program)
@@ -79,29 +111,47 @@ def tool_names(verifier, tests_dirs: list[Path] | None = None) -> list[str]:
             if inv.raw_program == "uvx" or (inv.raw_program == "uv" and inv.args[:2] == ["tool", "run"]):
                 for word in _uv_tools(inv.args[2:] if inv.raw_program == "uv" else inv.args):
                     add(word)
+    names = names[:MAX_TOOLS]
+    # After `source ~/.local/bin/env` or a virtualenv's `activate`, a name resolves in that folder
+    # first: a `python3.13` the agent left there is what `uvx -p 3.13` finds. A script that fetches
+    # uv's installer has it replace uv and uvx in the env script's folder: one an honest agent
+    # installed there is not what the verifier runs.
+    replaced = {"uv", "uvx"} if any("astral.sh/uv" in text for text in texts) else set()
+    in_folders: list[str] = []
+    for script in sourced_scripts(verifier, tests_dirs, texts):
+        folder = path_folder(script)
+        skip = _NOT_IN_FOLDERS | (replaced if PurePosixPath(script).name == "env" else set())
+        in_folders += [f"{folder}/{n}" for n in names if folder and "/" not in n and n not in skip]
+    return names + in_folders[:MAX_TOOLS]
 
-    from_text(verifier.command or "")
-    scripts: list[Path] = []
-    for folder in tests_dirs if tests_dirs is not None else verifier.tests_dirs:
-        folder = Path(folder)
-        if folder.is_dir():
-            scripts += [p for p in sorted(folder.rglob("*")) if p.is_file() and p.stat().st_size < 2_000_000]
-    for path in scripts:
-        try:
-            head = path.read_bytes()[:4096].decode("utf-8", errors="replace")
-        except OSError:
-            continue
-        if head.startswith("#!"):
-            words = head[2:].splitlines()[0].split()
-            for w in words[:2]:
-                if not w.startswith("-"):
-                    add(w.rsplit("/", 1)[-1] if w.startswith("/") and PurePosixPath(w).name in ("env",) else w)
-        if path.suffix in (".sh", "") or head.startswith("#!") and "sh" in head.splitlines()[0]:
-            try:
-                from_text(path.read_text(encoding="utf-8", errors="replace"))
-            except OSError:
-                pass
-    return names[:MAX_TOOLS]
+
+# Shell-level programs the test script runs before a sourced script changes its PATH, or that no
+# installer or virtualenv puts in its folder.
+_NOT_IN_FOLDERS = frozenset({"bash", "sh", "env", "timeout", "apt-get", "apt", "curl", "wget", "mkdir"})
+
+
+def sourced_scripts(verifier, tests_dirs: list[Path] | None = None, texts: list[str] | None = None) -> list[str]:
+    """The scripts the verifier's command and test scripts source (`source F`, `. F`) outside its
+    tests folder, by a path the guard can name: absolute, or under the home (`$HOME/...`,
+    `${HOME}/...`, `~/...`, given as `~/...`). Harbor's test scripts source the env script uv's
+    installer writes (`source $HOME/.local/bin/env`), which that installer keeps when one is there;
+    others a virtualenv's `activate`. What they define (a function named like a tool, a folder first
+    on PATH, a trap that writes the reward) runs in the verifier's shell (findings.sourced_changed)."""
+    if texts is None:
+        texts = _verifier_texts(verifier, tests_dirs)[0]
+    mounts = [verifier.tests_mount] if getattr(verifier, "tests_mount", None) else []
+    out: list[str] = []
+    for text in texts:
+        for segment in split_segments(text):
+            inv = invocation(segment)
+            if inv.raw_program not in ("source", ".") or not inv.args:
+                continue
+            path = re.sub(r"^(\$HOME|\$\{HOME\}|~)/", "~/", inv.args[0])
+            if (not path.startswith(("/", "~/")) or not re.fullmatch(r"[~A-Za-z0-9_./+-]+", path) or "/../" in path
+                    or any(path == m or path.startswith(m.rstrip("/") + "/") for m in mounts) or path in out):
+                continue
+            out.append(path)
+    return out[:16]
 
 
 # uv's options that take a value (`-p 3.13`, `--with pytest==8.4.1`): skipped when looking for the
@@ -161,6 +211,7 @@ class VerifierGuard:
         self.outside_carried: dict[str, int] = {}  # and what it found in environments the attempt left for a fork
         self.unlisted = False  # no `find` inside, and no listing from outside either
         self.names = tool_names(verifier, tests_dirs)
+        self.sourced = sourced_scripts(verifier, tests_dirs)
         self.before: GuardSnapshot | None = None
         self.timing: dict[str, float] = {}
         # After `seal`: the artifacts convention folder's state ("empty", "absent") when nothing
@@ -199,7 +250,7 @@ class VerifierGuard:
         processes running (`processes`), as `_processes` does: one round trip instead of two. With
         `bytecode`, the compiled modules the agent phase wrote are removed (`BYTECODE`)."""
         env = self._env(self.box, since)
-        cmd = "set -- " + " ".join(shlex.quote(n) for n in self.names) + "\n" + SNAPSHOT + CLOCK + MOUNTS + CHANGES
+        cmd = "set -- " + " ".join(shlex.quote(n) for n in self.names) + "\n" + SNAPSHOT + CLOCK + MOUNTS + SOURCED + CHANGES
         if not since:
             # What an earlier verification (a previous step's) left in /logs/verifier is not the
             # agent's: clear it before this agent phase, so that anything found there later is.
@@ -230,6 +281,8 @@ class VerifierGuard:
     def _env(self, box: Environment, since: str | None) -> dict[str, str]:
         env = dict(self.verifier.env.resolve()) if hasattr(self.verifier.env, "resolve") else {}
         env["TBSCALE_TESTS"] = self.verifier.tests_mount
+        if self.sourced:
+            env["TBSCALE_SOURCED"] = "\n".join(self.sourced)
         if since:
             env["TBSCALE_SINCE"] = since
             workdir = self._workdir(box)

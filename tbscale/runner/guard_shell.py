@@ -4,7 +4,7 @@ prints. Each script prints tab-separated lines whose first field says what they 
 * `P`, `R`, `H`, `O`, `T`: a tool resolved on PATH, its real path, digest and status (`SNAPSHOT`);
 * `N`: the container's clock, `D` the folder an exec starts in, `V` root's home (`CLOCK`), and
   `U` when the environment has no `find`;
-* `M`: a mount point of the verifier's (`MOUNTS`);
+* `M`: a mount point of the verifier's (`MOUNTS`); `F`: a script it sources (`SOURCED`);
 * `C`: a path whose status changed since the reference clock, `W` a place with more of them than
   the listing keeps, `I` a `.pth` file with a line site.py executes, `E` an entry_points.txt that
   declares a pytest plugin (`CHANGES`);
@@ -144,6 +144,7 @@ fi
 SNAPSHOT = r'''
 _paths=; _t=$(printf '\t'); _n=0
 for name in "$@"; do
+  case "$name" in '~/'*) name="$HOME/${name#??}" ;; esac
   p=$(command -v -- "$name" 2>/dev/null) || { printf 'T\t%s\t-\n' "$name"; continue; }
   case "$p" in
     /*) printf 'P\t%s\t%s\n' "$name" "$p"; _paths="$_paths$p
@@ -169,6 +170,23 @@ if [ "$_n" -gt 0 ]; then
   fi
   set +f; IFS=$_ifs
 fi
+'''
+# The scripts the verifier's shell sources (guard.sourced_scripts; `~/` is the home), one `F` line
+# each: `-` absent, `other` not a plain file or over 64 kB, else the digest of its lines that run:
+# its NUL bytes dropped (as bash drops them reading a script), each line's leading and trailing
+# blanks dropped, and the blank lines and the lines that start with `#` left out. A line that starts with `#` is a comment in the shell wherever a script whose
+# quotes close on each line has it, so the digest changes with anything the shell would run
+# (findings.sourced_changed compares it with the baseline's and with the installers' own env script).
+SOURCED = r'''
+[ -n "${TBSCALE_SOURCED:-}" ] && printf '%s\n' "$TBSCALE_SOURCED" | while IFS= read -r _s; do
+  [ -n "$_s" ] || continue
+  case "$_s" in '~/'*) _f="$HOME/${_s#??}" ;; *) _f=$_s ;; esac
+  if [ ! -e "$_f" ] && [ ! -L "$_f" ]; then _d=-
+  elif [ ! -f "$_f" ] || [ "$(($(wc -c < "$_f")))" -gt 65536 ]; then _d=other
+  else _d=$(tr -d '\000' < "$_f" | awk '{ sub(/^[ \t]+/, ""); sub(/[ \t]+$/, "") } /^#/ || $0 == "" { next } { print }' | sha256sum)
+    _d=${_d%% *}; fi
+  printf 'F\t%s\t%s\n' "$_s" "$_d"
+done
 '''
 # The verifier's mount points: type, owner and mode, and a digest of the files under a folder.
 MOUNTS = r'''
@@ -233,12 +251,12 @@ done
 
 def _value_line(line: str) -> str | None:
     """The key of a snapshot line that carries a value the check reads: "N" (the clock), "D" (the
-    folder an exec starts in), "V" (root's home), "B" (compiled modules removed), "T tool", "M mount", "R path", "H
-    file" and "O file" (a tool's real path, digest and status)."""
+    folder an exec starts in), "V" (root's home), "B" (compiled modules removed), "T tool", "M mount", "F script",
+    "R path", "H file" and "O file" (a tool's real path, digest and status)."""
     parts = line.split("\t", 2)
     if parts[0] in ("N", "B", "D", "V") and len(parts) >= 2:
         return parts[0]
-    if parts[0] in ("T", "M", "P") and len(parts) >= 2:
+    if parts[0] in ("T", "M", "P", "F") and len(parts) >= 2:
         return f"T {parts[1]}" if parts[0] == "P" else f"{parts[0]} {parts[1]}"
     if parts[0] in ("H", "O") and len(parts) == 3:
         return f"{parts[0]} {parts[2]}"
@@ -255,6 +273,7 @@ def parse_snapshot(output: str) -> GuardSnapshot:
     mounts: dict[str, MountState] = {}
     changes: dict[str, int] = {}
     marked: dict[str, list[str]] = {"W": [], "I": [], "E": []}
+    sourced: dict[str, str] = {}
     now = removed = workdir = home = None
     _, conflicts = first_lines(output, _value_line)
     lines = [line.split("\t") for line in output.splitlines()]
@@ -274,6 +293,8 @@ def parse_snapshot(output: str) -> GuardSnapshot:
             home = parts[1]
         elif parts[0] == "C" and len(parts) == 2:
             changes[parts[1]] = 0
+        elif parts[0] == "F" and len(parts) == 3:
+            sourced.setdefault(parts[1], parts[2])
         elif parts[0] in marked and len(parts) == 2:
             marked[parts[0]].append(parts[1])
         elif parts[0] == "B" and len(parts) == 2 and parts[1].strip().isdigit():
@@ -298,6 +319,8 @@ def parse_snapshot(output: str) -> GuardSnapshot:
                            "flooded": marked["W"], "executes": marked["I"], "plugins": marked["E"]}
     if removed is not None:
         snap["bytecode_removed"] = removed
+    if sourced:
+        snap["sourced"] = sourced
     if workdir:
         snap["workdir"] = workdir
     if home:
