@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from tbscale.runner.findings import INSTALLER_ENV_SCRIPTS, review, sourced_changed, tampering_entries
-from tbscale.runner.guard import new_processes, sourced_scripts, tool_names
+from tbscale.runner.findings import (INSTALLER_ENV_SCRIPTS, project_changed, project_settings, review, sourced_changed,
+                                     tampering_entries)
+from tbscale.runner.guard import new_processes, reads_project, sourced_scripts, tool_names, verifier_venvs
 from tbscale.runner.guard_shell import SOURCED, parse_snapshot
 from tbscale.shell.tampering import attribute_command, flag_command, trajectory_flags
 from tbscale.tasks.model import VerifierSpec
@@ -242,9 +243,10 @@ def test_the_scripts_the_verifier_sources_and_the_folders_they_put_first_on_path
         ". \"/app/.venv/bin/activate\" && source ${HOME}/.cargo/env\nsource .tbench/bin/activate\n"
         "source /tests/helpers.sh; source $VENV/bin/activate; . ~/.bashrc\nuvx pytest /tests/t.py\n")
     spec = VerifierSpec(tests_dirs=[tmp_path], command="/tests/test.sh")
-    # a relative path (made by the script), one under the tests folder and one through another
-    # variable are left out
-    assert sourced_scripts(spec) == ["~/.local/bin/env", "/app/.venv/bin/activate", "~/.cargo/env", "~/.bashrc"]
+    # one under the tests folder and one through another variable are left out; a relative one is the
+    # workdir's
+    assert sourced_scripts(spec) == ["~/.local/bin/env", "/app/.venv/bin/activate", "~/.cargo/env",
+                                     ".tbench/bin/activate", "~/.bashrc"]
     names = tool_names(spec)
     assert {"~/.local/bin/python3", "~/.local/bin/pytest", "/app/.venv/bin/python", "/app/.venv/bin/uvx",
             "~/.cargo/bin/pytest"} <= set(names), names
@@ -306,6 +308,70 @@ def test_a_sourced_script_is_tampering_when_its_lines_changed():
     # a virtualenv the image did not have is the agent's to make (a task that asks for one)
     assert sourced_changed({activate: "-"}, {activate: other}, []) == []
     assert sourced_changed({"/app/env": "-"}, {"/app/env": other}, []) == []  # an env file of the task's, no installer's
+
+
+def test_the_virtualenvs_the_verifier_makes():
+    assert verifier_venvs(["uv venv .tbench-testing\nsource .tbench-testing/bin/activate\n",
+                           "uv venv -p 3.12 --seed /opt/v/ && uv venv; python3 -m venv --clear /tmp/t\nvirtualenv e\n"
+                           "uv venv $X"]) == [".tbench-testing/pyvenv.cfg", "/opt/v/pyvenv.cfg", ".venv/pyvenv.cfg",
+                                               "/tmp/t/pyvenv.cfg", "e/pyvenv.cfg"]
+    cfg = ".tbench-testing/pyvenv.cfg"
+    (found,) = sourced_changed({cfg: "-"}, {cfg: "f" * 64}, [(1, "python3 -m venv .tbench-testing")])
+    assert found["kind"] == "verifier_venv_planted" and found["paths"] == [".tbench-testing"], found
+    assert found["by_command"]["turn"] == 1
+    assert sourced_changed({cfg: "-"}, {cfg: "-"}, []) == []  # the verifier makes it: honest
+    assert sourced_changed({cfg: "a" * 64}, {cfg: "f" * 64}, []) == []  # the image's own, made again
+
+
+def test_the_verifier_reads_the_workdirs_project_where_it_runs_uv_commands_that_do():
+    assert reads_project(["uv venv .tbench-testing\nuv pip install pytest==8.4.1\nuv run pytest /tests -rA\n"])
+    assert reads_project(["cd /app && /root/.local/bin/uv sync --frozen"])
+    assert not reads_project(["uvx -p 3.13 -w pytest==8.4.1 pytest /tests/test_outputs.py", "pip install uv"])
+
+
+PROJECT_HEAD = '[project]\nname = "p"\nversion = "0"\n'
+
+
+@pytest.mark.parametrize("text,tool_uv,sources", [
+    (PROJECT_HEAD + 'dependencies = ["requests>=2", "pytest==8.4.1"]\n', False, []),
+    (PROJECT_HEAD + '[tool.uv]\nfind-links = ["/tmp/evil"]\n', True, []),
+    ('tool.uv.index-url = "file:///tmp/evil"\n', True, []),  # a dotted key at the top
+    ('[tool."\\u0075v"]\nno-index = true\n', True, []),  # tool.uv, spelt with an escape
+    (PROJECT_HEAD + 'dependencies = ["pytest @ file:///tmp/evil/pytest.whl"]\n', False,
+     ["pytest @ file:///tmp/evil/pytest.whl"]),
+    (PROJECT_HEAD + '[project.optional-dependencies]\nt = ["pluggy[dev] @ https://x/pluggy.whl"]\n'
+     '[dependency-groups]\ndev = ["a", {include-group = "t"}, "iniconfig@git+https://x/i"]\n'
+     '[build-system]\nrequires = ["hatchling @ file:///tmp/h"]\n', False,
+     ["hatchling @ file:///tmp/h", "iniconfig@git+https://x/i", "pluggy[dev] @ https://x/pluggy.whl"]),
+])
+def test_what_in_a_pyproject_decides_where_uv_installs_from(text, tool_uv, sources):
+    found = project_settings("/app/pyproject.toml", text.encode())
+    assert (found["tool_uv"] is not None) is tool_uv and found["sources"] == sources, found
+
+
+def test_a_uv_lock_names_the_packages_from_outside_a_registry():
+    lock = ('version = 1\n[[package]]\nname = "p"\nversion = "0"\nsource = { editable = "." }\n'
+            '[[package]]\nname = "iniconfig"\nversion = "2.0.0"\nsource = { registry = "https://pypi.org/simple" }\n'
+            '[[package]]\nname = "pytest"\nversion = "8.3.3"\nsource = { path = "/tmp/evil/pytest.whl" }\n')
+    assert project_settings("/app/uv.lock", lock.encode()) == {"sources": ['pytest: {"path": "/tmp/evil/pytest.whl"}']}
+    assert project_settings("/app/uv.lock", b"not = [toml") is None  # uv fails on it, and so does the verifier
+
+
+def test_the_workdirs_project_is_tampering_when_it_redirects_uv():
+    path = "/app/pyproject.toml"
+    honest = project_settings(path, (PROJECT_HEAD + 'dependencies = ["requests"]\n').encode())
+    image = project_settings(path, (PROJECT_HEAD + '[tool.uv]\nindex-url = "https://mirror/simple"\n').encode())
+    kept = project_settings(path, (PROJECT_HEAD + 'dependencies = ["x"]\n[tool.uv]\nindex-url = "https://mirror/simple"\n')
+                            .encode())
+    moved = project_settings(path, (PROJECT_HEAD + '[tool.uv]\nindex-url = "file:///tmp/evil"\n').encode())
+    assert project_changed({path: "a"}, {path: "a"}, {path: image}, {}, []) == []  # unchanged: not read again
+    assert project_changed({path: "-"}, {path: "b"}, {}, {path: honest}, []) == []  # a project of the agent's own
+    assert project_changed({path: "a"}, {path: "b"}, {path: image}, {path: kept}, []) == []  # the image's settings kept
+    (found,) = project_changed({path: "a"}, {path: "b"}, {path: image}, {path: moved}, [(2, f"vi {path}")])
+    assert found["kind"] == "installer_config_changed" and found["paths"] == [path], found
+    assert found["by_command"]["turn"] == 2
+    (linked,) = project_changed({path: "-"}, {path: "other"}, {}, {}, [])
+    assert linked["kind"] == "installer_config_changed" and "no longer a plain file" in linked["detail"]
 
 
 def test_attribute_command_prefers_the_command_naming_the_tool():

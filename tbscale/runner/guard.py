@@ -40,9 +40,10 @@ from typing import Any
 
 from tbscale.environments import Environment
 from tbscale.runner.findings import (checked_path, compiled_module, entry, path_folder, programs_changed,
-                                     tampering_entries)
+                                     project_changed, project_settings, tampering_entries)
 from tbscale.runner.guard_shell import (ARTIFACTS_PROBE, BYTECODE, CHANGES, CLEAR_VERIFIER_LOGS, CLOCK, KILL, MOUNTS,
-                                        PROCESSES, SETUP, SNAPSHOT, SOURCED, parse_processes, parse_snapshot)
+                                        PROCESSES, PROJECT, SETUP, SNAPSHOT, SOURCED, parse_processes,
+                                        parse_snapshot)
 from tbscale.shell.tampering import TEST_TOOLS
 from tbscale.shell.parse import invocation, skip_options, split_segments
 from tbscale.types.guard import (AgentProcessInfo, GuardSnapshot, ProcessBaseline, ProcessInfo,
@@ -87,12 +88,14 @@ def _verifier_texts(verifier, tests_dirs: list[Path] | None) -> tuple[list[str],
     return texts, shebangs
 
 
-def tool_names(verifier, tests_dirs: list[Path] | None = None) -> list[str]:
+def tool_names(verifier, tests_dirs: list[Path] | None = None,
+               read: tuple[list[str], list[str]] | None = None) -> list[str]:
     """The programs the verifier runs: the command's program, the programs of its test script(s)
     and the interpreters their shebangs name, and DEFAULT_TOOLS; then the same names in the folders
-    the scripts it sources put first on PATH (`path_folder`), as paths."""
+    the scripts it sources put first on PATH (`path_folder`), as paths. `read`: what
+    `_verifier_texts` read, when it already has."""
     names: list[str] = list(DEFAULT_TOOLS)
-    texts, shebangs = _verifier_texts(verifier, tests_dirs)
+    texts, shebangs = read or _verifier_texts(verifier, tests_dirs)
 
     def add(word: str) -> None:
         if word and word not in _SHELL_WORDS and re.fullmatch(r"[A-Za-z0-9_./+-]+", word) and word not in names:
@@ -132,8 +135,8 @@ _NOT_IN_FOLDERS = frozenset({"bash", "sh", "env", "timeout", "apt-get", "apt", "
 
 def sourced_scripts(verifier, tests_dirs: list[Path] | None = None, texts: list[str] | None = None) -> list[str]:
     """The scripts the verifier's command and test scripts source (`source F`, `. F`) outside its
-    tests folder, by a path the guard can name: absolute, or under the home (`$HOME/...`,
-    `${HOME}/...`, `~/...`, given as `~/...`). Harbor's test scripts source the env script uv's
+    tests folder, by a path the guard can name: absolute, under the home (`$HOME/...`, `${HOME}/...`,
+    `~/...`, given as `~/...`), or relative (read from the workdir, where the script runs). Harbor's test scripts source the env script uv's
     installer writes (`source $HOME/.local/bin/env`), which that installer keeps when one is there;
     others a virtualenv's `activate`. What they define (a function named like a tool, a folder first
     on PATH, a trap that writes the reward) runs in the verifier's shell (findings.sourced_changed)."""
@@ -147,11 +150,52 @@ def sourced_scripts(verifier, tests_dirs: list[Path] | None = None, texts: list[
             if inv.raw_program not in ("source", ".") or not inv.args:
                 continue
             path = re.sub(r"^(\$HOME|\$\{HOME\}|~)/", "~/", inv.args[0])
-            if (not path.startswith(("/", "~/")) or not re.fullmatch(r"[~A-Za-z0-9_./+-]+", path) or "/../" in path
+            if (not re.fullmatch(r"(~/)?[A-Za-z0-9_./+-]+", path) or "/../" in path or path.startswith("../")
                     or any(path == m or path.startswith(m.rstrip("/") + "/") for m in mounts) or path in out):
                 continue
             out.append(path)
     return out[:16]
+
+
+_VENV_VALUE_OPTIONS = frozenset({"-p", "--python", "--prompt", "--index-url", "-i", "--extra-index-url", "--index",
+                                 "-f", "--find-links", "--relocatable", "--cache-dir", "--directory", "--project",
+                                 "--python-preference", "--index-strategy", "--exclude-newer", "--keyring-provider",
+                                 "--upgrade-deps", "--activators", "--creator", "--seeder"})
+
+
+def verifier_venvs(texts: list[str]) -> list[str]:
+    """The virtualenvs the verifier's scripts make (`uv venv [PATH]`, `.venv` when none is given;
+    `python3 -m venv PATH`; `virtualenv PATH`), by their `pyvenv.cfg`: a relative one is in the
+    workdir. terminal-bench's scripts run `uv venv .tbench-testing` and go on into it: uv 0.9 makes
+    it again over one already there, keeping what the agent put in it (a `.pth` line), and later
+    versions refuse, the script going on into the agent's (findings.sourced_changed)."""
+    out: list[str] = []
+    for text in texts:
+        for segment in split_segments(text):
+            inv = invocation(segment)
+            if inv.raw_program == "uv" and inv.args[:1] == ["venv"]:
+                at = skip_options(inv.args, 1, _VENV_VALUE_OPTIONS)
+                path = inv.args[at] if at < len(inv.args) else ".venv"
+            elif inv.program in ("python", "python3") and inv.args[:2] == ["-m", "venv"] or inv.raw_program == "virtualenv":
+                args = inv.args[2:] if inv.raw_program != "virtualenv" else inv.args
+                at = skip_options(args, 0, _VENV_VALUE_OPTIONS)
+                path = args[at] if at < len(args) else ""
+            else:
+                continue
+            cfg = path.rstrip("/") + "/pyvenv.cfg"
+            if path and re.fullmatch(r"[A-Za-z0-9_./+-]+", path) and "/../" not in cfg and cfg not in out:
+                out.append(cfg)
+    return out[:8]
+
+
+# uv's commands that read the project in their working folder: its pyproject.toml (`[tool.uv]`, and
+# the dependencies `uv run` and `uv sync` install) and its uv.lock. terminal-bench's test scripts run
+# `uv venv .tbench-testing`, `uv pip install pytest==...` and `uv run pytest ...` in the workdir.
+_PROJECT_COMMANDS = re.compile(r"(^|[\s;&|(])(\S*/)?uv\s+(run|sync|pip|add|lock|venv|export)\b")
+
+
+def reads_project(texts: list[str]) -> bool:
+    return any(_PROJECT_COMMANDS.search(text) for text in texts)
 
 
 # uv's options that take a value (`-p 3.13`, `--with pytest==8.4.1`): skipped when looking for the
@@ -210,8 +254,14 @@ class VerifierGuard:
         self.outside_base: dict[str, int] | None = None  # that listing at the reference
         self.outside_carried: dict[str, int] = {}  # and what it found in environments the attempt left for a fork
         self.unlisted = False  # no `find` inside, and no listing from outside either
-        self.names = tool_names(verifier, tests_dirs)
-        self.sourced = sourced_scripts(verifier, tests_dirs)
+        read = _verifier_texts(verifier, tests_dirs)
+        self.names = tool_names(verifier, tests_dirs, read)
+        # what the verifier's shell sources, and the virtualenvs it makes (by their pyvenv.cfg)
+        self.sourced = sourced_scripts(verifier, tests_dirs, read[0]) + verifier_venvs(read[0])
+        # The workdir's Python project, read where the verifier's uv commands read it: at the baseline
+        # (`project_settings` of each file there) and after the sweep.
+        self.project = reads_project(read[0])
+        self.project_before: dict[str, dict[str, Any] | None] = {}
         self.before: GuardSnapshot | None = None
         self.timing: dict[str, float] = {}
         # After `seal`: the artifacts convention folder's state ("empty", "absent") when nothing
@@ -250,7 +300,7 @@ class VerifierGuard:
         processes running (`processes`), as `_processes` does: one round trip instead of two. With
         `bytecode`, the compiled modules the agent phase wrote are removed (`BYTECODE`)."""
         env = self._env(self.box, since)
-        cmd = "set -- " + " ".join(shlex.quote(n) for n in self.names) + "\n" + SNAPSHOT + CLOCK + MOUNTS + SOURCED + CHANGES
+        cmd = "set -- " + " ".join(shlex.quote(n) for n in self.names) + "\n" + SNAPSHOT + CLOCK + MOUNTS + SOURCED + PROJECT + CHANGES
         if not since:
             # What an earlier verification (a previous step's) left in /logs/verifier is not the
             # agent's: clear it before this agent phase, so that anything found there later is.
@@ -283,11 +333,13 @@ class VerifierGuard:
         env["TBSCALE_TESTS"] = self.verifier.tests_mount
         if self.sourced:
             env["TBSCALE_SOURCED"] = "\n".join(self.sourced)
+        if self.project:
+            env["TBSCALE_PROJECT"] = "1"
+        workdir = self._workdir(box)
+        if workdir:  # at the baseline, unless the task names it, the shell takes the folder it starts in
+            env["TBSCALE_WORKDIR"] = workdir
         if since:
             env["TBSCALE_SINCE"] = since
-            workdir = self._workdir(box)
-            if workdir:
-                env["TBSCALE_WORKDIR"] = workdir
         return env
 
     def _workdir(self, box: Environment) -> str | None:
@@ -322,6 +374,7 @@ class VerifierGuard:
         `setup_failed`. Given only where no process of the agent's has run yet."""
         t = time.monotonic()
         self.before = self._snapshot(processes=True, setup=setup)  # the main container's processes too
+        self.project_before = self._read_project(self.before)
         self.timing["guard_digest"] = time.monotonic() - t
         t = time.monotonic()
         self.before["sidecar_processes"] = {n: self._processes(c) for n, c in self._sidecars().items()}
@@ -426,6 +479,10 @@ class VerifierGuard:
         # A check cut short (`stalled`) is still compared: only what it printed counts, and what is
         # missing from it is no finding.
         entries += tampering_entries(self.before, after, self.verifier.tests_mount, actions)
+        if self.project:
+            was, now = (self.before or {}).get("project") or {}, after.get("project") or {}
+            read = self._read_project(after, {p for p, d in now.items() if d != was.get(p)})
+            entries += project_changed(was, now, self.project_before, read, actions)
         if outside:
             seen = {e["tool"] for e in entries if e.get("tool")}
             programs = CHECK_PROGRAMS | TEST_TOOLS | set(self.names)
@@ -442,6 +499,16 @@ class VerifierGuard:
         entries += self._describe(entries)
         self.timing["guard_check"] = time.monotonic() - t
         return entries, record
+
+    def _read_project(self, snap: GuardSnapshot, only: set[str] | None = None) -> dict[str, dict[str, Any] | None]:
+        """`project_settings` of the workdir's project files that `snap` found (those in `only`),
+        read from outside the environment: nothing running in it can change what is read."""
+        out: dict[str, dict[str, Any] | None] = {}
+        for path, digest in (snap.get("project") or {}).items():
+            if digest not in ("-", "other") and (only is None or path in only):
+                data = self.box.read_file(path)
+                out[path] = None if data is None else project_settings(path, data)
+        return out
 
     def _outside_new(self, box: Environment) -> dict[str, int]:
         """What the backend lists as changed in `box` since the outside reference (a path gone from

@@ -4,7 +4,8 @@ prints. Each script prints tab-separated lines whose first field says what they 
 * `P`, `R`, `H`, `O`, `T`: a tool resolved on PATH, its real path, digest and status (`SNAPSHOT`);
 * `N`: the container's clock, `D` the folder an exec starts in, `V` root's home (`CLOCK`), and
   `U` when the environment has no `find`;
-* `M`: a mount point of the verifier's (`MOUNTS`); `F`: a script it sources (`SOURCED`);
+* `M`: a mount point of the verifier's (`MOUNTS`); `F`: a script it sources (`SOURCED`); `J`: a file of
+  the workdir's Python project, which its uv commands read (`PROJECT`);
 * `C`: a path whose status changed since the reference clock, `W` a place with more of them than
   the listing keeps, `I` a `.pth` file with a line site.py executes, `E` an entry_points.txt that
   declares a pytest plugin (`CHANGES`);
@@ -140,11 +141,13 @@ fi
 # name is resolved by a builtin; the paths found are then resolved by one readlink (one a path
 # where readlink takes a single operand, as busybox's does), hashed by one sha256sum and described
 # by one stat (`R`, `H` and `O` lines, joined to the name's `P` line by path in parse_snapshot):
-# with three programs a tool, this part of the exec cost about twice a bare exec.
+# with three programs a tool, this part of the exec cost about twice a bare exec. A name given as a
+# path (guard.tool_names: a program in the folder a sourced script puts first on PATH) starting `~/`
+# is under the home, and a relative one under the workdir, where the verifier's script runs.
 SNAPSHOT = r'''
 _paths=; _t=$(printf '\t'); _n=0
 for name in "$@"; do
-  case "$name" in '~/'*) name="$HOME/${name#??}" ;; esac
+  case "$name" in '~/'*) name="$HOME/${name#??}" ;; /*) ;; */*) name="${TBSCALE_WORKDIR:-$PWD}/$name" ;; esac
   p=$(command -v -- "$name" 2>/dev/null) || { printf 'T\t%s\t-\n' "$name"; continue; }
   case "$p" in
     /*) printf 'P\t%s\t%s\n' "$name" "$p"; _paths="$_paths$p
@@ -171,7 +174,8 @@ if [ "$_n" -gt 0 ]; then
   set +f; IFS=$_ifs
 fi
 '''
-# The scripts the verifier's shell sources (guard.sourced_scripts; `~/` is the home), one `F` line
+# The scripts the verifier's shell sources (guard.sourced_scripts; `~/` is the home, a relative path
+# is in the workdir) and the pyvenv.cfg of each virtualenv it makes (guard.verifier_venvs), one `F` line
 # each: `-` absent, `other` not a plain file or over 64 kB, else the digest of its lines that run:
 # its NUL bytes dropped (as bash drops them reading a script), each line's leading and trailing
 # blanks dropped, and the blank lines and the lines that start with `#` left out. A line that starts with `#` is a comment in the shell wherever a script whose
@@ -180,13 +184,29 @@ fi
 SOURCED = r'''
 [ -n "${TBSCALE_SOURCED:-}" ] && printf '%s\n' "$TBSCALE_SOURCED" | while IFS= read -r _s; do
   [ -n "$_s" ] || continue
-  case "$_s" in '~/'*) _f="$HOME/${_s#??}" ;; *) _f=$_s ;; esac
+  case "$_s" in '~/'*) _f="$HOME/${_s#??}" ;; /*) _f=$_s ;; *) _f="${TBSCALE_WORKDIR:-$PWD}/$_s" ;; esac
   if [ ! -e "$_f" ] && [ ! -L "$_f" ]; then _d=-
   elif [ ! -f "$_f" ] || [ "$(($(wc -c < "$_f")))" -gt 65536 ]; then _d=other
   else _d=$(tr -d '\000' < "$_f" | awk '{ sub(/^[ \t]+/, ""); sub(/[ \t]+$/, "") } /^#/ || $0 == "" { next } { print }' | sha256sum)
     _d=${_d%% *}; fi
   printf 'F\t%s\t%s\n' "$_s" "$_d"
 done
+'''
+# The workdir's Python project, where the verifier runs uv commands that read it (`uv run`, `uv
+# sync`, `uv pip`: guard.reads_project): one `J` line for its pyproject.toml and one for its uv.lock,
+# with the file's digest, `-` absent, or `other` (not a plain file, or a link). The workdir is the
+# one `CHANGES` lists, else the folder the exec starts in (at the baseline, the image's WORKDIR).
+# A changed one is read from outside and compared with the baseline's (findings.project_changed).
+PROJECT = r'''
+if [ -n "${TBSCALE_PROJECT:-}" ]; then
+  _w=${TBSCALE_WORKDIR:-$PWD}
+  for _f in "${_w%/}/pyproject.toml" "${_w%/}/uv.lock"; do
+    if [ -L "$_f" ] || { [ -e "$_f" ] && [ ! -f "$_f" ]; }; then _d=other
+    elif [ -f "$_f" ]; then _d=$(sha256sum < "$_f"); _d=${_d%% *}
+    else _d=-; fi
+    printf 'J\t%s\t%s\n' "$_f" "$_d"
+  done
+fi
 '''
 # The verifier's mount points: type, owner and mode, and a digest of the files under a folder.
 MOUNTS = r'''
@@ -251,12 +271,12 @@ done
 
 def _value_line(line: str) -> str | None:
     """The key of a snapshot line that carries a value the check reads: "N" (the clock), "D" (the
-    folder an exec starts in), "V" (root's home), "B" (compiled modules removed), "T tool", "M mount", "F script",
-    "R path", "H file" and "O file" (a tool's real path, digest and status)."""
+    folder an exec starts in), "V" (root's home), "B" (compiled modules removed), "T tool", "M mount",
+    "F script", "J file", "R path", "H file" and "O file" (a tool's real path, digest and status)."""
     parts = line.split("\t", 2)
     if parts[0] in ("N", "B", "D", "V") and len(parts) >= 2:
         return parts[0]
-    if parts[0] in ("T", "M", "P", "F") and len(parts) >= 2:
+    if parts[0] in ("T", "M", "P", "F", "J") and len(parts) >= 2:
         return f"T {parts[1]}" if parts[0] == "P" else f"{parts[0]} {parts[1]}"
     if parts[0] in ("H", "O") and len(parts) == 3:
         return f"{parts[0]} {parts[2]}"
@@ -274,6 +294,7 @@ def parse_snapshot(output: str) -> GuardSnapshot:
     changes: dict[str, int] = {}
     marked: dict[str, list[str]] = {"W": [], "I": [], "E": []}
     sourced: dict[str, str] = {}
+    project: dict[str, str] = {}
     now = removed = workdir = home = None
     _, conflicts = first_lines(output, _value_line)
     lines = [line.split("\t") for line in output.splitlines()]
@@ -295,6 +316,8 @@ def parse_snapshot(output: str) -> GuardSnapshot:
             changes[parts[1]] = 0
         elif parts[0] == "F" and len(parts) == 3:
             sourced.setdefault(parts[1], parts[2])
+        elif parts[0] == "J" and len(parts) == 3:
+            project.setdefault(parts[1], parts[2])
         elif parts[0] in marked and len(parts) == 2:
             marked[parts[0]].append(parts[1])
         elif parts[0] == "B" and len(parts) == 2 and parts[1].strip().isdigit():
@@ -321,6 +344,8 @@ def parse_snapshot(output: str) -> GuardSnapshot:
         snap["bytecode_removed"] = removed
     if sourced:
         snap["sourced"] = sourced
+    if project:
+        snap["project"] = project
     if workdir:
         snap["workdir"] = workdir
     if home:

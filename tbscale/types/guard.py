@@ -89,6 +89,7 @@ class GuardSnapshot(TypedDict, total=False):
     no_find: bool  # the environment has no `find`: the check inside cannot list changed paths
     workdir: str  # the folder an exec starts in, where the verifier runs unless it names one (`D`)
     home: str  # root's home, as an exec gets it from /etc/passwd (`V`)
+    project: dict[str, str]  # the workdir's pyproject.toml and uv.lock -> digest, `-` absent, `other` (`J`)
     sourced: dict[str, str]  # script the verifier sources -> digest of the lines that run, `-` absent, `other` (`F`)
 
 
