@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_sandbox import MachineCPU  # noqa: E402
-from tbscale.runner import guard, guard_shell  # noqa: E402
+from tbscale.runner import guard_shell, verifier_reads  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
 IMAGES = ("debian:bookworm-slim", "python:3.11-slim-bookworm")
@@ -43,17 +43,43 @@ def scripts(module) -> dict[str, str]:
     def part(name: str) -> str:
         return getattr(module, name, None) or getattr(module, "_" + name, "")
 
-    names = [*guard.DEFAULT_TOOLS, "/tests/test.sh", "grep"]
+    names = [*verifier_reads.DEFAULT_TOOLS, "/tests/test.sh", "grep"]
     head = "set -- " + " ".join(shlex.quote(n) for n in names) + "\n"
     bytecode = part("BYTECODE")  # the seal's removal of compiled modules (after the changes' listing)
-    return {"check": head + part("SNAPSHOT") + part("CLOCK") + part("MOUNTS") + part("CHANGES") + bytecode
+    # the scripts sourced and the workdir's project: each runs only where its variable is set (HARBOR)
+    sourced = part("SOURCED") + part("PROJECT")
+    return {"check": head + part("SNAPSHOT") + part("CLOCK") + part("MOUNTS") + sourced + part("CHANGES") + bytecode
             + part("PROCESSES") + part("ARTIFACTS_PROBE"),
             "tools": head + part("SNAPSHOT"), "clock": part("CLOCK"), "mounts": part("MOUNTS"),
             "changes": part("CHANGES"), "bytecode": part("CHANGES") + bytecode,
             "processes": part("PROCESSES"), "probe": part("ARTIFACTS_PROBE"), "bare": "true"}
 
 
-def measure(image: str, runs: dict[str, str], reps: int) -> dict[str, float]:
+# Harbor's test script (its cookbook's, the installer's URL kept): the check for it digests its
+# programs in the folder its env script puts first on PATH too, and that script's lines.
+HARBOR_TEST = ("#!/bin/bash\napt-get update\napt-get install -y curl\ncurl -LsSf https://astral.sh/uv/0.9.7/install.sh | sh\n"
+               "source $HOME/.local/bin/env\nuvx -p 3.13 -w pytest==8.4.1 pytest /tests/test_outputs.py -rA\n")
+ENV_SCRIPT = "case \":${PATH}:\" in\n*:\"$HOME/.local/bin\":*)\n;;\n*)\nexport PATH=\"$HOME/.local/bin:$PATH\"\n;;\nesac\n"
+
+
+def harbor(check: str, this_version: bool = True) -> tuple[str, dict[str, str]]:
+    """`check` with HARBOR_TEST's programs, and the variable that has it digest the env script; for
+    a version before 2026-12-05 (`this_version` False), the programs as it named them: none in the
+    env script's folder, no env script."""
+    import tempfile
+    from types import SimpleNamespace
+
+    with tempfile.TemporaryDirectory() as tests:
+        (Path(tests) / "test.sh").write_text(HARBOR_TEST)
+        spec = SimpleNamespace(command="bash /tests/test.sh", tests_dirs=[Path(tests)], tests_mount="/tests")
+        names, sourced = verifier_reads.tool_names(spec), verifier_reads.sourced_scripts(spec)
+    body = check.split("\n", 1)[1]  # what follows the `set --` line of the names
+    if not this_version:
+        names, sourced = [n for n in names if not n.startswith("~/")], []
+    return "set -- " + " ".join(shlex.quote(n) for n in names) + "\n" + body, {"TBSCALE_SOURCED": "\n".join(sourced)}
+
+
+def measure(image: str, runs: dict[str, str | tuple[str, dict[str, str]]], reps: int) -> dict[str, float]:
     import docker
 
     from tbscale.environments.owner import owner_labels
@@ -61,13 +87,15 @@ def measure(image: str, runs: dict[str, str], reps: int) -> dict[str, float]:
     # this process's, so that a run's orphan sweep meanwhile leaves it (an image's labels are its builder's)
     box = docker.from_env().containers.run(image, "sleep infinity", detach=True, init=True, labels=owner_labels())
     try:
-        box.exec_run(["sh", "-c", TESTS])
+        box.exec_run(["sh", "-c", TESTS + " && mkdir -p /root/.local/bin && printf '%s' \"$E\" > /root/.local/bin/env"],
+                     environment={"E": ENV_SCRIPT})
         env = {"TBSCALE_TESTS": "/tests", "TBSCALE_SINCE": f"{time.time() - 5:.3f}", "TBSCALE_WORKDIR": "/app"}
         cpu: dict[str, list[float]] = {k: [] for k in runs}
         for _ in range(reps):
-            for name, script in runs.items():
+            for name, run in runs.items():
+                script, more = run if isinstance(run, tuple) else (run, {})
                 with MachineCPU() as used:
-                    box.exec_run(["sh", "-c", script], environment=env)
+                    box.exec_run(["sh", "-c", script], environment={**env, **more})
                 cpu[name].append(used.user + used.system)
         return {name: round(statistics.mean(v), 4) for name, v in cpu.items()}
     finally:
@@ -79,12 +107,14 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--other", type=Path, help="another checkout's tbscale/runner/guard_shell.py (its guard.py before 11fe6f9)")
     args = ap.parse_args()
-    runs = scripts(guard_shell)
+    runs: dict[str, str | tuple[str, dict[str, str]]] = {**scripts(guard_shell)}
+    runs["check_harbor"] = harbor(runs["check"])
     if args.other:
         spec = importlib.util.spec_from_file_location("other_guard", args.other)
         other = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(other)
         runs["other_check"] = scripts(other)["check"]
+        runs["other_check_harbor"] = harbor(runs["other_check"], this_version=False)
     out = {}
     for image in IMAGES:
         out[image] = measure(image, runs, args.reps)

@@ -7,7 +7,8 @@ import pytest
 
 from tbscale.runner.findings import (INSTALLER_ENV_SCRIPTS, project_changed, project_settings, review, sourced_changed,
                                      tampering_entries)
-from tbscale.runner.guard import new_processes, reads_project, sourced_scripts, tool_names, verifier_venvs
+from tbscale.runner.guard import new_processes
+from tbscale.runner.verifier_reads import reads_project, sourced_scripts, tool_names, verifier_venvs
 from tbscale.runner.guard_shell import SOURCED, parse_snapshot
 from tbscale.shell.tampering import attribute_command, flag_command, trajectory_flags
 from tbscale.tasks.model import VerifierSpec
@@ -371,7 +372,7 @@ def test_the_workdirs_project_is_tampering_when_it_redirects_uv():
     assert found["kind"] == "installer_config_changed" and found["paths"] == [path], found
     assert found["by_command"]["turn"] == 2
     (linked,) = project_changed({path: "-"}, {path: "other"}, {}, {}, [])
-    assert linked["kind"] == "installer_config_changed" and "no longer a plain file" in linked["detail"]
+    assert linked["kind"] == "installer_config_changed" and "a link, not a plain file" in linked["detail"]
 
 
 def test_attribute_command_prefers_the_command_naming_the_tool():

@@ -3,8 +3,11 @@
 
 Before the agent phase `VerifierGuard.baseline` records:
 * the verifier's toolchain: every program the test script runs and every interpreter its tests'
-  shebangs name, plus bash, sh, python3, pytest, uv, ..., as resolved on the container's PATH:
-  resolved path, real path, sha256, size, owner and mode;
+  shebangs name, plus bash, sh, python3, pytest, uv, ..., as resolved on the container's PATH and in
+  the folders the scripts it sources put first on it: resolved path, real path, sha256, size, owner
+  and mode (what the scripts say they run, source, make and read: runner/verifier_reads.py);
+* the lines that run of each script it sources, whether each virtualenv it makes is there, and the
+  workdir's Python project where its uv commands read it (its files read from outside);
 * the verifier's mount points (/logs, /logs/verifier, the tests folder): type, owner, mode, and a
   digest of the files under the tests folder when the task has one there already;
 * the container's clock, so that afterwards the files whose status changed since then (a status
@@ -35,21 +38,20 @@ from __future__ import annotations
 import re
 import shlex
 import time
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from tbscale.environments import Environment
-from tbscale.runner.findings import (checked_path, compiled_module, entry, path_folder, programs_changed,
-                                     project_changed, project_settings, tampering_entries)
+from tbscale.runner.findings import (checked_path, compiled_module, entry, programs_changed, project_changed,
+                                     project_settings, tampering_entries)
 from tbscale.runner.guard_shell import (ARTIFACTS_PROBE, BYTECODE, CHANGES, CLEAR_VERIFIER_LOGS, CLOCK, KILL, MOUNTS,
                                         PROCESSES, PROJECT, SETUP, SNAPSHOT, SOURCED, parse_processes,
                                         parse_snapshot)
 from tbscale.shell.tampering import TEST_TOOLS
-from tbscale.shell.parse import invocation, skip_options, split_segments
+from tbscale.runner.verifier_reads import read_verifier
 from tbscale.types.guard import (AgentProcessInfo, GuardSnapshot, ProcessBaseline, ProcessInfo,
                                  SweepRecord, Tampering)
 
-DEFAULT_TOOLS = ("bash", "sh", "env", "python3", "python", "pytest", "uv", "uvx", "pip", "pip3", "timeout")
 # The programs the guard's own commands run: the outside check (`file_checks: outside`) reports one
 # of them written or added in a bin folder, since the checks inside would believe it.
 CHECK_PROGRAMS = frozenset({"find", "sha256sum", "stat", "readlink", "date", "sort", "awk", "head", "sed", "wc", "grep",
@@ -57,170 +59,6 @@ CHECK_PROGRAMS = frozenset({"find", "sha256sum", "stat", "readlink", "date", "so
 # site.py runs a .pth line that starts so (a carriage return ends a line: universal newlines)
 _EXECUTES = re.compile(rb"(^|\r)import[ \t]", re.M)
 _PLUGIN = re.compile(rb"\[pytest11\]")  # anywhere: see guard_shell.CHANGES
-MAX_TOOLS = 48
-_SHELL_WORDS = frozenset("""! [ [[ ]] { } alias bg break builtin case cd command continue declare do done echo elif else
-    esac eval exec exit export false fc fg fi for function getopts hash if in jobs kill let local printf pwd read
-    readonly return select set shift source test then time trap true type typeset ulimit umask unalias unset until
-    wait while . :""".split())
-
-def _verifier_texts(verifier, tests_dirs: list[Path] | None) -> tuple[list[str], list[str]]:
-    """(the verifier's command and its test scripts, as shell text; the first lines of the files
-    in its tests folders that start with `#!`)."""
-    texts, shebangs = [verifier.command or ""], []
-    for folder in tests_dirs if tests_dirs is not None else verifier.tests_dirs:
-        folder = Path(folder)
-        if not folder.is_dir():
-            continue
-        for path in sorted(folder.rglob("*")):
-            if not path.is_file() or path.stat().st_size >= 2_000_000:
-                continue
-            try:
-                head = path.read_bytes()[:4096].decode("utf-8", errors="replace")
-            except OSError:
-                continue
-            if head.startswith("#!"):
-                shebangs.append(head[2:].splitlines()[0])
-            if path.suffix in (".sh", "") or head.startswith("#!") and "sh" in head.splitlines()[0]:
-                try:
-                    texts.append(path.read_text(encoding="utf-8", errors="replace"))
-                except OSError:
-                    pass
-    return texts, shebangs
-
-
-def tool_names(verifier, tests_dirs: list[Path] | None = None,
-               read: tuple[list[str], list[str]] | None = None) -> list[str]:
-    """The programs the verifier runs: the command's program, the programs of its test script(s)
-    and the interpreters their shebangs name, and DEFAULT_TOOLS; then the same names in the folders
-    the scripts it sources put first on PATH (`path_folder`), as paths. `read`: what
-    `_verifier_texts` read, when it already has."""
-    names: list[str] = list(DEFAULT_TOOLS)
-    texts, shebangs = read or _verifier_texts(verifier, tests_dirs)
-
-    def add(word: str) -> None:
-        if word and word not in _SHELL_WORDS and re.fullmatch(r"[A-Za-z0-9_./+-]+", word) and word not in names:
-            names.append(word)
-
-    for line in shebangs:
-        for w in line.split()[:2]:
-            if not w.startswith("-"):
-                add(w.rsplit("/", 1)[-1] if w.startswith("/") and PurePosixPath(w).name in ("env",) else w)
-    for text in texts:
-        for segment in split_segments(text):
-            inv = invocation(segment)
-            add(inv.raw_program)
-            if inv.program in ("python", "python3") and inv.args[:1] == ["-m"] and len(inv.args) > 1:
-                add(inv.args[1])  # python -m pytest: the module's console script too
-            if inv.raw_program == "uvx" or (inv.raw_program == "uv" and inv.args[:2] == ["tool", "run"]):
-                for word in _uv_tools(inv.args[2:] if inv.raw_program == "uv" else inv.args):
-                    add(word)
-    names = names[:MAX_TOOLS]
-    # After `source ~/.local/bin/env` or a virtualenv's `activate`, a name resolves in that folder
-    # first: a `python3.13` the agent left there is what `uvx -p 3.13` finds. A script that fetches
-    # uv's installer has it replace uv and uvx in the env script's folder: one an honest agent
-    # installed there is not what the verifier runs.
-    replaced = {"uv", "uvx"} if any("astral.sh/uv" in text for text in texts) else set()
-    in_folders: list[str] = []
-    for script in sourced_scripts(verifier, tests_dirs, texts):
-        folder = path_folder(script)
-        skip = _NOT_IN_FOLDERS | (replaced if PurePosixPath(script).name == "env" else set())
-        in_folders += [f"{folder}/{n}" for n in names if folder and "/" not in n and n not in skip]
-    return names + in_folders[:MAX_TOOLS]
-
-
-# Shell-level programs the test script runs before a sourced script changes its PATH, or that no
-# installer or virtualenv puts in its folder.
-_NOT_IN_FOLDERS = frozenset({"bash", "sh", "env", "timeout", "apt-get", "apt", "curl", "wget", "mkdir"})
-
-
-def sourced_scripts(verifier, tests_dirs: list[Path] | None = None, texts: list[str] | None = None) -> list[str]:
-    """The scripts the verifier's command and test scripts source (`source F`, `. F`) outside its
-    tests folder, by a path the guard can name: absolute, under the home (`$HOME/...`, `${HOME}/...`,
-    `~/...`, given as `~/...`), or relative (read from the workdir, where the script runs). Harbor's test scripts source the env script uv's
-    installer writes (`source $HOME/.local/bin/env`), which that installer keeps when one is there;
-    others a virtualenv's `activate`. What they define (a function named like a tool, a folder first
-    on PATH, a trap that writes the reward) runs in the verifier's shell (findings.sourced_changed)."""
-    if texts is None:
-        texts = _verifier_texts(verifier, tests_dirs)[0]
-    mounts = [verifier.tests_mount] if getattr(verifier, "tests_mount", None) else []
-    out: list[str] = []
-    for text in texts:
-        for segment in split_segments(text):
-            inv = invocation(segment)
-            if inv.raw_program not in ("source", ".") or not inv.args:
-                continue
-            path = re.sub(r"^(\$HOME|\$\{HOME\}|~)/", "~/", inv.args[0])
-            if (not re.fullmatch(r"(~/)?[A-Za-z0-9_./+-]+", path) or "/../" in path or path.startswith("../")
-                    or any(path == m or path.startswith(m.rstrip("/") + "/") for m in mounts) or path in out):
-                continue
-            out.append(path)
-    return out[:16]
-
-
-_VENV_VALUE_OPTIONS = frozenset({"-p", "--python", "--prompt", "--index-url", "-i", "--extra-index-url", "--index",
-                                 "-f", "--find-links", "--relocatable", "--cache-dir", "--directory", "--project",
-                                 "--python-preference", "--index-strategy", "--exclude-newer", "--keyring-provider",
-                                 "--upgrade-deps", "--activators", "--creator", "--seeder"})
-
-
-def verifier_venvs(texts: list[str]) -> list[str]:
-    """The virtualenvs the verifier's scripts make (`uv venv [PATH]`, `.venv` when none is given;
-    `python3 -m venv PATH`; `virtualenv PATH`), by their `pyvenv.cfg`: a relative one is in the
-    workdir. terminal-bench's scripts run `uv venv .tbench-testing` and go on into it: uv 0.9 makes
-    it again over one already there, keeping what the agent put in it (a `.pth` line), and later
-    versions refuse, the script going on into the agent's (findings.sourced_changed)."""
-    out: list[str] = []
-    for text in texts:
-        for segment in split_segments(text):
-            inv = invocation(segment)
-            if inv.raw_program == "uv" and inv.args[:1] == ["venv"]:
-                at = skip_options(inv.args, 1, _VENV_VALUE_OPTIONS)
-                path = inv.args[at] if at < len(inv.args) else ".venv"
-            elif inv.program in ("python", "python3") and inv.args[:2] == ["-m", "venv"] or inv.raw_program == "virtualenv":
-                args = inv.args[2:] if inv.raw_program != "virtualenv" else inv.args
-                at = skip_options(args, 0, _VENV_VALUE_OPTIONS)
-                path = args[at] if at < len(args) else ""
-            else:
-                continue
-            cfg = path.rstrip("/") + "/pyvenv.cfg"
-            if path and re.fullmatch(r"[A-Za-z0-9_./+-]+", path) and "/../" not in cfg and cfg not in out:
-                out.append(cfg)
-    return out[:8]
-
-
-# uv's commands that read the project in their working folder: its pyproject.toml (`[tool.uv]`, and
-# the dependencies `uv run` and `uv sync` install) and its uv.lock. terminal-bench's test scripts run
-# `uv venv .tbench-testing`, `uv pip install pytest==...` and `uv run pytest ...` in the workdir.
-_PROJECT_COMMANDS = re.compile(r"(^|[\s;&|(])(\S*/)?uv\s+(run|sync|pip|add|lock|venv|export)\b")
-
-
-def reads_project(texts: list[str]) -> bool:
-    return any(_PROJECT_COMMANDS.search(text) for text in texts)
-
-
-# uv's options that take a value (`-p 3.13`, `--with pytest==8.4.1`): skipped when looking for the
-# program it runs. Harbor's test scripts run `uvx -p 3.13 -w pytest==8.4.1 ... pytest ...`.
-_UV_VALUE_OPTIONS = frozenset({"-p", "--python", "-w", "--with", "--from", "--with-requirements", "--with-editable",
-                               "--index", "--index-url", "-i", "--extra-index-url", "-f", "--find-links",
-                               "--config-file", "--cache-dir", "-C", "--config-setting", "--directory", "--project",
-                               "--env-file", "--index-strategy", "--python-preference", "--constraints",
-                               "--overrides", "--build-constraints", "--exclude-newer"})
-
-
-def _uv_tools(args: list[str]) -> list[str]:
-    """What `uvx` (`uv tool run`) runs: the program it names, and the interpreter it asks for (`-p
-    3.13` is `python3.13`, which uv finds on PATH among others: one the agent put there is then a
-    tool added). `uv run CMD` is read as CMD by the shell parser (shell/parse.py)."""
-    start = skip_options(args, 0, _UV_VALUE_OPTIONS)
-    out = [args[start]] if start < len(args) else []
-    for i, word in enumerate(args[:start]):
-        option, _, inline = word.partition("=")
-        if option in ("-p", "--python"):
-            value = inline or (args[i + 1] if i + 1 < start else "")
-            out.append(f"python{value}" if re.fullmatch(r"3(\.\d+)*", value) else value)
-    return out
-
-
 def new_processes(before: list[ProcessInfo], now: list[ProcessInfo], *, keep_children: bool) -> list[ProcessInfo]:
     """Processes in `now` that were not running at `before`. With keep_children, a new process
     whose nearest older ancestor is one of the old processes (other than PID 1) is the child of a
@@ -254,13 +92,11 @@ class VerifierGuard:
         self.outside_base: dict[str, int] | None = None  # that listing at the reference
         self.outside_carried: dict[str, int] = {}  # and what it found in environments the attempt left for a fork
         self.unlisted = False  # no `find` inside, and no listing from outside either
-        read = _verifier_texts(verifier, tests_dirs)
-        self.names = tool_names(verifier, tests_dirs, read)
-        # what the verifier's shell sources, and the virtualenvs it makes (by their pyvenv.cfg)
-        self.sourced = sourced_scripts(verifier, tests_dirs, read[0]) + verifier_venvs(read[0])
-        # The workdir's Python project, read where the verifier's uv commands read it: at the baseline
-        # (`project_settings` of each file there) and after the sweep.
-        self.project = reads_project(read[0])
+        # what the verifier runs, sources and makes, and whether its uv commands read the workdir's
+        # project (runner/verifier_reads.py); the project's files are read at the baseline
+        # (`project_settings` of each) and after the sweep
+        reads = read_verifier(verifier, tests_dirs)
+        self.names, self.sourced, self.project = reads.names, reads.sourced, reads.project
         self.project_before: dict[str, dict[str, Any] | None] = {}
         self.before: GuardSnapshot | None = None
         self.timing: dict[str, float] = {}

@@ -142,7 +142,7 @@ fi
 # where readlink takes a single operand, as busybox's does), hashed by one sha256sum and described
 # by one stat (`R`, `H` and `O` lines, joined to the name's `P` line by path in parse_snapshot):
 # with three programs a tool, this part of the exec cost about twice a bare exec. A name given as a
-# path (guard.tool_names: a program in the folder a sourced script puts first on PATH) starting `~/`
+# path (verifier_reads.tool_names: a program in the folder a sourced script puts first on PATH) starting `~/`
 # is under the home, and a relative one under the workdir, where the verifier's script runs.
 SNAPSHOT = r'''
 _paths=; _t=$(printf '\t'); _n=0
@@ -174,8 +174,8 @@ if [ "$_n" -gt 0 ]; then
   set +f; IFS=$_ifs
 fi
 '''
-# The scripts the verifier's shell sources (guard.sourced_scripts; `~/` is the home, a relative path
-# is in the workdir) and the pyvenv.cfg of each virtualenv it makes (guard.verifier_venvs), one `F` line
+# The scripts the verifier's shell sources (verifier_reads.sourced_scripts; `~/` is the home, a relative path
+# is in the workdir) and the pyvenv.cfg of each virtualenv it makes (verifier_reads.verifier_venvs), one `F` line
 # each: `-` absent, `other` not a plain file or over 64 kB, else the digest of its lines that run:
 # its NUL bytes dropped (as bash drops them reading a script), each line's leading and trailing
 # blanks dropped, and the blank lines and the lines that start with `#` left out. A line that starts with `#` is a comment in the shell wherever a script whose
@@ -193,17 +193,17 @@ SOURCED = r'''
 done
 '''
 # The workdir's Python project, where the verifier runs uv commands that read it (`uv run`, `uv
-# sync`, `uv pip`: guard.reads_project): one `J` line for its pyproject.toml and one for its uv.lock,
-# with the file's digest, `-` absent, or `other` (not a plain file, or a link). The workdir is the
+# sync`, `uv pip`: verifier_reads.reads_project): one `J` line for its pyproject.toml and one for its uv.lock,
+# with the file's digest, `-` absent, or `other` (a link, not a plain file, or over 4 MB). The workdir is the
 # one `CHANGES` lists, else the folder the exec starts in (at the baseline, the image's WORKDIR).
 # A changed one is read from outside and compared with the baseline's (findings.project_changed).
 PROJECT = r'''
 if [ -n "${TBSCALE_PROJECT:-}" ]; then
   _w=${TBSCALE_WORKDIR:-$PWD}
   for _f in "${_w%/}/pyproject.toml" "${_w%/}/uv.lock"; do
-    if [ -L "$_f" ] || { [ -e "$_f" ] && [ ! -f "$_f" ]; }; then _d=other
-    elif [ -f "$_f" ]; then _d=$(sha256sum < "$_f"); _d=${_d%% *}
-    else _d=-; fi
+    if [ ! -e "$_f" ] && [ ! -L "$_f" ]; then _d=-
+    elif [ -L "$_f" ] || [ ! -f "$_f" ] || [ "$(($(wc -c < "$_f")))" -gt 4194304 ]; then _d=other
+    else _d=$(sha256sum < "$_f"); _d=${_d%% *}; fi
     printf 'J\t%s\t%s\n' "$_f" "$_d"
   done
 fi
