@@ -8,7 +8,7 @@ import pytest
 from tbscale.runner.findings import (INSTALLER_ENV_SCRIPTS, project_changed, project_settings, review, sourced_changed,
                                      tampering_entries)
 from tbscale.runner.guard import new_processes
-from tbscale.runner.verifier_reads import reads_project, sourced_scripts, tool_names, verifier_venvs
+from tbscale.runner.verifier_reads import path_prepends, reads_project, sourced_scripts, tool_names, verifier_venvs
 from tbscale.runner.guard_shell import SOURCED, parse_snapshot
 from tbscale.shell.tampering import attribute_command, flag_command, trajectory_flags
 from tbscale.tasks.model import VerifierSpec
@@ -311,9 +311,22 @@ def test_a_sourced_script_is_tampering_when_its_lines_changed():
     assert sourced_changed({"/app/env": "-"}, {"/app/env": other}, []) == []  # an env file of the task's, no installer's
 
 
+def test_the_folders_a_test_script_puts_ahead_of_path(tmp_path):
+    # a terminal-bench script's shape: uv's installer, then its folder put first by hand
+    text = ("#!/bin/bash\nif ! command -v uv >/dev/null 2>&1; then\n  curl -LsSf https://astral.sh/uv/0.7.13/install.sh | sh\n"
+            "fi\nexport PATH=\"$HOME/.local/bin:$PATH\"\nPATH=/opt/tools/bin:${PATH}:/usr/games\nPATH=/only/this\n"
+            "uv venv .tbench-testing\nsource .tbench-testing/bin/activate\npython -m pip install pytest==8.2.0\n")
+    assert path_prepends([text]) == ["~/.local/bin", "/opt/tools/bin"]
+    (tmp_path / "test.sh").write_text(text)
+    names = tool_names(VerifierSpec(tests_dirs=[tmp_path], command="/tests/test.sh"))
+    assert {"~/.local/bin/python", "/opt/tools/bin/python", ".tbench-testing/bin/python"} <= set(names), names
+    assert "~/.local/bin/uv" not in names and "/opt/tools/bin/uv" in names  # the installer replaces its own
+
+
 def test_the_virtualenvs_the_verifier_makes():
     assert verifier_venvs(["uv venv .tbench-testing\nsource .tbench-testing/bin/activate\n",
-                           "uv venv -p 3.12 --seed /opt/v/ && uv venv; python3 -m venv --clear /tmp/t\nvirtualenv e\n"
+                           "uv venv -p 3.12 --seed /opt/v/ && uv venv; python3 -m venv --clear --upgrade-deps /tmp/t\n"
+                           "virtualenv --prompt x e\n"
                            "uv venv $X"]) == [".tbench-testing/pyvenv.cfg", "/opt/v/pyvenv.cfg", ".venv/pyvenv.cfg",
                                                "/tmp/t/pyvenv.cfg", "e/pyvenv.cfg"]
     cfg = ".tbench-testing/pyvenv.cfg"

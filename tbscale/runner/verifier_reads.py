@@ -18,6 +18,7 @@ _SHELL_WORDS = frozenset("""! [ [[ ]] { } alias bg break builtin case cd command
     readonly return select set shift source test then time trap true type typeset ulimit umask unalias unset until
     wait while . :""".split())
 
+
 def _verifier_texts(verifier, tests_dirs: list[Path] | None) -> tuple[list[str], list[str]]:
     """(the verifier's command and its test scripts, as shell text; the first lines of the files
     in its tests folders that start with `#!`)."""
@@ -47,7 +48,8 @@ def tool_names(verifier, tests_dirs: list[Path] | None = None,
                read: tuple[list[str], list[str]] | None = None) -> list[str]:
     """The programs the verifier runs: the command's program, the programs of its test script(s)
     and the interpreters their shebangs name, and DEFAULT_TOOLS; then the same names in the folders
-    the scripts it sources put first on PATH (`path_folder`), as paths. `read`: what
+    the scripts it sources put first on PATH (`path_folder`) and those it puts ahead of PATH itself
+    (`path_prepends`), as paths. `read`: what
     `_verifier_texts` read, when it already has."""
     names: list[str] = list(DEFAULT_TOOLS)
     texts, shebangs = read or _verifier_texts(verifier, tests_dirs)
@@ -75,12 +77,33 @@ def tool_names(verifier, tests_dirs: list[Path] | None = None,
     # uv's installer has it replace uv and uvx in the env script's folder: one an honest agent
     # installed there is not what the verifier runs.
     replaced = {"uv", "uvx"} if any("astral.sh/uv" in text for text in texts) else set()
+    folders = [path_folder(script) for script in sourced_scripts(verifier, tests_dirs, texts)] + path_prepends(texts)
     in_folders: list[str] = []
-    for script in sourced_scripts(verifier, tests_dirs, texts):
-        folder = path_folder(script)
-        skip = _NOT_IN_FOLDERS | (replaced if PurePosixPath(script).name == "env" else set())
-        in_folders += [f"{folder}/{n}" for n in names if folder and "/" not in n and n not in skip]
+    for folder in dict.fromkeys(f for f in folders if f):
+        skip = _NOT_IN_FOLDERS | (replaced if folder in _INSTALLER_FOLDERS else set())
+        in_folders += [f"{folder}/{n}" for n in names if "/" not in n and n not in skip]
     return names + in_folders[:MAX_TOOLS]
+
+
+_INSTALLER_FOLDERS = frozenset({"~/.local/bin", "~/.cargo/bin"})  # where uv's installers put uv and uvx
+_PATH_ASSIGNMENT = re.compile(r"(?:^|[\s;&|(])(?:export\s+)?PATH=([\"']?)([^\"'\s;&|]+)\1")
+
+
+def path_prepends(texts: list[str]) -> list[str]:
+    """The folders the scripts put ahead of the PATH they were given (`export PATH="$HOME/.local/bin:$PATH"`,
+    as some terminal-bench scripts do after uv's installer instead of sourcing its env script), by a
+    path the guard can name: absolute, or under the home as `~/...`."""
+    out: list[str] = []
+    for text in texts:
+        for match in _PATH_ASSIGNMENT.finditer(text):
+            parts = match.group(2).split(":")
+            if not any(p in ("$PATH", "${PATH}") for p in parts):
+                continue  # a PATH of its own: the folders it names are the only ones, not ahead of others
+            for part in parts[:[i for i, p in enumerate(parts) if p in ("$PATH", "${PATH}")][0]]:
+                folder = re.sub(r"^(\$HOME|\$\{HOME\}|~)/", "~/", part).rstrip("/")
+                if re.fullmatch(r"(~/|/)[A-Za-z0-9_./+-]+", folder) and "/../" not in folder and folder not in out:
+                    out.append(folder)
+    return out[:8]
 
 
 # Shell-level programs the test script runs before a sourced script changes its PATH, or that no
@@ -91,9 +114,9 @@ _NOT_IN_FOLDERS = frozenset({"bash", "sh", "env", "timeout", "apt-get", "apt", "
 def sourced_scripts(verifier, tests_dirs: list[Path] | None = None, texts: list[str] | None = None) -> list[str]:
     """The scripts the verifier's command and test scripts source (`source F`, `. F`) outside its
     tests folder, by a path the guard can name: absolute, under the home (`$HOME/...`, `${HOME}/...`,
-    `~/...`, given as `~/...`), or relative (read from the workdir, where the script runs). Harbor's test scripts source the env script uv's
-    installer writes (`source $HOME/.local/bin/env`), which that installer keeps when one is there;
-    others a virtualenv's `activate`. What they define (a function named like a tool, a folder first
+    `~/...`, given as `~/...`), or relative (read from the workdir, where the script runs). Harbor's
+    test scripts source the env script uv's installer writes (`source $HOME/.local/bin/env`), which
+    that installer keeps when one is there; others a virtualenv's `activate`. What they define (a function named like a tool, a folder first
     on PATH, a trap that writes the reward) runs in the verifier's shell (findings.sourced_changed)."""
     if texts is None:
         texts = _verifier_texts(verifier, tests_dirs)[0]
@@ -112,10 +135,12 @@ def sourced_scripts(verifier, tests_dirs: list[Path] | None = None, texts: list[
     return out[:16]
 
 
+# The options of `uv venv`, `python3 -m venv` and `virtualenv` that take a value (`--prompt X`), skipped
+# when looking for the folder they make; the rest are flags (`--seed`, `--clear`, `--upgrade-deps`).
 _VENV_VALUE_OPTIONS = frozenset({"-p", "--python", "--prompt", "--index-url", "-i", "--extra-index-url", "--index",
-                                 "-f", "--find-links", "--relocatable", "--cache-dir", "--directory", "--project",
-                                 "--python-preference", "--index-strategy", "--exclude-newer", "--keyring-provider",
-                                 "--upgrade-deps", "--activators", "--creator", "--seeder"})
+                                 "-f", "--find-links", "--cache-dir", "--directory", "--project", "--python-preference",
+                                 "--index-strategy", "--exclude-newer", "--keyring-provider", "--activators",
+                                 "--creator", "--seeder", "--discovery", "--app-data"})
 
 
 def verifier_venvs(texts: list[str]) -> list[str]:
