@@ -30,6 +30,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_available")]
 REPO = Path(__file__).resolve().parents[1]
 TASK = REPO / "tasks" / "fix-python-inventory"  # Debian's python3.11; pytest under /usr/local/.../dist-packages
 STDLIB, SITE = "/usr/lib/python3.11", "/usr/local/lib/python3.11/dist-packages"
+VENV_SITE = "/app/.venv/lib/python3.11/site-packages"
 # Run at the interpreter's exit, it makes every Python process exit 0: `python3 -m pytest` too.
 EXIT_0 = "import atexit as _a, os as _o; _a.register(_o._exit, 0)"
 APPEND = f"printf '\\n%s\\n' '{EXIT_0}' >>"
@@ -190,7 +191,10 @@ def test_the_check_inside_and_the_outside_filter_look_at_the_same_places() -> No
              "/usr/local/bin/tool", "/etc/pip.conf", "/etc/xdg/pip/pip.conf", "/usr/pip.conf", "/etc/uv/uv.toml",
              "/root/.config/pip/pip.conf", "/root/.pip/pip.conf", "/root/.config/uv/uv.toml",
              "/root/.config/uv/uv-receipt.json", "/home/u/.config/uv/uv.toml", "/uv.toml", "/app/uv.toml",
-             "/app/sub/uv.toml", "/app/.venv/pip.conf", "/app/a/b/c/d/pip.conf"]
+             "/app/sub/uv.toml", "/app/.venv/pip.conf", "/app/a/b/c/d/pip.conf",
+             # the virtualenv the verifier activates: its Python folders are the interpreter's
+             f"{VENV_SITE}/zz.pth", f"{VENV_SITE}/_pytest/zz.py", f"{VENV_SITE}/requests_zz/api.py",
+             f"{VENV_SITE}/x-1.dist-info/entry_points.txt", "/app/.venv/bin/tool"]
     image = next(t for i in docker.from_env().images.list(filters={"reference": "tbscale-task/fix-python-inventory"})
                  for t in i.tags)
     # Owned by this process, as tbscale's containers are: a task image carries its builder's owner
@@ -202,9 +206,12 @@ def test_the_check_inside_and_the_outside_filter_look_at_the_same_places() -> No
         made = " ".join(f"mkdir -p $(dirname {p}) && touch {p};" for p in files)
         assert box.exec_run(["sh", "-c", made]).exit_code == 0
         out = box.exec_run(["sh", "-c", CHANGES], environment={"TBSCALE_SINCE": since, "TBSCALE_TESTS": "/tests",
-                                                                "TBSCALE_WORKDIR": "/app"}).output.decode()
+                                                                "TBSCALE_WORKDIR": "/app",
+                                                                "TBSCALE_SOURCED": ".venv/bin/activate"}).output.decode()
     finally:
         box.remove(force=True)
     listed = {line[2:] for line in out.splitlines() if line.startswith("C\t")}
-    assert {p for p in files if p in listed} == {p for p in files if checked_path(p, "/tests", "/app")}, out
-    assert all(checked_path(p, "/tests", "/app") for p in listed), sorted(listed)
+    venvs = ("/app/.venv",)
+    assert {f"{VENV_SITE}/zz.pth", f"{VENV_SITE}/_pytest/zz.py"} <= listed, sorted(listed)
+    assert {p for p in files if p in listed} == {p for p in files if checked_path(p, "/tests", "/app", venvs)}, out
+    assert all(checked_path(p, "/tests", "/app", venvs) for p in listed), sorted(listed)

@@ -323,6 +323,19 @@ def test_the_folders_a_test_script_puts_ahead_of_path(tmp_path):
     assert "~/.local/bin/uv" not in names and "/opt/tools/bin/uv" in names  # the installer replaces its own
 
 
+def test_the_python_folders_of_a_virtualenv_the_verifier_activates():
+    from tbscale.runner.findings import checked_path, compiled_module
+
+    site = "/app/.venv/lib/python3.11/site-packages"
+    assert checked_path(f"{site}/zz.pth", "/tests", "/app", ("/app/.venv",))
+    assert not checked_path(f"{site}/zz.pth", "/tests", "/app")  # a virtualenv the verifier does not activate
+    assert compiled_module(f"{site}/x/__pycache__/m.cpython-311.pyc", ("/app/.venv",))
+    # its site-packages made a link (listed by its type, as the interpreter's are)
+    snap = {"tools": {}, "mounts": {}, "now": "1", "changes": {site: 0}}
+    (found,) = tampering_entries({"tools": {}, "mounts": {}, "now": "1", "changes": {}}, snap, "/tests", [])
+    assert found["kind"] == "python_library_changed" and found["paths"] == [site], found
+
+
 def test_the_virtualenvs_the_verifier_makes():
     assert verifier_venvs(["uv venv .tbench-testing\nsource .tbench-testing/bin/activate\n",
                            "uv venv -p 3.12 --seed /opt/v/ && uv venv; python3 -m venv --clear --upgrade-deps /tmp/t\n"

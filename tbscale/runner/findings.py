@@ -32,7 +32,8 @@ _PYTHON_LIBRARY = re.compile(r"^/(usr/|usr/local/)?lib/python3[0-9.]*(/|\.zip$)"
 _PYTHON_SETTINGS = re.compile(r"^/etc/python3[0-9.]*(/|$)")  # Debian's sitecustomize.py lives here
 # A folder of the library or one right under it (dist-packages, lib-dynload): listed by the check
 # inside only when it was made a link (guard_shell.CHANGES), whose target is not walked.
-_LIBRARY_FOLDER = re.compile(r"^/(usr/|usr/local/|root/\.local/)lib/python3[0-9.]*(/[^/.]+)?$")
+# (and a virtualenv's the verifier activates, wherever it is)
+_LIBRARY_FOLDER = re.compile(r"^/(.+/)?lib/python3[0-9.]*(/[^/.]+)?$")
 # The files pip and uv read their settings from, system-wide and under each home (pip also beside
 # the interpreter, in sys.prefix): an index or find-links there decides what a test script's `pip
 # install pytest` or `uvx ... pytest` installs. The shell lists them (guard_shell.CHANGES), root's
@@ -352,11 +353,17 @@ _PYTHON_FOLDERS = re.compile(r"^/(usr/lib|usr/local/lib|root/\.local/lib)/python
 _BIN_FOLDERS = frozenset({"/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin"})
 
 
-def checked_path(path: str, tests_mount: str, workdir: str | None) -> bool:
+def _python_folder(path: str, venvs: tuple[str, ...]) -> bool:
+    return bool(_PYTHON_FOLDERS.search(path)) or any(re.match(re.escape(v.rstrip("/")) + r"/lib/python3[^/]*/", path)
+                                                     for v in venvs)
+
+
+def checked_path(path: str, tests_mount: str, workdir: str | None, venvs: tuple[str, ...] = ()) -> bool:
     """Whether the in-container check would list `path` had it changed (runner/guard_shell.py
     `CHANGES`). A folder of the Python library made a link, which the check inside lists by its
     type, is left out: a listing from outside has no types, and names a folder as changed whenever
-    something in it did."""
+    something in it did. `venvs`: the virtualenvs the verifier activates, whose Python folders
+    (`lib/python3*`) count as the interpreter's."""
     pure = PurePosixPath(path)
     workdir = None if workdir == "/" else workdir  # the top of / is listed by its names alone
     if str(pure.parent) == "/" and pure.name in _TOP_NAMES:
@@ -368,15 +375,15 @@ def checked_path(path: str, tests_mount: str, workdir: str | None) -> bool:
     if workdir and _under(path, workdir) and len(pure.relative_to(workdir).parts) <= 4 and (
             pure.name in _WORKDIR_NAMES or path.endswith(("/pytest/__init__.py", "/_pytest/__init__.py"))):
         return True
-    if not _PYTHON_FOLDERS.search(path) or "/__pycache__/" in path:
+    if not _python_folder(path, venvs) or "/__pycache__/" in path:
         return False
     return (pure.name in STARTUP_HOOKS or pure.suffix == ".pth" or pure.name == "entry_points.txt"
             or bool(_TEST_RUNNER.search(path)) or (not _SITE.search(path) and pure.suffix in (".py", ".so", ".zip")))
 
 
-def compiled_module(path: str) -> bool:
+def compiled_module(path: str, venvs: tuple[str, ...] = ()) -> bool:
     """A `.pyc` in a Python folder: the seal removes those the agent phase wrote (guard.py `_BYTECODE`)."""
-    return path.endswith(".pyc") and bool(_PYTHON_FOLDERS.search(path))
+    return path.endswith(".pyc") and _python_folder(path, venvs)
 
 
 def programs_changed(changed: dict[str, int], tools: dict, programs: set[str], seen: set[str],

@@ -361,8 +361,8 @@ class VerifierGuard:
         are removed, and all of it is returned (for the programs written: findings.programs_changed)."""
         t = time.monotonic()
         new = {**self.outside_carried, **self._outside_new(self.box)}
-        tests, workdir = self.verifier.tests_mount, self._workdir(self.box)
-        listed = {p: k for p, k in new.items() if checked_path(p, tests, workdir)}
+        tests, workdir, venvs = self.verifier.tests_mount, self._workdir(self.box), self._activated()
+        listed = {p: k for p, k in new.items() if checked_path(p, tests, workdir, venvs)}
         if after.get("changes") is not None:
             after["changes"] = {**listed, **after["changes"]}
         for path, kind in listed.items():
@@ -372,7 +372,7 @@ class VerifierGuard:
                 data = self.box.read_file(path)
                 if data is not None and mark[1].search(data):
                     after[mark[0]] = [*after.get(mark[0], []), path]  # type: ignore[literal-required]
-        compiled = sorted(p for p, k in new.items() if k != 2 and compiled_module(p))
+        compiled = sorted(p for p, k in new.items() if k != 2 and compiled_module(p, venvs))
         for i in range(0, len(compiled), 400):  # a command line of a few tens of kB at most
             self._exec(self.box, "the removal of compiled modules",
                        "rm -f -- " + " ".join(map(shlex.quote, compiled[i:i + 400])), 120, hostile_peers=self.exposed)
@@ -381,6 +381,14 @@ class VerifierGuard:
         record["changes_listed"] = "inside and outside" if self.outside else "outside"
         self.timing["guard_outside"] = time.monotonic() - t
         return new
+
+    def _activated(self) -> tuple[str, ...]:
+        """The virtualenvs the verifier activates (a `bin/activate` it sources), as absolute paths:
+        the check inside lists their Python folders too (guard_shell.CHANGES)."""
+        home, workdir = (self.before or {}).get("home") or "/root", self._workdir(self.box) or "/"
+        roots = [s.removesuffix("/bin/activate") for s in self.sourced if s.endswith("/bin/activate")]
+        return tuple(home.rstrip("/") + r[1:] if r.startswith("~/") else r if r.startswith("/")
+                     else workdir.rstrip("/") + "/" + r for r in roots)
 
     def _idle(self, processes: list[ProcessInfo]) -> bool:
         """Nothing runs that could write a file before the verifier's run: no sidecars, and no

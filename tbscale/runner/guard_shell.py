@@ -100,6 +100,14 @@ if [ -n "${TBSCALE_SINCE:-}" ]; then
     \( -name pytest.py -o -path '*/pytest/__init__.py' -o -path '*/_pytest/__init__.py' -o -name conftest.py \
     -o -name sitecustomize.py -o -name usercustomize.py -o -name pip.conf \)
   _py=; for d in /usr/lib/python3* /usr/local/lib/python3* /root/.local/lib/python3*; do [ -d "$d" ] && _py="$_py $d"; done
+  # and those of each virtualenv the verifier activates (a `bin/activate` it sources: its Python
+  # runs what they hold); the paths have no blanks or glob characters (verifier_reads.sourced_scripts)
+  for _s in ${TBSCALE_SOURCED:-}; do
+    case "$_s" in */bin/activate) _v=${_s%/bin/activate}
+      case "$_v" in '~/'*) _v="$HOME/${_v#??}" ;; /*) ;; *) _v="${TBSCALE_WORKDIR:-$PWD}/$_v" ;; esac
+      for d in "$_v"/lib/python3*; do [ -d "$d" ] && _py="$_py $d"; done ;;
+    esac
+  done
   if [ -n "$_py" ]; then
     _python() {
       _newer $_py /etc/python3* /usr/lib/python3*.zip /usr/local/lib/python3*.zip -xdev \( \( \
