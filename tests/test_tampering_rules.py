@@ -309,6 +309,9 @@ def test_a_sourced_script_is_tampering_when_its_lines_changed():
     # a virtualenv the image did not have is the agent's to make (a task that asks for one)
     assert sourced_changed({activate: "-"}, {activate: other}, []) == []
     assert sourced_changed({"/app/env": "-"}, {"/app/env": other}, []) == []  # an env file of the task's, no installer's
+    # an rc file or a config script the image shipped: a task may ask the agent to change it
+    assert sourced_changed({"~/.bashrc": old, "/app/config.sh": old}, {"~/.bashrc": other, "/app/config.sh": other},
+                           []) == []
 
 
 def test_the_folders_a_test_script_puts_ahead_of_path(tmp_path):

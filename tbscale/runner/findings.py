@@ -128,11 +128,12 @@ def path_folder(script: str) -> str | None:
 
 
 def sourced_changed(before: dict[str, str], after: dict[str, str], actions: list[tuple[int, str]]) -> list[Tampering]:
-    """The scripts the verifier sources (verifier_reads.sourced_scripts) whose lines that run changed since the
-    baseline: an installer's env script (`~/.local/bin/env`, which uv's installer keeps when one is
-    there) unless it is the installer's own, and any other script the image shipped (a virtualenv's
-    `activate`). One the image did not have, other than an env script, is the agent's to make (a
-    virtualenv the task asks for). And the virtualenvs the verifier makes (their `pyvenv.cfg`,
+    """The scripts the verifier sources (verifier_reads.sourced_scripts) whose lines that run changed
+    since the baseline: an installer's env script (`~/.local/bin/env`, which uv's installer keeps
+    when one is there) unless it is the installer's own, and a virtualenv's `activate` the image
+    shipped. An `activate` the image did not have is the agent's to make (a virtualenv the task asks
+    for); other sourced files (`~/.bashrc`, a config script of the task's) are what a task may ask
+    the agent to change, and running them is running the agent's own code (docs/tasks.md). And the virtualenvs the verifier makes (their `pyvenv.cfg`,
     verifier_reads.verifier_venvs): one there before the verifier ran is `verifier_venv_planted`."""
     found, venvs = [], []
     for path, now in after.items():
@@ -141,9 +142,9 @@ def sourced_changed(before: dict[str, str], after: dict[str, str], actions: list
             if now != "-" and was in (None, "-"):
                 venvs.append(path.removesuffix("/pyvenv.cfg"))
             continue
-        if now in (was, "-") or now in INSTALLER_ENV_SCRIPTS:
-            continue
-        if (path_folder(path) and PurePosixPath(path).name == "env") or was not in (None, "-"):
+        if now in (was, "-") or now in INSTALLER_ENV_SCRIPTS or not path_folder(path):
+            continue  # other scripts (an rc file, a config script of the task's) are the agent's to change
+        if PurePosixPath(path).name == "env" or was not in (None, "-"):
             found.append(path)
     out = []
     if venvs:
