@@ -339,6 +339,25 @@ def test_the_python_folders_of_a_virtualenv_the_verifier_activates():
     assert found["kind"] == "python_library_changed" and found["paths"] == [site], found
 
 
+def test_a_relative_program_is_the_tasks_own_and_a_relative_folder_program_is_in_the_workdir(tmp_path):
+    """`./test_executable` (430 of 2,685 terminal-bench adapter scripts run a program so) is not a
+    tool the check digests; `.venv/bin/python`, a name in a folder a sourced script puts first on
+    PATH (after `--`), is, in the workdir."""
+    import subprocess
+
+    from tbscale.runner.guard_shell import SNAPSHOT
+
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    for path in (tmp_path / "test_executable", tmp_path / ".venv" / "bin" / "python"):
+        path.write_text("#!/bin/sh\n")
+        path.chmod(0o755)
+    out = subprocess.run(["sh", "-c", "set -- ./test_executable -- .venv/bin/python\n" + SNAPSHOT], cwd=tmp_path,
+                         capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "TBSCALE_WORKDIR": str(tmp_path)})
+    tools = parse_snapshot(out.stdout)["tools"]
+    assert tools["./test_executable"] == {"builtin": True}, tools
+    assert tools[f"{tmp_path}/.venv/bin/python"]["path"] == f"{tmp_path}/.venv/bin/python", tools
+
+
 def test_the_virtualenvs_the_verifier_makes():
     assert verifier_venvs(["uv venv .tbench-testing\nsource .tbench-testing/bin/activate\n",
                            "uv venv -p 3.12 --seed /opt/v/ && uv venv; python3 -m venv --clear --upgrade-deps /tmp/t\n"

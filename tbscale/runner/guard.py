@@ -96,7 +96,10 @@ class VerifierGuard:
         # project (runner/verifier_reads.py); the project's files are read at the baseline
         # (`project_settings` of each) and after the sweep
         reads = read_verifier(verifier, tests_dirs)
-        self.names, self.sourced, self.project = reads.names, reads.sourced, reads.project
+        self.names, self.sourced, self.project = reads.names + reads.in_folders, reads.sourced, reads.project
+        # SNAPSHOT's arguments: the names, then `--` and the names in folders, which alone it takes
+        # as paths in the workdir when relative (a program the script runs as `./build.sh` is its own)
+        self.tool_args = " ".join(shlex.quote(n) for n in [*reads.names, "--", *reads.in_folders])
         self.project_before: dict[str, dict[str, Any] | None] = {}
         self.before: GuardSnapshot | None = None
         self.timing: dict[str, float] = {}
@@ -136,7 +139,7 @@ class VerifierGuard:
         processes running (`processes`), as `_processes` does: one round trip instead of two. With
         `bytecode`, the compiled modules the agent phase wrote are removed (`BYTECODE`)."""
         env = self._env(self.box, since)
-        cmd = "set -- " + " ".join(shlex.quote(n) for n in self.names) + "\n" + SNAPSHOT + CLOCK + MOUNTS + SOURCED + PROJECT + CHANGES
+        cmd = f"set -- {self.tool_args}\n" + SNAPSHOT + CLOCK + MOUNTS + SOURCED + PROJECT + CHANGES
         if not since:
             # What an earlier verification (a previous step's) left in /logs/verifier is not the
             # agent's: clear it before this agent phase, so that anything found there later is.

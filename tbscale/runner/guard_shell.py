@@ -29,8 +29,9 @@ CLEAR_VERIFIER_LOGS = (f"[ -d {VERIFIER_LOGS} ] && [ ! -L {VERIFIER_LOGS} ] && "
 # The working folder an exec starts in (`D`: the task's workdir, or the image's WORKDIR when the task
 # names none), where the verifier's command runs unless told otherwise: `CHANGES` lists it as the
 # workdir. Root's home (`V`), as an exec gets it from /etc/passwd: where pip, uv and Python's user
-# site read from; an agent that moves it moves them where nothing is listed. The container's clock, the reference of the changes `CHANGES` lists later: to the nanosecond
-# where date and find have it (GNU). Busybox's date has no %N (it prints it as it is) and its find
+# site read from; an agent that moves it moves them where nothing is listed. The container's clock,
+# the reference of the changes `CHANGES` lists later: to the nanosecond where date and find have it
+# (GNU). Busybox's date has no %N (it prints it as it is) and its find
 # no -newerct; the clock is then the next whole second, waited for, so that nothing changed before
 # it shares its second, and a clock without a fraction tells `CHANGES` (which runs it in a later
 # exec, the agent's phase between) to read each path's status change second from stat: the choice
@@ -149,13 +150,19 @@ fi
 # name is resolved by a builtin; the paths found are then resolved by one readlink (one a path
 # where readlink takes a single operand, as busybox's does), hashed by one sha256sum and described
 # by one stat (`R`, `H` and `O` lines, joined to the name's `P` line by path in parse_snapshot):
-# with three programs a tool, this part of the exec cost about twice a bare exec. A name given as a
-# path (verifier_reads.tool_names: a program in the folder a sourced script puts first on PATH) starting `~/`
-# is under the home, and a relative one under the workdir, where the verifier's script runs.
+# with three programs a tool, this part of the exec cost about twice a bare exec. The names after a
+# `--` are programs in the folders the verifier's scripts put first on PATH (verifier_reads
+# `in_folders`): one starting `~/` is under the home, and a relative one under the workdir, where the
+# verifier's script runs. A relative name before it (`./build.sh`) is the task's own, as it was.
 SNAPSHOT = r'''
-_paths=; _t=$(printf '\t'); _n=0
+_paths=; _t=$(printf '\t'); _n=0; _in=
 for name in "$@"; do
-  case "$name" in '~/'*) name="$HOME/${name#??}" ;; /*) ;; */*) name="${TBSCALE_WORKDIR:-$PWD}/$name" ;; esac
+  case "$name" in
+    --) _in=1; continue ;;
+    '~/'*) name="$HOME/${name#??}" ;;
+    /*) ;;
+    */*) [ -z "$_in" ] || name="${TBSCALE_WORKDIR:-$PWD}/$name" ;;
+  esac
   p=$(command -v -- "$name" 2>/dev/null) || { printf 'T\t%s\t-\n' "$name"; continue; }
   case "$p" in
     /*) printf 'P\t%s\t%s\n' "$name" "$p"; _paths="$_paths$p
@@ -182,12 +189,13 @@ if [ "$_n" -gt 0 ]; then
   set +f; IFS=$_ifs
 fi
 '''
-# The scripts the verifier's shell sources (verifier_reads.sourced_scripts; `~/` is the home, a relative path
-# is in the workdir) and the pyvenv.cfg of each virtualenv it makes (verifier_reads.verifier_venvs), one `F` line
-# each: `-` absent, `other` not a plain file or over 64 kB, else the digest of its lines that run:
-# its NUL bytes dropped (as bash drops them reading a script), each line's leading and trailing
-# blanks dropped, and the blank lines and the lines that start with `#` left out. A line that starts with `#` is a comment in the shell wherever a script whose
-# quotes close on each line has it, so the digest changes with anything the shell would run
+# The scripts the verifier's shell sources (verifier_reads.sourced_scripts; `~/` is the home, a
+# relative path is in the workdir) and the pyvenv.cfg of each virtualenv it makes
+# (verifier_reads.verifier_venvs), one `F` line each: `-` absent, `other` not a plain file or over
+# 64 kB, else the digest of its lines that run: its NUL bytes dropped (as bash drops them reading a
+# script), each line's leading and trailing blanks dropped, and the blank lines and the lines that
+# start with `#` left out. A line that starts with `#` is a comment in the shell wherever a script
+# whose quotes close on each line has it, so the digest changes with anything the shell would run
 # (findings.sourced_changed compares it with the baseline's and with the installers' own env script).
 SOURCED = r'''
 [ -n "${TBSCALE_SOURCED:-}" ] && printf '%s\n' "$TBSCALE_SOURCED" | while IFS= read -r _s; do
@@ -201,9 +209,10 @@ SOURCED = r'''
 done
 '''
 # The workdir's Python project, where the verifier runs uv commands that read it (`uv run`, `uv
-# sync`, `uv pip`: verifier_reads.reads_project): one `J` line for its pyproject.toml and one for its uv.lock,
-# with the file's digest, `-` absent, or `other` (a link, not a plain file, or over 4 MB). The workdir is the
-# one `CHANGES` lists, else the folder the exec starts in (at the baseline, the image's WORKDIR).
+# sync`, `uv pip`: verifier_reads.reads_project): one `J` line for its pyproject.toml and one for
+# its uv.lock, with the file's digest, `-` absent, or `other` (a link, not a plain file, or over
+# 4 MB). The workdir is the one `CHANGES` lists, else the folder the exec starts in (at the
+# baseline, the image's WORKDIR).
 # A changed one is read from outside and compared with the baseline's (findings.project_changed).
 PROJECT = r'''
 if [ -n "${TBSCALE_PROJECT:-}" ]; then

@@ -44,15 +44,17 @@ def _verifier_texts(verifier, tests_dirs: list[Path] | None) -> tuple[list[str],
     return texts, shebangs
 
 
-def tool_names(verifier, tests_dirs: list[Path] | None = None,
-               read: tuple[list[str], list[str]] | None = None) -> list[str]:
+def tool_names(verifier, tests_dirs: list[Path] | None = None) -> list[str]:
     """The programs the verifier runs: the command's program, the programs of its test script(s)
     and the interpreters their shebangs name, and DEFAULT_TOOLS; then the same names in the folders
     the scripts it sources put first on PATH (`path_folder`) and those it puts ahead of PATH itself
-    (`path_prepends`), as paths. `read`: what
-    `_verifier_texts` read, when it already has."""
+    (`path_prepends`), as paths (`read_verifier` gives the two apart)."""
+    reads = read_verifier(verifier, tests_dirs)
+    return reads.names + reads.in_folders
+
+
+def _program_names(texts: list[str], shebangs: list[str]) -> list[str]:
     names: list[str] = list(DEFAULT_TOOLS)
-    texts, shebangs = read or _verifier_texts(verifier, tests_dirs)
 
     def add(word: str) -> None:
         if word and word not in _SHELL_WORDS and re.fullmatch(r"[A-Za-z0-9_./+-]+", word) and word not in names:
@@ -71,18 +73,21 @@ def tool_names(verifier, tests_dirs: list[Path] | None = None,
             if inv.raw_program == "uvx" or (inv.raw_program == "uv" and inv.args[:2] == ["tool", "run"]):
                 for word in _uv_tools(inv.args[2:] if inv.raw_program == "uv" else inv.args):
                     add(word)
-    names = names[:MAX_TOOLS]
-    # After `source ~/.local/bin/env` or a virtualenv's `activate`, a name resolves in that folder
-    # first: a `python3.13` the agent left there is what `uvx -p 3.13` finds. A script that fetches
-    # uv's installer has it replace uv and uvx in the env script's folder: one an honest agent
-    # installed there is not what the verifier runs.
+    return names[:MAX_TOOLS]
+
+
+def _in_folders(names: list[str], texts: list[str], sourced: list[str]) -> list[str]:
+    """`names` in the folders the scripts put first on PATH. After `source ~/.local/bin/env` or a
+    virtualenv's `activate`, a name resolves in that folder first: a `python3.13` the agent left
+    there is what `uvx -p 3.13` finds. A script that fetches uv's installer has it replace uv and
+    uvx in the installer's folder: one an honest agent installed there is not what the verifier runs."""
     replaced = {"uv", "uvx"} if any("astral.sh/uv" in text for text in texts) else set()
-    folders = [path_folder(script) for script in sourced_scripts(verifier, tests_dirs, texts)] + path_prepends(texts)
-    in_folders: list[str] = []
+    folders = [path_folder(script) for script in sourced] + path_prepends(texts)
+    out: list[str] = []
     for folder in dict.fromkeys(f for f in folders if f):
         skip = _NOT_IN_FOLDERS | (replaced if folder in _INSTALLER_FOLDERS else set())
-        in_folders += [f"{folder}/{n}" for n in names if "/" not in n and n not in skip]
-    return names + in_folders[:MAX_TOOLS]
+        out += [f"{folder}/{n}" for n in names if "/" not in n and n not in skip]
+    return out[:MAX_TOOLS]
 
 
 _INSTALLER_FOLDERS = frozenset({"~/.local/bin", "~/.cargo/bin"})  # where uv's installers put uv and uvx
@@ -203,13 +208,15 @@ def _uv_tools(args: list[str]) -> list[str]:
 
 @dataclass(frozen=True)
 class VerifierReads:
-    names: list[str]  # the programs it runs (`tool_names`)
+    names: list[str]  # the programs it runs, by name (or by the path the script gives)
+    in_folders: list[str]  # the same in the folders it puts first on PATH: `~/` the home, relative the workdir
     sourced: list[str]  # the scripts it sources, then the pyvenv.cfg of each virtualenv it makes
     project: bool  # it runs uv commands that read the workdir's project (`reads_project`)
 
 
 def read_verifier(verifier, tests_dirs: list[Path] | None = None) -> VerifierReads:
-    read = _verifier_texts(verifier, tests_dirs)
-    return VerifierReads(tool_names(verifier, tests_dirs, read),
-                         sourced_scripts(verifier, tests_dirs, read[0]) + verifier_venvs(read[0]),
-                         reads_project(read[0]))
+    """The scripts read once, and each question asked of their text."""
+    texts, shebangs = _verifier_texts(verifier, tests_dirs)
+    names, sourced = _program_names(texts, shebangs), sourced_scripts(verifier, tests_dirs, texts)
+    return VerifierReads(names, _in_folders(names, texts, sourced), sourced + verifier_venvs(texts),
+                         reads_project(texts))
