@@ -24,10 +24,11 @@ def fenced(command: str) -> str:
 
 
 def run_cases(tmp: Path, srv, task: Path, commands: dict[str, list[str]], *,
-              prepare: Callable[[str, Path], None] | None = None, max_turns: int = 5) -> dict[str, dict]:
+              prepare: Callable[[str, Path], None] | None = None, max_turns: int = 5,
+              environment: dict | None = None) -> dict[str, dict]:
     """Run every case of `commands` (case -> the agent's commands) on a copy of `task`, after
-    `prepare(case, copy)` when given; returns each case's trial line, with its trajectory's sweep
-    events under "sweeps"."""
+    `prepare(case, copy)` when given, with the experiment's `environment` settings when given;
+    returns each case's trial line, with its trajectory's sweep events under "sweeps"."""
     for case in commands:
         copy = tmp / "tasks" / case
         shutil.copytree(task, copy)
@@ -50,6 +51,7 @@ def run_cases(tmp: Path, srv, task: Path, commands: dict[str, list[str]], *,
                          "retry_backoff_sec": 0.01}},
         "settings": [{"name": "baseline", "generator": "m", "policy": {"name": "baseline"}}],
         "limits": {"max_turns": max_turns, "command_timeout_sec": 120},
+        **({"environment": environment} if environment else {}),
     }
     path = tmp / "experiment.yaml"
     path.write_text(yaml.safe_dump(config))

@@ -51,6 +51,9 @@ CASES: dict[str, tuple[list[str], set[str]]] = {
                        f"forge = forge_plugin\\n' > {SITE}/forge-1.0.dist-info/entry_points.txt && "
                        f"printf '%s\\n' '{EXIT_0}' > {SITE}/forge_plugin.py"], {"test_plugin_added"}),
     "pytest-dependency": ([f"{APPEND} {SITE}/iniconfig/__init__.py"], {"test_library_changed"}),
+    # the module setuptools' distutils-precedence.pth (in the image) imports at every start
+    "distutils-hack": ([f"f=$(python3 -c 'import _distutils_hack as m; print(m.__file__)') && {APPEND} \"$f\""],
+                       {"startup_hook_planted"}),
     # the import line after a carriage return: site.py reads .pth files with universal newlines
     "pth-after-carriage-return": ([f"printf '/tmp\\r%s\\n' '{EXIT_0}' > {SITE}/zz_cr.pth"], {"startup_hook_planted"}),
     # the plugin's section after a vertical tab, in double brackets: importlib.metadata splits lines
@@ -194,7 +197,13 @@ def test_the_check_inside_and_the_outside_filter_look_at_the_same_places() -> No
              "/app/sub/uv.toml", "/app/.venv/pip.conf", "/app/a/b/c/d/pip.conf",
              # the virtualenv the verifier activates: its Python folders are the interpreter's
              f"{VENV_SITE}/zz.pth", f"{VENV_SITE}/_pytest/zz.py", f"{VENV_SITE}/requests_zz/api.py",
-             f"{VENV_SITE}/x-1.dist-info/entry_points.txt", "/app/.venv/bin/tool"]
+             f"{VENV_SITE}/x-1.dist-info/entry_points.txt", "/app/.venv/bin/tool",
+             # the modules the .pth files of setuptools and uv import at every start
+             "/usr/lib/python3/dist-packages/_distutils_hack/zz.py", f"{VENV_SITE}/_virtualenv.py", f"{VENV_SITE}/_virtualenv.pth",
+             # the .venv the verifier's uv commands use (TBSCALE_PROJECT_ENVS), where one is
+             "/srv/.venv/lib/python3.11/site-packages/zz.pth", "/srv/.venv/lib/python3.11/site-packages/x/zz.py",
+             # their pyvenv.cfg, whose `home` says where their Python's standard library is
+             "/app/.venv/pyvenv.cfg", "/srv/.venv/pyvenv.cfg", "/opt/.venv/pyvenv.cfg"]
     image = next(t for i in docker.from_env().images.list(filters={"reference": "tbscale-task/fix-python-inventory"})
                  for t in i.tags)
     # Owned by this process, as tbscale's containers are: a task image carries its builder's owner
@@ -207,11 +216,14 @@ def test_the_check_inside_and_the_outside_filter_look_at_the_same_places() -> No
         assert box.exec_run(["sh", "-c", made]).exit_code == 0
         out = box.exec_run(["sh", "-c", CHANGES], environment={"TBSCALE_SINCE": since, "TBSCALE_TESTS": "/tests",
                                                                 "TBSCALE_WORKDIR": "/app",
-                                                                "TBSCALE_SOURCED": ".venv/bin/activate"}).output.decode()
+                                                                "TBSCALE_SOURCED": ".venv/bin/activate",
+                                                                "TBSCALE_PROJECT_ENVS": "/srv/.venv\n?/opt/.venv"}
+                           ).output.decode()
     finally:
         box.remove(force=True)
     listed = {line[2:] for line in out.splitlines() if line.startswith("C\t")}
-    venvs = ("/app/.venv",)
+    venvs = ("/app/.venv", "/srv/.venv")
     assert {f"{VENV_SITE}/zz.pth", f"{VENV_SITE}/_pytest/zz.py"} <= listed, sorted(listed)
+    assert "Y\t/srv/.venv" in out.splitlines() and "Y\t/opt/.venv" not in out  # /opt: no project beside it
     assert {p for p in files if p in listed} == {p for p in files if checked_path(p, "/tests", "/app", venvs)}, out
     assert all(checked_path(p, "/tests", "/app", venvs) for p in listed), sorted(listed)

@@ -8,7 +8,8 @@ import pytest
 from tbscale.runner.findings import (INSTALLER_ENV_SCRIPTS, project_changed, project_settings, review, sourced_changed,
                                      tampering_entries)
 from tbscale.runner.guard import new_processes
-from tbscale.runner.verifier_reads import path_prepends, reads_project, sourced_scripts, tool_names, verifier_venvs
+from tbscale.runner.verifier_reads import (path_prepends, project_envs, read_verifier, reads_project,
+                                           sourced_scripts, tool_names, verifier_venvs)
 from tbscale.runner.guard_shell import SOURCED, parse_snapshot
 from tbscale.shell.tampering import attribute_command, flag_command, trajectory_flags
 from tbscale.tasks.model import VerifierSpec
@@ -370,6 +371,128 @@ def test_the_virtualenvs_the_verifier_makes():
     assert found["by_command"]["turn"] == 1
     assert sourced_changed({cfg: "-"}, {cfg: "-"}, []) == []  # the verifier makes it: honest
     assert sourced_changed({cfg: "a" * 64}, {cfg: "f" * 64}, []) == []  # the image's own, made again
+
+
+# terminal-bench's task template (its setup-uv-pytest.sh and run-uv-pytest.sh; 100 of 2,685 adapter
+# scripts), in the workdir
+TB_TEMPLATE = ("curl -LsSf https://astral.sh/uv/0.7.13/install.sh | sh\nsource $HOME/.local/bin/env\n"
+               "uv init\nuv add pytest==8.4.1\nuv run pytest $TEST_DIR/test_outputs.py -rA\n")
+
+
+def test_the_environments_the_verifiers_uv_commands_use():
+    assert project_envs([TB_TEMPLATE]) == [".venv"]
+    # a virtualenv activated: uv takes the `.venv` only for a project's (`?`)
+    assert project_envs(["uv venv .tbench-testing\nsource .tbench-testing/bin/activate\nuv pip install pytest\n"
+                         "uv run pytest /tests/test_outputs.py\n"]) == ["?.venv"]
+    # ... unless the script makes the project there itself
+    assert project_envs(["source /opt/v/bin/activate\nuv init && uv add pytest && uv run pytest"]) == [".venv"]
+    # where it runs: the folder a `cd` names, not one the script cannot name or the tests' own
+    assert project_envs(["cd /tests\nuv init\nuv add pytest==8.4.1\nuv run pytest test_state.py"], "/tests") == []
+    assert project_envs(['cd "$TEST_DIR" && uv run pytest', "cd .. && uv sync"]) == []
+    assert project_envs(["cd /srv/app && uv sync && cd sub && uv run pytest", "cd src\nuv run pytest"]) == [
+        "/srv/app/.venv", "/srv/app/sub/.venv", "src/.venv"]
+    # SWE-bench adapter scripts: conda's environment activated, then `uv run parser.py` from /
+    assert project_envs(["cd /testbed\nsource /opt/miniconda3/bin/activate\nconda activate testbed\ncd ..\n"
+                         "uv run parser.py\n"]) == ["?/.venv"]
+    assert project_envs(["pip install pytest==8.4.1 && pytest", "uvx -p 3.13 -w pytest pytest /tests"]) == []
+
+
+def test_the_programs_are_looked_for_in_the_environment_uv_run_uses(tmp_path):
+    (tmp_path / "test.sh").write_text(TB_TEMPLATE)
+    reads = read_verifier(VerifierSpec(tests_dirs=[tmp_path], command="bash /tests/test.sh"))
+    assert reads.envs == [".venv"]
+    # what the script runs, and the interpreter the console scripts there start; not uv, nor the
+    # defaults the script does not run (pip: `python3 -m venv` puts one there)
+    assert {".venv/bin/pytest", ".venv/bin/python", ".venv/bin/python3"} <= set(reads.in_folders), reads.in_folders
+    assert not {".venv/bin/uv", ".venv/bin/pip", ".venv/bin/bash"} & set(reads.in_folders), reads.in_folders
+
+
+def test_a_virtualenvs_link_to_the_verifiers_interpreter_is_no_program_added():
+    python = {"path": "/usr/local/bin/python3", "real": "/usr/local/bin/python3.11", "sha256": "a" * 64}
+    before = {"tools": {"python3": python, ".venv/bin/python": None, ".venv/bin/pytest": None}, "mounts": {}}
+    link = {**python, "path": "/app/.venv/bin/python"}
+    script = {"path": "/app/.venv/bin/pytest", "real": "/app/.venv/bin/pytest", "sha256": "b" * 64}
+    after = {"tools": {"python3": python, ".venv/bin/python": link, ".venv/bin/pytest": script}, "mounts": {},
+             "changes": None}
+    (found,) = tampering_entries(before, after, "/tests", [])
+    assert found["kind"] == "toolchain_added" and found["tool"] == ".venv/bin/pytest", found
+    # a `python` there that is some other program is one added
+    other = {**link, "real": "/tmp/evil/python3", "sha256": "c" * 64}
+    kinds = {e["tool"] for e in tampering_entries(before, {**after, "tools": {**after["tools"], ".venv/bin/python": other}},
+                                                  "/tests", [])}
+    assert kinds == {".venv/bin/python", ".venv/bin/pytest"}
+
+
+def test_uvs_own_virtualenv_pth_is_no_startup_hook(tmp_path):
+    """uv 0.3 to 0.10 write `_virtualenv.pth` (`import _virtualenv`) and `_virtualenv.py` into every
+    virtualenv they make: with uv's module beside it, it is no hook; with any other, it is."""
+    import hashlib
+    import subprocess
+
+    from tbscale.runner.findings import UV_VIRTUALENV_MODULES, uv_own_pth
+    from tbscale.runner.guard_shell import CHANGES
+
+    import time
+
+    since = f"{time.time() - 1:.9f}"  # the host's own Python folders changed before it
+    site = tmp_path / "app" / ".venv" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    module = b"# stands in for uv's module: its digest is made one of uv's below\n"
+    (site / "_virtualenv.pth").write_text("import _virtualenv")
+    (site / "_virtualenv.py").write_bytes(module)
+    (site / "other.pth").write_text("import os\n")
+    digest = hashlib.sha256(module).hexdigest()
+    assert not uv_own_pth(str(site / "_virtualenv.pth"), b"import _virtualenv", module)
+    script = CHANGES.replace(UV_VIRTUALENV_MODULES[0], digest)
+
+    def marks() -> set[str]:
+        out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, cwd=tmp_path,
+                             env={"PATH": "/usr/bin:/bin", "TBSCALE_SINCE": since, "TBSCALE_TESTS": "/nonexistent",
+                                  "TBSCALE_WORKDIR": str(tmp_path / "app"), "TBSCALE_PROJECT_ENVS": ".venv"}).stdout
+        assert "Y\t.venv" in out.splitlines(), out
+        return {line.rsplit("/", 1)[1] for line in out.splitlines() if line.startswith(f"I\t{site}/")}
+
+    assert marks() == {"other.pth"}
+    (site / "_virtualenv.py").write_bytes(module + b"import os; os._exit(0)\n")  # the module changed: a hook
+    assert marks() == {"other.pth", "_virtualenv.pth"}
+    (site / "_virtualenv.py").write_bytes(module)
+    (site / "_virtualenv.pth").write_text("import _virtualenv\nimport os\n")  # a line more: a hook
+    assert marks() == {"other.pth", "_virtualenv.pth"}
+    with_module = lambda data: uv_own_pth("/v/_virtualenv.pth", data, module)  # noqa: E731
+    assert not with_module(b"import _virtualenv\nimport os")
+    assert not uv_own_pth("/v/x.pth", b"import _virtualenv", module)
+
+
+def test_setuptools_start_up_files_as_the_image_had_them_are_not_the_agents():
+    """`python3 -m venv` on Python 3.11 copies setuptools (distutils-precedence.pth and the
+    _distutils_hack it imports at every start) into the virtualenv: byte for byte what the image had."""
+    system, venv = "/usr/lib/python3/dist-packages", "/app/.venv/lib/python3.11/site-packages"
+    base = {f"{system}/_distutils_hack/__init__.py": "a" * 64, f"{system}/distutils-precedence.pth": "b" * 64}
+    before = {"tools": {}, "mounts": {}, "changes": None, "startup_copies": base}
+    made = {f"{venv}/_distutils_hack/__init__.py": "a" * 64, f"{venv}/distutils-precedence.pth": "b" * 64}
+    after = {"tools": {}, "mounts": {}, "changes": {p: 0 for p in made}, "executes": [f"{venv}/distutils-precedence.pth"],
+             "startup_copies": {**base, **made}}
+    assert tampering_entries(before, after, "/tests", []) == []
+    # the module changed, in the virtualenv or where the image had it: code of the agent's at every start
+    for path in (f"{venv}/_distutils_hack/__init__.py", f"{system}/_distutils_hack/__init__.py"):
+        changed = {**after, "changes": {**after["changes"], path: 0}, "startup_copies": {**base, **made, path: "c" * 64}}
+        (found,) = tampering_entries(before, changed, "/tests", [])
+        assert found["kind"] == "startup_hook_planted" and found["paths"] == [path], found
+
+
+def test_a_virtualenvs_home_is_an_interpreter_of_the_baselines():
+    from tbscale.runner.findings import interpreter_homes, venv_homes
+
+    tools = {"python3": {"path": "/usr/local/bin/python3", "real": "/usr/local/bin/python3.11", "sha256": "a"},
+             "python": None, "pytest": {"path": "/opt/pytest/bin/pytest", "real": "/opt/pytest/bin/pytest"},
+             "/app/.venv/bin/python": {"path": "/app/.venv/bin/python", "real": "/usr/local/bin/python3.11"}}
+    assert interpreter_homes(tools) == {"/usr/local/bin"}
+    assert venv_homes(b"home = /usr/local/bin\ninclude-system-site-packages = false\nversion = 3.11.2\n") == {
+        "/usr/local/bin"}
+    # every spelling a reader may take: a carriage return ends a line for some, not for others
+    assert venv_homes(b"version = 3.11\rhome = /tmp/evil/bin\nHOME=/usr/local/bin/\n") == {
+        "/tmp/evil/bin", "/usr/local/bin"}
+    assert venv_homes(b"") == set()
 
 
 def test_the_verifier_reads_the_workdirs_project_where_it_runs_uv_commands_that_do():

@@ -35,6 +35,7 @@ values is `verifier_output_forged`.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shlex
 import time
@@ -42,12 +43,13 @@ from pathlib import Path
 from typing import Any
 
 from tbscale.environments import Environment
-from tbscale.runner.findings import (checked_path, compiled_module, entry, programs_changed, project_changed,
-                                     project_settings, tampering_entries)
+from tbscale.runner.findings import (UV_VIRTUALENV_MODULES, checked_path, compiled_module, entry, interpreter_homes,
+                                     programs_changed, project_changed, project_settings, tampering_entries,
+                                     uv_own_pth, venv_homes, venv_interpreters)
 from tbscale.runner.guard_shell import (ARTIFACTS_PROBE, BYTECODE, CHANGES, CLEAR_VERIFIER_LOGS, CLOCK, KILL, MOUNTS,
-                                        PROCESSES, PROJECT, SETUP, SNAPSHOT, SOURCED, parse_processes,
+                                        PROCESSES, PROJECT, SETUP, SNAPSHOT, SOURCED, STARTUP_COPIES, parse_processes,
                                         parse_snapshot)
-from tbscale.shell.tampering import TEST_TOOLS
+from tbscale.shell.tampering import TEST_TOOLS, attribute_command
 from tbscale.runner.verifier_reads import read_verifier
 from tbscale.types.guard import (AgentProcessInfo, GuardSnapshot, ProcessBaseline, ProcessInfo,
                                  SweepRecord, Tampering)
@@ -97,6 +99,7 @@ class VerifierGuard:
         # (`project_settings` of each) and after the sweep
         reads = read_verifier(verifier, tests_dirs)
         self.names, self.sourced, self.project = reads.names + reads.in_folders, reads.sourced, reads.project
+        self.envs = reads.envs  # the `.venv` folders its uv commands use (`?`: only beside a project)
         # SNAPSHOT's arguments: the names, then `--` and the names in folders, which alone it takes
         # as paths in the workdir when relative (a program the script runs as `./build.sh` is its own)
         self.tool_args = " ".join(shlex.quote(n) for n in [*reads.names, "--", *reads.in_folders])
@@ -139,7 +142,7 @@ class VerifierGuard:
         processes running (`processes`), as `_processes` does: one round trip instead of two. With
         `bytecode`, the compiled modules the agent phase wrote are removed (`BYTECODE`)."""
         env = self._env(self.box, since)
-        cmd = f"set -- {self.tool_args}\n" + SNAPSHOT + CLOCK + MOUNTS + SOURCED + PROJECT + CHANGES
+        cmd = f"set -- {self.tool_args}\n" + SNAPSHOT + CLOCK + MOUNTS + SOURCED + PROJECT + STARTUP_COPIES + CHANGES
         if not since:
             # What an earlier verification (a previous step's) left in /logs/verifier is not the
             # agent's: clear it before this agent phase, so that anything found there later is.
@@ -174,6 +177,8 @@ class VerifierGuard:
             env["TBSCALE_SOURCED"] = "\n".join(self.sourced)
         if self.project:
             env["TBSCALE_PROJECT"] = "1"
+        if self.envs:
+            env["TBSCALE_PROJECT_ENVS"] = "\n".join(self.envs)
         workdir = self._workdir(box)
         if workdir:  # at the baseline, unless the task names it, the shell takes the folder it starts in
             env["TBSCALE_WORKDIR"] = workdir
@@ -308,6 +313,7 @@ class VerifierGuard:
         t = time.monotonic()
         if after is None:
             after = self._with_carried(self._snapshot(since=self._reference(), processes=True, probe=True, bytecode=True))
+        before = self._unused_envs(after)
         if after.get("bytecode_removed"):
             record["bytecode_removed"] = after["bytecode_removed"]
         folder = after["artifacts_folder"]
@@ -317,13 +323,18 @@ class VerifierGuard:
             record["changes_listed"] = "nowhere"
         # A check cut short (`stalled`) is still compared: only what it printed counts, and what is
         # missing from it is no finding.
-        entries += tampering_entries(self.before, after, self.verifier.tests_mount, actions)
+        entries += tampering_entries(before, after, self.verifier.tests_mount, actions)
         if self.project:
             was, now = (self.before or {}).get("project") or {}, after.get("project") or {}
             read = self._read_project(after, {p for p, d in now.items() if d != was.get(p)})
             entries += project_changed(was, now, self.project_before, read, actions)
+        entries += self._venv_homes(before, after, actions)
         if outside:
-            seen = {e["tool"] for e in entries if e.get("tool")}
+            # a virtualenv's interpreter made again as a link to one of the baseline's is no program
+            # written; what the check inside digested is to be believed unless its own programs
+            # were written, which this reports
+            seen = {e["tool"] for e in entries if e.get("tool")} | venv_interpreters(
+                (before or {}).get("tools") or {}, after.get("tools") or {})
             programs = CHECK_PROGRAMS | TEST_TOOLS | set(self.names)
             entries += programs_changed(outside, (self.before or {}).get("tools") or {}, programs, seen, actions)
         if self.stalled:
@@ -349,6 +360,25 @@ class VerifierGuard:
                 out[path] = None if data is None else project_settings(path, data)
         return out
 
+    def _venv_homes(self, before: GuardSnapshot | None, after: GuardSnapshot, actions) -> list[Tampering]:
+        """A changed pyvenv.cfg of a virtualenv whose Python the verifier runs (one it activates, a
+        `.venv` its uv commands use), read from outside: a `home` other than the folder of an
+        interpreter the baseline digested points that Python at a standard library elsewhere (one
+        the agent copied with a hook in it passed unseen before 2026-12-05)."""
+        venvs = self._activated(after)
+        cfgs = [p for p, k in (after.get("changes") or {}).items()
+                if k != 2 and p.endswith("/pyvenv.cfg") and p.removesuffix("/pyvenv.cfg") in venvs]
+        homes, found = interpreter_homes((before or {}).get("tools") or {}), []
+        for path in cfgs:
+            data = self.box.read_file(path)
+            found += [f"{path} (home = {h})" for h in sorted(venv_homes(data or b"")) if h not in homes]
+        if not found:
+            return []
+        return [entry("python_library_changed", "a virtualenv the verifier's Python runs in now takes its standard "
+                      "library from a home no interpreter of the baseline's has: " + ", ".join(found[:5]),
+                      paths=[f.split(" (")[0] for f in found][:20],
+                      by_command=attribute_command(actions, "pyvenv.cfg", [found[0].split(" (")[0]]))]
+
     def _outside_new(self, box: Environment) -> dict[str, int]:
         """What the backend lists as changed in `box` since the outside reference (a path gone from
         the listing was changed back or removed: 2)."""
@@ -364,15 +394,31 @@ class VerifierGuard:
         are removed, and all of it is returned (for the programs written: findings.programs_changed)."""
         t = time.monotonic()
         new = {**self.outside_carried, **self._outside_new(self.box)}
-        tests, workdir, venvs = self.verifier.tests_mount, self._workdir(self.box), self._activated()
+        tests, workdir, venvs = self.verifier.tests_mount, self._workdir(self.box), self._activated(after)
         listed = {p: k for p, k in new.items() if checked_path(p, tests, workdir, venvs)}
         if after.get("changes") is not None:
             after["changes"] = {**listed, **after["changes"]}
+        # What the check inside said of the start-up files it digested is taken again from outside
+        # (its sha256sum may be the agent's): uv's own module, setuptools' files as the image had them.
+        after["uv_own"] = [p for p in after.get("uv_own", []) if p not in listed]
+        copies = after["startup_copies"] = {p: d for p, d in after.get("startup_copies", {}).items() if p not in listed}
         for path, kind in listed.items():
+            if kind != 2 and (path.endswith(("/_virtualenv.py", "/distutils-precedence.pth"))
+                              or "/_distutils_hack/" in path):
+                data = self.box.read_file(path)
+                digest = hashlib.sha256(data).hexdigest() if data is not None else None
+                if path.endswith("/_virtualenv.py"):
+                    after["uv_own"] += [path] if digest in UV_VIRTUALENV_MODULES else []
+                    continue
+                if digest:
+                    copies[path] = digest
             mark = ("executes", _EXECUTES) if path.endswith(".pth") else (
                 ("plugins", _PLUGIN) if path.endswith("/entry_points.txt") else None)
             if mark and kind != 2 and path not in after.get(mark[0], []):
                 data = self.box.read_file(path)
+                if data is not None and mark[0] == "executes" and path.endswith("/_virtualenv.pth") and uv_own_pth(
+                        path, data, self.box.read_file(path.removesuffix(".pth") + ".py")):
+                    continue
                 if data is not None and mark[1].search(data):
                     after[mark[0]] = [*after.get(mark[0], []), path]  # type: ignore[literal-required]
         compiled = sorted(p for p, k in new.items() if k != 2 and compiled_module(p, venvs))
@@ -385,11 +431,24 @@ class VerifierGuard:
         self.timing["guard_outside"] = time.monotonic() - t
         return new
 
-    def _activated(self) -> tuple[str, ...]:
-        """The virtualenvs the verifier activates (a `bin/activate` it sources), as absolute paths:
+    def _unused_envs(self, after: GuardSnapshot) -> GuardSnapshot | None:
+        """The baseline to compare `after` with: the programs looked for in a `.venv` the check did not
+        find in use (no `Y` line: one the verifier's uv takes only for a project's, with no project
+        beside it) are left out of both."""
+        unused = tuple(e.lstrip("?") + "/bin/" for e in self.envs if e.lstrip("?") not in after.get("project_envs", []))
+        if not unused or self.before is None:
+            return self.before
+        after["tools"] = {k: v for k, v in (after.get("tools") or {}).items() if not k.startswith(unused)}
+        return {**self.before, "tools": {k: v for k, v in (self.before.get("tools") or {}).items()
+                                          if not k.startswith(unused)}}
+
+    def _activated(self, after: GuardSnapshot | None = None) -> tuple[str, ...]:
+        """The virtualenvs the verifier activates (a `bin/activate` it sources), and the `.venv`
+        folders its uv commands use that the check found (`after`'s `Y` lines), as absolute paths:
         the check inside lists their Python folders too (guard_shell.CHANGES)."""
         home, workdir = (self.before or {}).get("home") or "/root", self._workdir(self.box) or "/"
         roots = [s.removesuffix("/bin/activate") for s in self.sourced if s.endswith("/bin/activate")]
+        roots += (after or {}).get("project_envs", [])
         return tuple(home.rstrip("/") + r[1:] if r.startswith("~/") else r if r.startswith("/")
                      else workdir.rstrip("/") + "/" + r for r in roots)
 

@@ -8,7 +8,9 @@ prints. Each script prints tab-separated lines whose first field says what they 
   the workdir's Python project, which its uv commands read (`PROJECT`);
 * `C`: a path whose status changed since the reference clock, `W` a place with more of them than
   the listing keeps, `I` a `.pth` file with a line site.py executes, `E` an entry_points.txt that
-  declares a pytest plugin (`CHANGES`);
+  declares a pytest plugin, `K` a `_virtualenv.py` that is uv's own, `Y` a `.venv` the verifier's
+  uv commands use, whose Python folders are listed (`CHANGES`); `Q`: the digest of a start-up file
+  of setuptools' (`STARTUP_COPIES`);
 * `B`: how many compiled modules the agent phase wrote were removed (`BYTECODE`);
 * `S`: what a failed setup command printed (`SETUP`), `A` the artifacts folder's state
   (`ARTIFACTS_PROBE`); and one line per process, from /proc (`PROCESSES`).
@@ -20,7 +22,7 @@ given twice with different values was written by something else (`parse_snapshot
 from __future__ import annotations
 
 from tbscale.environments.base import first_lines
-from tbscale.runner.findings import HOME_INSTALLER_SETTINGS, INSTALLER_SETTINGS, VERIFIER_LOGS
+from tbscale.runner.findings import HOME_INSTALLER_SETTINGS, INSTALLER_SETTINGS, UV_VIRTUALENV_MODULES, VERIFIER_LOGS
 from tbscale.types.guard import GuardSnapshot, MountState, ProcessInfo, ToolState
 
 CLEAR_VERIFIER_LOGS = (f"[ -d {VERIFIER_LOGS} ] && [ ! -L {VERIFIER_LOGS} ] && "
@@ -48,13 +50,41 @@ printf 'N\t%s\n' "$_now"
 printf 'D\t%s\n' "$PWD"
 printf 'V\t%s\n' "${HOME:-}"
 '''
+# The Python folders the verifier's Python runs from (`_py`), and the pyvenv.cfg of each virtualenv
+# among them (`_cfg`): the interpreter's own, and the `lib/python3*` of each virtualenv the verifier
+# activates or its uv commands use.
+PYTHON_FOLDERS = r'''
+_py=; _cfg=
+for d in /usr/lib/python3* /usr/local/lib/python3* /root/.local/lib/python3*; do [ -d "$d" ] && _py="$_py $d"; done
+# and those of each virtualenv the verifier activates (a `bin/activate` it sources: its Python
+# runs what they hold); the paths have no blanks or glob characters (verifier_reads.sourced_scripts)
+for _s in ${TBSCALE_SOURCED:-}; do
+  case "$_s" in */bin/activate) _v=${_s%/bin/activate}
+    case "$_v" in '~/'*) _v="$HOME/${_v#??}" ;; /*) ;; *) _v="${TBSCALE_WORKDIR:-$PWD}/$_v" ;; esac
+    _cfg="$_cfg $_v/pyvenv.cfg"
+    for d in "$_v"/lib/python3*; do [ -d "$d" ] && _py="$_py $d"; done ;;
+  esac
+done
+# and those of each `.venv` the verifier's uv commands use (verifier_reads.project_envs), a `Y`
+# line each: one with `?` in front only beside a pyproject.toml (uv takes it for a project's)
+for _s in ${TBSCALE_PROJECT_ENVS:-}; do
+  _v=${_s#\?}
+  case "$_v" in /*) _e=$_v ;; *) _e="${TBSCALE_WORKDIR:-$PWD}/$_v" ;; esac
+  [ "$_s" = "$_v" ] || [ -f "${_e%/.venv}/pyproject.toml" ] || continue
+  [ -d "$_e" ] || continue
+  printf 'Y\t%s\n' "$_v"
+  _cfg="$_cfg $_e/pyvenv.cfg"
+  for d in "$_e"/lib/python3*; do [ -d "$d" ] && _py="$_py $d"; done
+done
+'''
 # The paths whose status changed after $TBSCALE_SINCE, where they matter to the verifier (`C`
 # lines), in three places listed apart: the verifier's own paths, the workdir's pytest files and
 # the Python folders. At most 500 paths a place, and a `W` line naming a place that had more (an
 # output cut for its size counts the same): runner/findings.py reports either as
 # `listing_flooded`, so files written in bulk cannot push a planted one out of the listing unseen.
 # The Python folders: what the interpreter runs at start-up (sitecustomize, usercustomize, `.pth`
-# files, with an `I` line for a `.pth` with an import line, which site.py executes), the packages
+# files, with an `I` line for a `.pth` with an import line, which site.py executes, and the modules
+# the `.pth` files of setuptools and uv import: `_distutils_hack`, `_virtualenv`), the packages
 # pytest runs from, the standard library (and a zip of it, which sys.path puts before it), and
 # the packages' entry points (an `E` line for one that declares a pytest plugin, which pytest
 # loads unasked). Compiled modules are left out: the seal removes those the agent phase wrote
@@ -80,8 +110,12 @@ if [ -n "${TBSCALE_SINCE:-}" ]; then
   # `_each PATTERN REGEX MARK`: a MARK line for each path of the last listing that matches the
   # shell PATTERN and holds a line matching REGEX. A carriage return ends a line too: Python reads
   # a .pth file with universal newlines, so `/tmp<CR>import ...` runs its second line.
-  _each() { printf '%s\n' "$_found" | while IFS= read -r _f; do case "$_f" in $1) tr '\r' '\n' < "$_f" 2>/dev/null |
-            grep -qs -E "$2" && printf '%s\t%s\n' "$3" "$_f" ;; esac; done; }
+  _each() { printf '%s\n' "$_found" | while IFS= read -r _f; do case "$_f" in $1) _uvs_own "$_f" || { tr '\r' '\n' < "$_f" \
+            2>/dev/null | grep -qs -E "$2" && printf '%s\t%s\n' "$3" "$_f"; } ;; esac; done; }
+  # uv's own `_virtualenv.pth` (uv 0.3 to 0.10 write one into every virtualenv they make): its one
+  # line imports the `_virtualenv.py` beside it, which is uv's (findings.UV_VIRTUALENV_MODULES)
+  _uvs_own() { case "$1" in */_virtualenv.pth) [ "$(cat -- "$1" 2>/dev/null)" = "import _virtualenv" ] &&
+               sha256sum < "${1%.pth}.py" 2>/dev/null | grep -qs -E '^(@UV_VIRTUALENV@) ' ;; *) return 1 ;; esac; }
   # Every path listed here counts (the top of / only by the names that do): a flood of them
   # cannot hide one.
   _core() {
@@ -100,15 +134,9 @@ if [ -n "${TBSCALE_SINCE:-}" ]; then
   [ -n "${TBSCALE_WORKDIR:-}" ] && [ "$TBSCALE_WORKDIR" != / ] && _list workdir _newer "${TBSCALE_WORKDIR%/}/" -xdev -maxdepth 4 \
     \( -name pytest.py -o -path '*/pytest/__init__.py' -o -path '*/_pytest/__init__.py' -o -name conftest.py \
     -o -name sitecustomize.py -o -name usercustomize.py -o -name pip.conf \)
-  _py=; for d in /usr/lib/python3* /usr/local/lib/python3* /root/.local/lib/python3*; do [ -d "$d" ] && _py="$_py $d"; done
-  # and those of each virtualenv the verifier activates (a `bin/activate` it sources: its Python
-  # runs what they hold); the paths have no blanks or glob characters (verifier_reads.sourced_scripts)
-  for _s in ${TBSCALE_SOURCED:-}; do
-    case "$_s" in */bin/activate) _v=${_s%/bin/activate}
-      case "$_v" in '~/'*) _v="$HOME/${_v#??}" ;; /*) ;; *) _v="${TBSCALE_WORKDIR:-$PWD}/$_v" ;; esac
-      for d in "$_v"/lib/python3*; do [ -d "$d" ] && _py="$_py $d"; done ;;
-    esac
-  done
+@PYTHON_FOLDERS@  # their pyvenv.cfg: its `home` says where their Python takes its standard library from
+  # (guard.py `_venv_homes` reads a changed one from outside)
+  [ -n "$_cfg" ] && _list venvs _newer $_cfg -maxdepth 0
   if [ -n "$_py" ]; then
     _python() {
       _newer $_py /etc/python3* /usr/lib/python3*.zip /usr/local/lib/python3*.zip -xdev \( \( \
@@ -116,6 +144,7 @@ if [ -n "${TBSCALE_SINCE:-}" ]; then
         -o -path '*-packages/_pytest/*' -o -path '*-packages/pytest/*' -o -path '*-packages/pluggy/*' \
         -o -path '*-packages/iniconfig/*' -o -path '*-packages/packaging/*' -o -path '*-packages/exceptiongroup/*' \
         -o -path '*-packages/tomli/*' -o -name pytest.py -o -name py.py \
+        -o -path '*-packages/_distutils_hack/*' -o -name _virtualenv.py \
         -o \( ! -path '*-packages/*' \( -name '*.py' -o -name '*.so' -o -name '*.zip' \) \) \) ! -path '*/__pycache__/*' \)
       # A folder of these, or one right under it (dist-packages), made a link: find does not walk
       # where a link points, so the link itself is listed.
@@ -126,10 +155,26 @@ if [ -n "${TBSCALE_SINCE:-}" ]; then
     # Anywhere in the file: importlib.metadata splits lines at \v, \f and more, and strips the brackets
     # of `[[pytest11]]`; every header it reads as pytest11 holds `[pytest11]`.
     case "$_found" in *entry_points.txt*) _each '*/entry_points.txt' '\[pytest11\]' E ;; esac
+    # a `K` line for a `_virtualenv.py` that is uv's own (findings.UV_VIRTUALENV_MODULES)
+    case "$_found" in *_virtualenv.py*) printf '%s\n' "$_found" | while IFS= read -r _f; do case "$_f" in
+      */_virtualenv.py) sha256sum < "$_f" 2>/dev/null | grep -qs -E '^(@UV_VIRTUALENV@) ' && printf 'K\t%s\n' "$_f" ;;
+    esac; done ;; esac
   fi
 fi
-'''.replace("@INSTALLER_SETTINGS@", " ".join(
+'''.replace("@PYTHON_FOLDERS@", PYTHON_FOLDERS).replace("@UV_VIRTUALENV@", "|".join(UV_VIRTUALENV_MODULES)).replace("@INSTALLER_SETTINGS@", " ".join(
     [*INSTALLER_SETTINGS, *(f"{home}/{name}" for home in ("/root", "/home/*") for name in HOME_INSTALLER_SETTINGS)]))
+# setuptools' files that every start of a Python runs where they are (`distutils-precedence.pth` and
+# the `_distutils_hack` it imports), a `Q` line each (digest, path), at the baseline and after the
+# agent phase: `python3 -m venv` on Python 3.11 and earlier copies setuptools into every virtualenv
+# it makes, so such a file written byte for byte as the image had one at the baseline is the image's
+# own code (findings.tampering_entries).
+STARTUP_COPIES = PYTHON_FOLDERS + r'''
+_q=
+for d in $_py; do
+  for f in "$d"/*-packages/_distutils_hack/*.py "$d"/*-packages/distutils-precedence.pth; do [ -f "$f" ] && _q="$_q $f"; done
+done
+[ -z "$_q" ] || sha256sum -- $_q 2>/dev/null | while IFS= read -r _h; do printf 'Q\t%s\t%s\n' "${_h%% *}" "${_h#*  }"; done
+'''
 # Run by the seal after the sweep: every compiled module the agent phase wrote or changed in the
 # Python folders is removed (a `B` line counts them), so the verifier's Python compiles each module
 # from its source again. A `.pyc` whose header gives its source's time and size is loaded in place
@@ -309,9 +354,11 @@ def parse_snapshot(output: str) -> GuardSnapshot:
     tools: dict[str, ToolState | None] = {}
     mounts: dict[str, MountState] = {}
     changes: dict[str, int] = {}
-    marked: dict[str, list[str]] = {"W": [], "I": [], "E": []}
+    marked: dict[str, list[str]] = {"W": [], "I": [], "E": [], "K": []}
     sourced: dict[str, str] = {}
     project: dict[str, str] = {}
+    envs: list[str] = []
+    copies: dict[str, str] = {}
     now = removed = workdir = home = None
     _, conflicts = first_lines(output, _value_line)
     lines = [line.split("\t") for line in output.splitlines()]
@@ -335,6 +382,10 @@ def parse_snapshot(output: str) -> GuardSnapshot:
             sourced.setdefault(parts[1], parts[2])
         elif parts[0] == "J" and len(parts) == 3:
             project.setdefault(parts[1], parts[2])
+        elif parts[0] == "Y" and len(parts) == 2 and parts[1] not in envs:
+            envs.append(parts[1])
+        elif parts[0] == "Q" and len(parts) == 3:
+            copies.setdefault(parts[2], parts[1])
         elif parts[0] in marked and len(parts) == 2:
             marked[parts[0]].append(parts[1])
         elif parts[0] == "B" and len(parts) == 2 and parts[1].strip().isdigit():
@@ -357,12 +408,18 @@ def parse_snapshot(output: str) -> GuardSnapshot:
             mounts[parts[1]] = mount
     snap: GuardSnapshot = {"tools": tools, "mounts": mounts, "now": now, "changes": changes,
                            "flooded": marked["W"], "executes": marked["I"], "plugins": marked["E"]}
+    if marked["K"]:
+        snap["uv_own"] = marked["K"]
     if removed is not None:
         snap["bytecode_removed"] = removed
     if sourced:
         snap["sourced"] = sourced
     if project:
         snap["project"] = project
+    if envs:
+        snap["project_envs"] = envs
+    if copies:
+        snap["startup_copies"] = copies
     if workdir:
         snap["workdir"] = workdir
     if home:

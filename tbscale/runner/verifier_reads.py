@@ -4,6 +4,7 @@ their text with the shell tokenizer (shell/parse.py) before anything runs: the v
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -53,8 +54,8 @@ def tool_names(verifier, tests_dirs: list[Path] | None = None) -> list[str]:
     return reads.names + reads.in_folders
 
 
-def _program_names(texts: list[str], shebangs: list[str]) -> list[str]:
-    names: list[str] = list(DEFAULT_TOOLS)
+def _program_names(texts: list[str], shebangs: list[str], defaults: tuple[str, ...] = DEFAULT_TOOLS) -> list[str]:
+    names: list[str] = list(defaults)
 
     def add(word: str) -> None:
         if word and word not in _SHELL_WORDS and re.fullmatch(r"[A-Za-z0-9_./+-]+", word) and word not in names:
@@ -183,6 +184,60 @@ def reads_project(texts: list[str]) -> bool:
     return any(_PROJECT_COMMANDS.search(text) for text in texts)
 
 
+# uv's commands that run in or install into an environment they find by the folder they run in:
+# the project's `.venv` (`uv run`, `uv sync`, `uv add`, `uv remove`; made when missing) and, with no
+# virtualenv active, a `.venv` there for `uv run` and `uv pip` too. terminal-bench's task template
+# runs `uv init`, `uv add pytest==8.4.1` and `uv run pytest ...` in the workdir.
+_ENV_COMMANDS = re.compile(r"(?:^|[\s;&|(])(?:\S*/)?uv\s+(init|run|sync|add|remove|pip)\b")
+_ACTIVATES = re.compile(r"(?:^|[\s;&|(])(?:source|\.)\s+\S*bin/activate\b|\bconda\s+activate\b")
+
+
+def project_envs(texts: list[str], tests_mount: str | None = None) -> list[str]:
+    """The `.venv` folders the verifier's uv commands would use, by the folder each runs in (the
+    workdir, as a relative `.venv`, until a `cd` to a path the script names; a folder under the
+    tests mount is left out: the verifier's own). One the agent made there before the verifier ran
+    is what `uv add` installs into and `uv run` runs: a `.pth` line in it, or a `pytest` in its
+    `bin`, passed fix-python-inventory unseen before 2026-12-05. Where the script activates a
+    virtualenv, uv uses the `.venv` only for a project: such a folder comes with a `?` in front, and
+    the check takes it only where a `pyproject.toml` is beside it (or the script runs `uv init`
+    there first)."""
+    project_only: dict[str, bool] = {}  # env -> taken only beside a pyproject.toml
+    for text in texts:
+        activated, cwd, made = bool(_ACTIVATES.search(text)), "", set()
+        for segment in split_segments(text):
+            inv = invocation(segment)
+            if inv.raw_program == "cd":
+                cwd = _moved(cwd, inv.args[0] if inv.args else "~")
+                continue
+            found = _ENV_COMMANDS.search(segment.text)
+            if not found or cwd is None or (tests_mount and cwd.startswith("/") and _below(cwd, tests_mount)):
+                continue
+            if found.group(1) == "init":
+                made.add(cwd)
+                continue
+            env = f"{cwd.rstrip('/')}/.venv" if cwd else ".venv"
+            project_only[env] = project_only.get(env, True) and activated and cwd not in made
+    return [("?" if only else "") + env for env, only in project_only.items()][:8]
+
+
+def _moved(cwd: str | None, target: str) -> str | None:
+    """The folder after `cd target` from `cwd` ("" the workdir; None a folder the script does not
+    name, as after `cd "$TEST_DIR"` or `cd ..` from the workdir)."""
+    if re.fullmatch(r"/[A-Za-z0-9_./+-]*", target):
+        return posixpath.normpath(target)
+    if cwd is None or not re.fullmatch(r"[A-Za-z0-9_.+-][A-Za-z0-9_./+-]*", target):
+        return None
+    if cwd:
+        return posixpath.normpath(posixpath.join(cwd, target))
+    moved = posixpath.normpath(target)
+    return None if moved == ".." or moved.startswith("../") else ("" if moved == "." else moved)
+
+
+def _below(path: str, root: str) -> bool:
+    root = root.rstrip("/") or "/"
+    return path == root or path.startswith(root + "/")
+
+
 # uv's options that take a value (`-p 3.13`, `--with pytest==8.4.1`): skipped when looking for the
 # program it runs. Harbor's test scripts run `uvx -p 3.13 -w pytest==8.4.1 ... pytest ...`.
 _UV_VALUE_OPTIONS = frozenset({"-p", "--python", "-w", "--with", "--from", "--with-requirements", "--with-editable",
@@ -212,11 +267,18 @@ class VerifierReads:
     in_folders: list[str]  # the same in the folders it puts first on PATH: `~/` the home, relative the workdir
     sourced: list[str]  # the scripts it sources, then the pyvenv.cfg of each virtualenv it makes
     project: bool  # it runs uv commands that read the workdir's project (`reads_project`)
+    envs: list[str]  # the `.venv` folders its uv commands use (`project_envs`; `?`: only beside a project)
 
 
 def read_verifier(verifier, tests_dirs: list[Path] | None = None) -> VerifierReads:
-    """The scripts read once, and each question asked of their text."""
+    """The scripts read once, and each question asked of their text. The programs the scripts run
+    are also looked for in the `bin` of each `.venv` their uv commands use (`uv run` puts it first
+    on PATH), with the interpreter the console scripts there start."""
     texts, shebangs = _verifier_texts(verifier, tests_dirs)
     names, sourced = _program_names(texts, shebangs), sourced_scripts(verifier, tests_dirs, texts)
-    return VerifierReads(names, _in_folders(names, texts, sourced), sourced + verifier_venvs(texts),
-                         reads_project(texts))
+    envs = project_envs(texts, getattr(verifier, "tests_mount", None))
+    run = [n for n in _program_names(texts, [], ("python", "python3"))
+           if "/" not in n and n not in _NOT_IN_FOLDERS and n not in ("uv", "uvx")]
+    in_envs = [f"{env.lstrip('?')}/bin/{n}" for env in envs for n in run]
+    return VerifierReads(names, (_in_folders(names, texts, sourced) + in_envs)[:MAX_TOOLS], sourced + verifier_venvs(texts),
+                         reads_project(texts), envs)

@@ -85,11 +85,14 @@ class GuardSnapshot(TypedDict, total=False):
     flooded: list[str]  # places with more changed paths than the listing keeps of one (runner/guard.py `_CHANGES`)
     executes: list[str]  # changed `.pth` files with a line site.py executes (`import ...`)
     plugins: list[str]  # changed entry_points.txt files that declare a pytest plugin (`[pytest11]`)
+    startup_copies: dict[str, str]  # setuptools' start-up files in the Python folders -> sha256 (`Q`)
+    uv_own: list[str]  # changed `_virtualenv.py` files that are uv's own (`K`: findings.UV_VIRTUALENV_MODULES)
     bytecode_removed: int  # compiled modules the agent phase wrote, removed before the verifier (`_BYTECODE`)
     no_find: bool  # the environment has no `find`: the check inside cannot list changed paths
     workdir: str  # the folder an exec starts in, where the verifier runs unless it names one (`D`)
     home: str  # root's home, as an exec gets it from /etc/passwd (`V`)
     project: dict[str, str]  # the workdir's pyproject.toml and uv.lock -> digest, `-` absent, `other` (`J`)
+    project_envs: list[str]  # the `.venv` folders the verifier's uv commands use, as the scripts name them (`Y`)
     sourced: dict[str, str]  # script the verifier sources -> digest of the lines that run, `-` absent, `other` (`F`)
 
 
