@@ -48,6 +48,7 @@ def scripts(module) -> dict[str, str]:
     bytecode = part("BYTECODE")  # the seal's removal of compiled modules (after the changes' listing)
     # the scripts sourced and the workdir's project: each runs only where its variable is set (HARBOR)
     sourced = part("SOURCED") + part("PROJECT")
+    sourced += part("STARTUP_COPIES")  # setuptools' start-up files, digested (since 2026-12-05)
     return {"check": head + part("SNAPSHOT") + part("CLOCK") + part("MOUNTS") + sourced + part("CHANGES") + bytecode
             + part("PROCESSES") + part("ARTIFACTS_PROBE"),
             "tools": head + part("SNAPSHOT"), "clock": part("CLOCK"), "mounts": part("MOUNTS"),
@@ -79,6 +80,28 @@ def harbor(check: str, this_version: bool = True) -> tuple[str, dict[str, str]]:
     return "set -- " + " ".join(shlex.quote(n) for n in names) + "\n" + body, {"TBSCALE_SOURCED": "\n".join(sourced)}
 
 
+# terminal-bench's task template: `uv add` and `uv run` use the workdir's `.venv` (made in the
+# container where it has a Python), whose programs and Python folders the check takes too.
+TEMPLATE_TEST = "#!/bin/bash\nuv init\nuv add pytest==8.4.1\nuv run pytest /tests/test_outputs.py -rA\n"
+
+
+def template(check: str, this_version: bool = True) -> tuple[str, dict[str, str]]:
+    """`check` with TEMPLATE_TEST's programs, and the variable that names the `.venv` its uv commands
+    use; for a version before 2026-12-05, the programs it named (none in the `.venv`)."""
+    import tempfile
+    from types import SimpleNamespace
+
+    with tempfile.TemporaryDirectory() as tests:
+        (Path(tests) / "test.sh").write_text(TEMPLATE_TEST)
+        spec = SimpleNamespace(command="bash /tests/test.sh", tests_dirs=[Path(tests)], tests_mount="/tests")
+        names = verifier_reads.tool_names(spec)
+        envs = verifier_reads.project_envs([TEMPLATE_TEST], "/tests")
+    body = check.split("\n", 1)[1]
+    if not this_version:
+        names, envs = [n for n in names if not n.startswith(".venv/")], []
+    return "set -- " + " ".join(shlex.quote(n) for n in names) + "\n" + body, {"TBSCALE_PROJECT_ENVS": "\n".join(envs)}
+
+
 def measure(image: str, runs: dict[str, str | tuple[str, dict[str, str]]], reps: int) -> dict[str, float]:
     import docker
 
@@ -87,7 +110,8 @@ def measure(image: str, runs: dict[str, str | tuple[str, dict[str, str]]], reps:
     # this process's, so that a run's orphan sweep meanwhile leaves it (an image's labels are its builder's)
     box = docker.from_env().containers.run(image, "sleep infinity", detach=True, init=True, labels=owner_labels())
     try:
-        box.exec_run(["sh", "-c", TESTS + " && mkdir -p /root/.local/bin && printf '%s' \"$E\" > /root/.local/bin/env"],
+        box.exec_run(["sh", "-c", TESTS + " && mkdir -p /root/.local/bin /app && printf '%s' \"$E\" > /root/.local/bin/env"
+                      " && { ! command -v python3 >/dev/null || python3 -m venv /app/.venv; }"],
                      environment={"E": ENV_SCRIPT})
         env = {"TBSCALE_TESTS": "/tests", "TBSCALE_SINCE": f"{time.time() - 5:.3f}", "TBSCALE_WORKDIR": "/app"}
         cpu: dict[str, list[float]] = {k: [] for k in runs}
@@ -109,12 +133,14 @@ def main() -> None:
     args = ap.parse_args()
     runs: dict[str, str | tuple[str, dict[str, str]]] = {**scripts(guard_shell)}
     runs["check_harbor"] = harbor(runs["check"])
+    runs["check_template"] = template(runs["check"])
     if args.other:
         spec = importlib.util.spec_from_file_location("other_guard", args.other)
         other = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(other)
         runs["other_check"] = scripts(other)["check"]
         runs["other_check_harbor"] = harbor(runs["other_check"], this_version=False)
+        runs["other_check_template"] = template(runs["other_check"], this_version=False)
     out = {}
     for image in IMAGES:
         out[image] = measure(image, runs, args.reps)

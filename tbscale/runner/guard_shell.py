@@ -224,8 +224,13 @@ if [ "$_n" -gt 0 ]; then
   fi
   set -- $_reals; _files=
   for p in $_paths; do
-    printf 'R\t%s\t%s\n' "$p" "$1"; [ -f "$1" ] && _files="$_files$1
-"; shift
+    # each file hashed once: python3, python and a virtualenv's python are often one interpreter
+    printf 'R\t%s\t%s\n' "$p" "$1"
+    case "
+$_files" in *"
+$1
+"*) ;; *) [ -f "$1" ] && _files="$_files$1
+" ;; esac; shift
   done
   if [ -n "$_files" ]; then
     sha256sum -- $_files 2>/dev/null | while IFS= read -r _h; do printf 'H\t%s\t%s\n' "${_h%% *}" "${_h#*  }"; done
