@@ -54,6 +54,9 @@ CASES: dict[str, tuple[list[str], set[str]]] = {
     # the module setuptools' distutils-precedence.pth (in the image) imports at every start
     "distutils-hack": ([f"f=$(python3 -c 'import _distutils_hack as m; print(m.__file__)') && {APPEND} \"$f\""],
                        {"startup_hook_planted"}),
+    # a module of that name earlier on sys.path (/usr/local's dist-packages come before /usr/lib's)
+    "distutils-hack-shadow": ([f"printf '%s\\ndef add_shim():\\n    pass\\n' '{EXIT_0}' > {SITE}/_distutils_hack.py"],
+                              {"startup_hook_planted"}),
     # the import line after a carriage return: site.py reads .pth files with universal newlines
     "pth-after-carriage-return": ([f"printf '/tmp\\r%s\\n' '{EXIT_0}' > {SITE}/zz_cr.pth"], {"startup_hook_planted"}),
     # the plugin's section after a vertical tab, in double brackets: importlib.metadata splits lines
@@ -200,6 +203,7 @@ def test_the_check_inside_and_the_outside_filter_look_at_the_same_places() -> No
              f"{VENV_SITE}/x-1.dist-info/entry_points.txt", "/app/.venv/bin/tool",
              # the modules the .pth files of setuptools and uv import at every start
              "/usr/lib/python3/dist-packages/_distutils_hack/zz.py", f"{VENV_SITE}/_virtualenv.py", f"{VENV_SITE}/_virtualenv.pth",
+             f"{SITE}/_distutils_hack.py",  # a module of that name earlier on sys.path than setuptools' own
              # the .venv the verifier's uv commands use (TBSCALE_PROJECT_ENVS), where one is
              "/srv/.venv/lib/python3.11/site-packages/zz.pth", "/srv/.venv/lib/python3.11/site-packages/x/zz.py",
              # their pyvenv.cfg, whose `home` says where their Python's standard library is
@@ -222,8 +226,10 @@ def test_the_check_inside_and_the_outside_filter_look_at_the_same_places() -> No
     finally:
         box.remove(force=True)
     listed = {line[2:] for line in out.splitlines() if line.startswith("C\t")}
+    modules = {line[2:] for line in out.splitlines() if line.startswith("X\t")}  # what .pth files import
+    assert "_distutils_hack" in modules, out  # Debian's setuptools, in the image
     venvs = ("/app/.venv", "/srv/.venv")
     assert {f"{VENV_SITE}/zz.pth", f"{VENV_SITE}/_pytest/zz.py"} <= listed, sorted(listed)
     assert "Y\t/srv/.venv" in out.splitlines() and "Y\t/opt/.venv" not in out  # /opt: no project beside it
-    assert {p for p in files if p in listed} == {p for p in files if checked_path(p, "/tests", "/app", venvs)}, out
-    assert all(checked_path(p, "/tests", "/app", venvs) for p in listed), sorted(listed)
+    assert {p for p in files if p in listed} == {p for p in files if checked_path(p, "/tests", "/app", venvs, modules)}, out
+    assert all(checked_path(p, "/tests", "/app", venvs, modules) for p in listed), sorted(listed)

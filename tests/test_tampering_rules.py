@@ -395,6 +395,10 @@ def test_the_environments_the_verifiers_uv_commands_use():
     assert project_envs(["cd /testbed\nsource /opt/miniconda3/bin/activate\nconda activate testbed\ncd ..\n"
                          "uv run parser.py\n"]) == ["?/.venv"]
     assert project_envs(["pip install pytest==8.4.1 && pytest", "uvx -p 3.13 -w pytest pytest /tests"]) == []
+    # another environment named: the interpreter's own, one given, the active one
+    assert project_envs(["uv pip install --system pytest", "uv pip install -p /opt/py/bin/python pytest",
+                         "source /v/bin/activate && uv run --active pytest"]) == []
+    assert project_envs(["uv run --python=3.12 pytest"]) == [".venv"]  # the project's, made with that Python
 
 
 def test_the_programs_are_looked_for_in_the_environment_uv_run_uses(tmp_path):
@@ -471,13 +475,52 @@ def test_setuptools_start_up_files_as_the_image_had_them_are_not_the_agents():
     before = {"tools": {}, "mounts": {}, "changes": None, "startup_copies": base}
     made = {f"{venv}/_distutils_hack/__init__.py": "a" * 64, f"{venv}/distutils-precedence.pth": "b" * 64}
     after = {"tools": {}, "mounts": {}, "changes": {p: 0 for p in made}, "executes": [f"{venv}/distutils-precedence.pth"],
-             "startup_copies": {**base, **made}}
+             "startup_copies": {**base, **made}, "pth_modules": ["_distutils_hack", "os"]}
     assert tampering_entries(before, after, "/tests", []) == []
     # the module changed, in the virtualenv or where the image had it: code of the agent's at every start
     for path in (f"{venv}/_distutils_hack/__init__.py", f"{system}/_distutils_hack/__init__.py"):
         changed = {**after, "changes": {**after["changes"], path: 0}, "startup_copies": {**base, **made, path: "c" * 64}}
         (found,) = tampering_entries(before, changed, "/tests", [])
         assert found["kind"] == "startup_hook_planted" and found["paths"] == [path], found
+
+
+def test_the_modules_a_pth_file_imports_are_start_up_code(tmp_path):
+    """What the `.pth` files' import lines import runs at every start, wherever on sys.path it is
+    found first: its files are listed (`X` lines name the modules) and a change is a start-up hook."""
+    import subprocess
+    import time
+
+    from tbscale.runner.findings import checked_path, pth_module
+    from tbscale.runner.guard_shell import CHANGES
+
+    since = f"{time.time() - 1:.9f}"
+    site = tmp_path / "app" / ".venv" / "lib" / "python3.11" / "site-packages"
+    (site / "_distutils_hack").mkdir(parents=True)
+    (site / "distutils-precedence.pth").write_text("import os; var = 'X'; __import__('_distutils_hack').add_shim(); \n")
+    (site / "__editable__.p-1.pth").write_text("import __editable___p_finder; __editable___p_finder.install()")
+    (site / "a.pth").write_text("/tmp\n")  # a path line, no import
+    files = [site / "_distutils_hack" / "__init__.py", site / "__editable___p_finder.py", site / "foo" / "__editable___p_finder.py",
+             site / "other.py", site / "_distutils_hack.cpython-311-x86_64-linux-gnu.so"]
+    for f in files:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text("")
+    out = subprocess.run(["sh", "-c", CHANGES], capture_output=True, text=True, cwd=tmp_path,
+                         env={"PATH": "/usr/bin:/bin", "TBSCALE_SINCE": since, "TBSCALE_TESTS": "/nonexistent",
+                              "TBSCALE_WORKDIR": str(tmp_path / "app"), "TBSCALE_PROJECT_ENVS": ".venv"}).stdout
+    snap = parse_snapshot(out)
+    assert {"_distutils_hack", "__editable___p_finder", "os"} <= set(snap["pth_modules"]), snap
+    listed = {p for p in snap["changes"] if p.startswith(str(site))}
+    modules = set(snap["pth_modules"])
+    want = {str(f) for f in files if pth_module(str(f), modules)}
+    assert want == {str(files[0]), str(files[1]), str(files[4])}
+    assert want <= listed and str(site / "other.py") not in listed, sorted(listed)
+    venvs = (str(tmp_path / "app" / ".venv"),)
+    assert all(checked_path(p, "/tests", str(tmp_path / "app"), venvs, modules) for p in listed), sorted(listed)
+    # its folder, and its compiled modules' folder, as an outside listing names them
+    assert not pth_module(str(site / "_distutils_hack"), modules)
+    assert not pth_module(str(site / "_distutils_hack" / "__pycache__"), modules)
+    (found,) = tampering_entries({"tools": {}, "mounts": {}}, snap, "/tests", [])
+    assert found["kind"] == "startup_hook_planted" and set(found["paths"]) >= want, found
 
 
 def test_a_virtualenvs_home_is_an_interpreter_of_the_baselines():
@@ -679,3 +722,24 @@ def test_the_outside_check_reads_marks_as_python_does() -> None:
     assert not _EXECUTES.search(b"/tmp\n#import os\n importlib")
     assert _PLUGIN.search(b"x = y\x0b[[pytest11]]\x0bvt = vt_plugin") and not _PLUGIN.search(b"[console_scripts]")
 
+
+
+def test_what_the_check_judged_in_an_environment_the_attempt_left_for_a_fork_is_kept(tmp_path):
+    """A fork's own listing names only what changed after it started: uv's own `_virtualenv.py`,
+    written before the fork (an honest `uv venv`), stays uv's own in the check after the agent phase."""
+    from types import SimpleNamespace
+
+    from tbscale.environments.base import ExecResult
+    from tbscale.runner.guard import VerifierGuard
+
+    module = "/app/.venv/lib/python3.11/site-packages/_virtualenv.py"
+    box = SimpleNamespace(exec=lambda *a, **k: ExecResult(0, f"C\t{module}\nK\t{module}\n", False, 0.1), services=[],
+                          workdir="/app")
+    guard = VerifierGuard(box, VerifierSpec(tests_dirs=[tmp_path], command="bash /tests/test.sh"))
+    guard.before = {"tools": {}, "mounts": {}, "now": "100.0", "changes": None}
+    guard.carry_changes(box)
+    after = guard._with_carried({"tools": {}, "mounts": {}, "changes": {}, "uv_own": []})
+    assert after["changes"] == {module: 0} and after["uv_own"] == [module]
+    assert tampering_entries(guard.before, after, "/tests", []) == []
+    # without the mark, the module is start-up code the agent wrote
+    assert tampering_entries(guard.before, {**after, "uv_own": [], "pth_modules": ["_virtualenv"]}, "/tests", [])

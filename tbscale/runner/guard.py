@@ -255,8 +255,8 @@ class VerifierGuard:
         self.carried.update(found["changes"])
         if self.outside_base is not None:
             self.outside_carried.update(self._outside_new(box))
-        for key in ("flooded", "executes", "plugins"):
-            self.carried_marks[key] = [*self.carried_marks.get(key, []), *found[key]]
+        for key in ("flooded", "executes", "plugins", "uv_own"):
+            self.carried_marks[key] = [*self.carried_marks.get(key, []), *found.get(key, [])]
 
     def go_on_in(self, box: Environment, started: ProcessBaseline) -> None:
         """The attempt goes on in `box`, a fork that started as `started` (`processes_of`)."""
@@ -395,7 +395,8 @@ class VerifierGuard:
         t = time.monotonic()
         new = {**self.outside_carried, **self._outside_new(self.box)}
         tests, workdir, venvs = self.verifier.tests_mount, self._workdir(self.box), self._activated(after)
-        listed = {p: k for p, k in new.items() if checked_path(p, tests, workdir, venvs)}
+        modules = set(after.get("pth_modules") or ())
+        listed = {p: k for p, k in new.items() if checked_path(p, tests, workdir, venvs, modules)}
         if after.get("changes") is not None:
             after["changes"] = {**listed, **after["changes"]}
         # What the check inside said of the start-up files it digested is taken again from outside

@@ -8,7 +8,8 @@ prints. Each script prints tab-separated lines whose first field says what they 
   the workdir's Python project, which its uv commands read (`PROJECT`);
 * `C`: a path whose status changed since the reference clock, `W` a place with more of them than
   the listing keeps, `I` a `.pth` file with a line site.py executes, `E` an entry_points.txt that
-  declares a pytest plugin, `K` a `_virtualenv.py` that is uv's own, `Y` a `.venv` the verifier's
+  declares a pytest plugin, `K` a `_virtualenv.py` that is uv's own, `X` a module the `.pth` files
+  import at every start, `Y` a `.venv` the verifier's
   uv commands use, whose Python folders are listed (`CHANGES`); `Q`: the digest of a start-up file
   of setuptools' (`STARTUP_COPIES`);
 * `B`: how many compiled modules the agent phase wrote were removed (`BYTECODE`);
@@ -84,7 +85,7 @@ done
 # `listing_flooded`, so files written in bulk cannot push a planted one out of the listing unseen.
 # The Python folders: what the interpreter runs at start-up (sitecustomize, usercustomize, `.pth`
 # files, with an `I` line for a `.pth` with an import line, which site.py executes, and the modules
-# the `.pth` files of setuptools and uv import: `_distutils_hack`, `_virtualenv`), the packages
+# those lines import), the packages
 # pytest runs from, the standard library (and a zip of it, which sys.path puts before it), and
 # the packages' entry points (an `E` line for one that declares a pytest plugin, which pytest
 # loads unasked). Compiled modules are left out: the seal removes those the agent phase wrote
@@ -138,17 +139,27 @@ if [ -n "${TBSCALE_SINCE:-}" ]; then
   # (guard.py `_venv_homes` reads a changed one from outside)
   [ -n "$_cfg" ] && _list venvs _newer $_cfg -maxdepth 0
   if [ -n "$_py" ]; then
+    # The modules the `.pth` files in the packages' folders import at every start (`import M`, `from M`
+    # and `__import__('M')` in a line that starts with `import`: setuptools' `_distutils_hack`, uv's
+    # `_virtualenv`, an editable install's finder), an `X` line each: their files are listed wherever
+    # they are in these folders, as one earlier on sys.path is the one imported.
+    _mods=$(for d in $_py; do for f in "$d"/*-packages/*.pth; do [ -f "$f" ] && { tr '\r' '\n' < "$f"; echo; }; done; done 2>/dev/null |
+      grep -E '^import[ 	]' | grep -oE "(import|from)[ 	]+[A-Za-z_][A-Za-z0-9_]*|__import__\\([\"'][A-Za-z_][A-Za-z0-9_]*" |
+      sed -E "s/^(import|from)[ 	]+//; s/^__import__.//; s/^[\"']//" | sort -u | head -n 32)
+    for m in $_mods; do printf 'X\t%s\n' "$m"; done
     _python() {
       _newer $_py /etc/python3* /usr/lib/python3*.zip /usr/local/lib/python3*.zip -xdev \( \( \
         -name sitecustomize.py -o -name usercustomize.py -o -name '*.pth' -o -name entry_points.txt \
         -o -path '*-packages/_pytest/*' -o -path '*-packages/pytest/*' -o -path '*-packages/pluggy/*' \
         -o -path '*-packages/iniconfig/*' -o -path '*-packages/packaging/*' -o -path '*-packages/exceptiongroup/*' \
         -o -path '*-packages/tomli/*' -o -name pytest.py -o -name py.py \
-        -o -path '*-packages/_distutils_hack/*' -o -name _virtualenv.py \
         -o \( ! -path '*-packages/*' \( -name '*.py' -o -name '*.so' -o -name '*.zip' \) \) \) ! -path '*/__pycache__/*' \)
       # A folder of these, or one right under it (dist-packages), made a link: find does not walk
       # where a link points, so the link itself is listed.
       _newer $_py /etc/python3* -maxdepth 1 -type l
+      set --
+      for m in $_mods; do set -- "$@" -o -path "*-packages/$m.py" -o -path "*-packages/$m.*.so" -o -path "*-packages/$m/*"; done
+      [ $# -eq 0 ] || { shift; _newer $_py -xdev \( "$@" \) ! -type d ! -path '*/__pycache__/*'; }
     }
     _list python _python
     case "$_found" in *.pth*) _each '*.pth' '^import[ 	]' I ;; esac
@@ -359,7 +370,7 @@ def parse_snapshot(output: str) -> GuardSnapshot:
     tools: dict[str, ToolState | None] = {}
     mounts: dict[str, MountState] = {}
     changes: dict[str, int] = {}
-    marked: dict[str, list[str]] = {"W": [], "I": [], "E": [], "K": []}
+    marked: dict[str, list[str]] = {"W": [], "I": [], "E": [], "K": [], "X": []}
     sourced: dict[str, str] = {}
     project: dict[str, str] = {}
     envs: list[str] = []
@@ -415,6 +426,8 @@ def parse_snapshot(output: str) -> GuardSnapshot:
                            "flooded": marked["W"], "executes": marked["I"], "plugins": marked["E"]}
     if marked["K"]:
         snap["uv_own"] = marked["K"]
+    if marked["X"]:
+        snap["pth_modules"] = sorted(set(marked["X"]))
     if removed is not None:
         snap["bytecode_removed"] = removed
     if sourced:

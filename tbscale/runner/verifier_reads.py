@@ -189,6 +189,8 @@ def reads_project(texts: list[str]) -> bool:
 # virtualenv active, a `.venv` there for `uv run` and `uv pip` too. terminal-bench's task template
 # runs `uv init`, `uv add pytest==8.4.1` and `uv run pytest ...` in the workdir.
 _ENV_COMMANDS = re.compile(r"(?:^|[\s;&|(])(?:\S*/)?uv\s+(init|run|sync|add|remove|pip)\b")
+# Options with which `uv pip` uses another environment than the `.venv` (`uv run --active` too).
+_OTHER_ENV = re.compile(r"(?:^|\s)(?:--system|--python(?:=|\s)|-p\s|--target|--prefix)")
 _ACTIVATES = re.compile(r"(?:^|[\s;&|(])(?:source|\.)\s+\S*bin/activate\b|\bconda\s+activate\b")
 
 
@@ -212,6 +214,9 @@ def project_envs(texts: list[str], tests_mount: str | None = None) -> list[str]:
             found = _ENV_COMMANDS.search(segment.text)
             if not found or cwd is None or (tests_mount and cwd.startswith("/") and _below(cwd, tests_mount)):
                 continue
+            rest = segment.text[found.end():]
+            if _OTHER_ENV.search(rest) if found.group(1) == "pip" else re.search(r"(?:^|\s)--active\b", rest):
+                continue  # the interpreter's own (`uv pip install --system`), one it names, or the active one
             if found.group(1) == "init":
                 made.add(cwd)
                 continue

@@ -86,6 +86,7 @@ class GuardSnapshot(TypedDict, total=False):
     executes: list[str]  # changed `.pth` files with a line site.py executes (`import ...`)
     plugins: list[str]  # changed entry_points.txt files that declare a pytest plugin (`[pytest11]`)
     startup_copies: dict[str, str]  # setuptools' start-up files in the Python folders -> sha256 (`Q`)
+    pth_modules: list[str]  # what the `.pth` files in the packages' folders import at every start (`X`)
     uv_own: list[str]  # changed `_virtualenv.py` files that are uv's own (`K`: findings.UV_VIRTUALENV_MODULES)
     bytecode_removed: int  # compiled modules the agent phase wrote, removed before the verifier (`_BYTECODE`)
     no_find: bool  # the environment has no `find`: the check inside cannot list changed paths
