@@ -743,3 +743,24 @@ def test_what_the_check_judged_in_an_environment_the_attempt_left_for_a_fork_is_
     assert tampering_entries(guard.before, after, "/tests", []) == []
     # without the mark, the module is start-up code the agent wrote
     assert tampering_entries(guard.before, {**after, "uv_own": [], "pth_modules": ["_virtualenv"]}, "/tests", [])
+
+
+def test_a_task_yaml_tasks_run_tests_sh_is_read_as_its_test_script(tmp_path):
+    """A Terminal-Bench task.yaml task's test script is run-tests.sh, copied into /tests beside its
+    tests/ folder (tasks/terminal_bench.py): what it runs, sources and makes is read like a test.sh's.
+    Before 2026-12-05 it was not read at all, and an env script or a `.venv` of the agent's passed a
+    public evoeval task (rese1f/terminal-bench-datasets) with nothing recorded."""
+    from tbscale.tasks import load_tasks
+
+    task = tmp_path / "evo"
+    (task / "tests").mkdir(parents=True)
+    (task / "Dockerfile").write_text("FROM python:3.11-slim-bookworm\nWORKDIR /app\n")
+    (task / "task.yaml").write_text("instruction: write solution.py\nparser_name: pytest\n")
+    (task / "solution.sh").write_text("#!/bin/bash\ntrue\n")
+    (task / "tests" / "test_outputs.py").write_text("def test_x():\n    pass\n")
+    (task / "run-tests.sh").write_text(TB_TEMPLATE)
+    (found,), errors = load_tasks(tmp_path)
+    assert not errors, errors
+    reads = read_verifier(found.verifier)
+    assert reads.sourced == ["~/.local/bin/env"] and reads.project and reads.envs == [".venv"], reads
+    assert {"curl", ".venv/bin/pytest", "~/.local/bin/pytest"} <= {*reads.names, *reads.in_folders}, reads

@@ -22,26 +22,29 @@ _SHELL_WORDS = frozenset("""! [ [[ ]] { } alias bg break builtin case cd command
 
 def _verifier_texts(verifier, tests_dirs: list[Path] | None) -> tuple[list[str], list[str]]:
     """(the verifier's command and its test scripts, as shell text; the first lines of the files
-    in its tests folders that start with `#!`)."""
+    in its tests folders, or copied into it, that start with `#!`)."""
     texts, shebangs = [verifier.command or ""], []
+    # the files copied into the tests folder one by one too: a Terminal-Bench task.yaml task's
+    # run-tests.sh, which is its test script (tasks/terminal_bench.py)
+    files = [Path(f) for f in (getattr(verifier, "tests_files", None) or {}).values()]
     for folder in tests_dirs if tests_dirs is not None else verifier.tests_dirs:
         folder = Path(folder)
-        if not folder.is_dir():
+        if folder.is_dir():
+            files += sorted(folder.rglob("*"))
+    for path in files:
+        if not path.is_file() or path.stat().st_size >= 2_000_000:
             continue
-        for path in sorted(folder.rglob("*")):
-            if not path.is_file() or path.stat().st_size >= 2_000_000:
-                continue
+        try:
+            head = path.read_bytes()[:4096].decode("utf-8", errors="replace")
+        except OSError:
+            continue
+        if head.startswith("#!"):
+            shebangs.append(head[2:].splitlines()[0])
+        if path.suffix in (".sh", "") or head.startswith("#!") and "sh" in head.splitlines()[0]:
             try:
-                head = path.read_bytes()[:4096].decode("utf-8", errors="replace")
+                texts.append(path.read_text(encoding="utf-8", errors="replace"))
             except OSError:
-                continue
-            if head.startswith("#!"):
-                shebangs.append(head[2:].splitlines()[0])
-            if path.suffix in (".sh", "") or head.startswith("#!") and "sh" in head.splitlines()[0]:
-                try:
-                    texts.append(path.read_text(encoding="utf-8", errors="replace"))
-                except OSError:
-                    pass
+                pass
     return texts, shebangs
 
 
