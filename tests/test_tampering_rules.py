@@ -499,6 +499,8 @@ def test_the_modules_a_pth_file_imports_are_start_up_code(tmp_path):
     (site / "distutils-precedence.pth").write_text("import os; var = 'X'; __import__('_distutils_hack').add_shim(); \n")
     (site / "__editable__.p-1.pth").write_text("import __editable___p_finder; __editable___p_finder.install()")
     (site / "a.pth").write_text("/tmp\n")  # a path line, no import
+    # every module of the line: `import a, b as c`, a dotted name, `from`, after a `;`
+    (site / "b.pth").write_text("import zz_one, zz_two.sub as t; from zz_three import x\n")
     files = [site / "_distutils_hack" / "__init__.py", site / "__editable___p_finder.py", site / "foo" / "__editable___p_finder.py",
              site / "other.py", site / "_distutils_hack.cpython-311-x86_64-linux-gnu.so"]
     for f in files:
@@ -508,7 +510,9 @@ def test_the_modules_a_pth_file_imports_are_start_up_code(tmp_path):
                          env={"PATH": "/usr/bin:/bin", "TBSCALE_SINCE": since, "TBSCALE_TESTS": "/nonexistent",
                               "TBSCALE_WORKDIR": str(tmp_path / "app"), "TBSCALE_PROJECT_ENVS": ".venv"}).stdout
     snap = parse_snapshot(out)
-    assert {"_distutils_hack", "__editable___p_finder", "os"} <= set(snap["pth_modules"]), snap
+    assert {"_distutils_hack", "__editable___p_finder", "os", "zz_one", "zz_two", "zz_three"} <= set(
+        snap["pth_modules"]), snap
+    assert not {"as", "t", "x", "import", "sub"} & set(snap["pth_modules"]), snap
     listed = {p for p in snap["changes"] if p.startswith(str(site))}
     modules = set(snap["pth_modules"])
     want = {str(f) for f in files if pth_module(str(f), modules)}

@@ -144,8 +144,9 @@ if [ -n "${TBSCALE_SINCE:-}" ]; then
     # `_virtualenv`, an editable install's finder), an `X` line each: their files are listed wherever
     # they are in these folders, as one earlier on sys.path is the one imported.
     _mods=$(for d in $_py; do for f in "$d"/*-packages/*.pth; do [ -f "$f" ] && { tr '\r' '\n' < "$f"; echo; }; done; done 2>/dev/null |
-      grep -E '^import[ 	]' | grep -oE "(import|from)[ 	]+[A-Za-z_][A-Za-z0-9_]*|__import__\\([\"'][A-Za-z_][A-Za-z0-9_]*" |
-      sed -E "s/^(import|from)[ 	]+//; s/^__import__.//; s/^[\"']//" | sort -u | head -n 32)
+      grep -E '^import[ 	]' | grep -oE "(import|from)[ 	]+[A-Za-z_][A-Za-z0-9_., 	]*|__import__\\([\"'][A-Za-z_][A-Za-z0-9_]*" |
+      sed -E "s/^(import|from)[ 	]+//; s/^__import__.//; s/^[\"']//" | tr ',' '\n' |
+      sed -E 's/^[ 	]+//; s/[. 	].*$//' | grep -E '^[A-Za-z_][A-Za-z0-9_]*$' | sort -u | head -n 32)
     for m in $_mods; do printf 'X\t%s\n' "$m"; done
     _python() {
       _newer $_py /etc/python3* /usr/lib/python3*.zip /usr/local/lib/python3*.zip -xdev \( \( \
