@@ -149,18 +149,19 @@ if [ -n "${TBSCALE_SINCE:-}" ]; then
       sed -E 's/^[ 	]+//; s/[. 	].*$//' | grep -E '^[A-Za-z_][A-Za-z0-9_]*$' | sort -u | head -n 32)
     for m in $_mods; do printf 'X\t%s\n' "$m"; done
     _python() {
+      # the modules' files, in the same walk
+      set --
+      for m in $_mods; do set -- "$@" -o -path "*-packages/$m.py" -o -path "*-packages/$m.*.so" \
+        -o \( -path "*-packages/$m/*" ! -type d \); done
       _newer $_py /etc/python3* /usr/lib/python3*.zip /usr/local/lib/python3*.zip -xdev \( \( \
         -name sitecustomize.py -o -name usercustomize.py -o -name '*.pth' -o -name entry_points.txt \
         -o -path '*-packages/_pytest/*' -o -path '*-packages/pytest/*' -o -path '*-packages/pluggy/*' \
         -o -path '*-packages/iniconfig/*' -o -path '*-packages/packaging/*' -o -path '*-packages/exceptiongroup/*' \
-        -o -path '*-packages/tomli/*' -o -name pytest.py -o -name py.py \
+        -o -path '*-packages/tomli/*' -o -name pytest.py -o -name py.py "$@" \
         -o \( ! -path '*-packages/*' \( -name '*.py' -o -name '*.so' -o -name '*.zip' \) \) \) ! -path '*/__pycache__/*' \)
       # A folder of these, or one right under it (dist-packages), made a link: find does not walk
       # where a link points, so the link itself is listed.
       _newer $_py /etc/python3* -maxdepth 1 -type l
-      set --
-      for m in $_mods; do set -- "$@" -o -path "*-packages/$m.py" -o -path "*-packages/$m.*.so" -o -path "*-packages/$m/*"; done
-      [ $# -eq 0 ] || { shift; _newer $_py -xdev \( "$@" \) ! -type d ! -path '*/__pycache__/*'; }
     }
     _list python _python
     case "$_found" in *.pth*) _each '*.pth' '^import[ 	]' I ;; esac
