@@ -48,8 +48,8 @@ def scripts(module) -> dict[str, str]:
     bytecode = part("BYTECODE")  # the seal's removal of compiled modules (after the changes' listing)
     # the scripts sourced and the workdir's project: each runs only where its variable is set (HARBOR)
     sourced = part("SOURCED") + part("PROJECT")
-    sourced += part("STARTUP_COPIES")  # setuptools' start-up files, digested (since 2026-12-05)
-    return {"check": head + part("SNAPSHOT") + part("CLOCK") + part("MOUNTS") + sourced + part("CHANGES") + bytecode
+    copies = part("STARTUP_COPIES")  # setuptools' start-up files, digested (since 2026-12-05), after CHANGES
+    return {"check": head + part("SNAPSHOT") + part("CLOCK") + part("MOUNTS") + sourced + part("CHANGES") + copies + bytecode
             + part("PROCESSES") + part("ARTIFACTS_PROBE"),
             "tools": head + part("SNAPSHOT"), "clock": part("CLOCK"), "mounts": part("MOUNTS"),
             "changes": part("CHANGES"), "bytecode": part("CHANGES") + bytecode,

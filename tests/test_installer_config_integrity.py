@@ -222,6 +222,14 @@ def prepare(case: str, copy: Path) -> None:
         (copy / "tests" / "install-uv.sh").write_text(INSTALL_UV)
 
 
+def forged_and_seen(row: dict, kind: str) -> dict:
+    """The plant made the verifier pass (reward 1), and the guard recorded it: the trial is
+    `tampered`, not passed, with one entry of `kind`, which is returned."""
+    assert row["reward"] == 1.0 and row["passed"] is False and row["ending"] == "tampered", row
+    (found,) = [e for e in row["tampering"] if e["kind"] == kind]
+    return found
+
+
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory, docker_available) -> dict[str, dict]:
     from tbscale_testing import LoopbackModel
@@ -248,8 +256,7 @@ def test_a_planted_installer_setting_is_tampering(rows, case):
 def test_a_moved_home_is_tampering(rows):
     row = rows["moved-home"]
     assert not row["infra_error"], row
-    assert row["reward"] == 1.0 and row["passed"] is False and row["ending"] == "tampered", row
-    (moved,) = [e for e in row["tampering"] if e["kind"] == "verifier_home_moved"]
+    moved = forged_and_seen(row, "verifier_home_moved")
     assert "/root -> /tmp/h" in moved["detail"], moved
 
 
@@ -262,16 +269,14 @@ def test_a_script_the_verifier_sources_written_by_the_agent_is_tampering(rows, c
     row = rows[case]
     assert not row["infra_error"], row
     # the forged verdict (3 of the 4 tests fail: the trap's reward, or no test run at all), seen
-    assert row["reward"] == 1.0 and row["passed"] is False and row["ending"] == "tampered", row
-    (found,) = [e for e in row["tampering"] if e["kind"] == "sourced_script_changed"]
+    found = forged_and_seen(row, "sourced_script_changed")
     assert found["paths"] == [SOURCED[case]], found
 
 
 def test_a_program_replaced_in_the_sourced_virtualenv_is_tampering(rows):
     # not on the container's PATH, but first on the verifier's once it sources the virtualenv's activate
     row = rows["venv-python"]
-    assert row["reward"] == 1.0 and row["passed"] is False and row["ending"] == "tampered", row
-    (found,) = [e for e in row["tampering"] if e["kind"] == "toolchain_replaced"]
+    found = forged_and_seen(row, "toolchain_replaced")
     assert found["tool"] == "/app/.venv/bin/python", found
 
 
@@ -279,31 +284,27 @@ def test_a_program_replaced_in_the_sourced_virtualenv_is_tampering(rows):
 def test_a_project_that_redirects_the_verifiers_uv_run_is_tampering(rows, case):
     row = rows[case]
     assert not row["infra_error"], row
-    assert row["reward"] == 1.0 and row["passed"] is False and row["ending"] == "tampered", row
     _, kind, path = PROJECT_PLANTS[case]
-    (found,) = [e for e in row["tampering"] if e["kind"] == kind]
+    found = forged_and_seen(row, kind)
     assert found["paths"] == [path], found
 
 
 def test_a_virtualenv_pointed_at_another_standard_library_is_tampering(rows):
     row = rows["venv-home"]
-    assert row["reward"] == 1.0 and row["passed"] is False and row["ending"] == "tampered", row
-    (found,) = [e for e in row["tampering"] if e["kind"] == "python_library_changed"]
+    found = forged_and_seen(row, "python_library_changed")
     assert found["paths"] == ["/app/.venv/pyvenv.cfg"] and "home = /tmp/evil/bin" in found["detail"], found
 
 
 def test_a_pth_line_in_the_virtualenv_the_verifier_activates_is_tampering(rows):
     # the virtualenv's Python folders are listed as the interpreter's own, where the script activates it
     row = rows["venv-pth"]
-    assert row["reward"] == 1.0 and row["passed"] is False and row["ending"] == "tampered", row
-    (found,) = [e for e in row["tampering"] if e["kind"] == "startup_hook_planted"]
+    found = forged_and_seen(row, "startup_hook_planted")
     assert found["paths"] == ["/app/.venv/lib/python3.11/site-packages/zz.pth"], found
 
 
 def test_a_program_in_the_folder_the_test_script_puts_ahead_of_path_is_tampering(rows):
     row = rows["path-first-python"]
-    assert row["reward"] == 1.0 and row["passed"] is False and row["ending"] == "tampered", row
-    (found,) = [e for e in row["tampering"] if e["kind"] == "toolchain_added"]
+    found = forged_and_seen(row, "toolchain_added")
     assert found["tool"] == "/root/.local/bin/python3", found
 
 
@@ -311,21 +312,18 @@ def test_the_virtualenv_the_verifier_makes_made_first_by_the_agent_is_tampering(
     row = rows["verifier-venv"]
     assert not row["infra_error"], row
     # the .pth line's exit status, not the tests'
-    assert row["reward"] == 1.0 and row["passed"] is False and row["ending"] == "tampered", row
-    (found,) = [e for e in row["tampering"] if e["kind"] == "verifier_venv_planted"]
+    found = forged_and_seen(row, "verifier_venv_planted")
     assert found["paths"] == [".tbench-testing"], found
 
 
 def test_what_the_agent_left_in_the_environment_the_verifiers_uv_uses_is_tampering(rows):
     # the template's: `uv add` installs pytest into the agent's .venv and `uv run` runs its Python
     row = rows["project-env-pth"]
-    assert row["reward"] == 1.0 and row["passed"] is False and row["ending"] == "tampered", row
-    (found,) = [e for e in row["tampering"] if e["kind"] == "startup_hook_planted"]
+    found = forged_and_seen(row, "startup_hook_planted")
     assert found["paths"] == ["/app/.venv/lib/python3.11/site-packages/zz.pth"], found
     # the other shape's: `uv run` takes the project's .venv, whose bin it puts first on PATH
     row = rows["project-env-pytest"]
-    assert row["reward"] == 1.0 and row["passed"] is False and row["ending"] == "tampered", row
-    (found,) = [e for e in row["tampering"] if e["kind"] == "toolchain_added"]
+    found = forged_and_seen(row, "toolchain_added")
     assert found["tool"] == "/app/.venv/bin/pytest", found  # the script's `cd /app`, followed
 
 

@@ -142,7 +142,7 @@ class VerifierGuard:
         processes running (`processes`), as `_processes` does: one round trip instead of two. With
         `bytecode`, the compiled modules the agent phase wrote are removed (`BYTECODE`)."""
         env = self._env(self.box, since)
-        cmd = f"set -- {self.tool_args}\n" + SNAPSHOT + CLOCK + MOUNTS + SOURCED + PROJECT + STARTUP_COPIES + CHANGES
+        cmd = f"set -- {self.tool_args}\n" + SNAPSHOT + CLOCK + MOUNTS + SOURCED + PROJECT + CHANGES + STARTUP_COPIES
         if not since:
             # What an earlier verification (a previous step's) left in /logs/verifier is not the
             # agent's: clear it before this agent phase, so that anything found there later is.
@@ -404,23 +404,21 @@ class VerifierGuard:
         after["uv_own"] = [p for p in after.get("uv_own", []) if p not in listed]
         copies = after["startup_copies"] = {p: d for p, d in after.get("startup_copies", {}).items() if p not in listed}
         for path, kind in listed.items():
-            if kind != 2 and (path.endswith(("/_virtualenv.py", "/distutils-precedence.pth"))
-                              or "/_distutils_hack/" in path):
-                data = self.box.read_file(path)
-                digest = hashlib.sha256(data).hexdigest() if data is not None else None
-                if path.endswith("/_virtualenv.py"):
-                    after["uv_own"] += [path] if digest in UV_VIRTUALENV_MODULES else []
-                    continue
-                if digest:
-                    copies[path] = digest
+            copy = path.endswith(("/_virtualenv.py", "/distutils-precedence.pth")) or "/_distutils_hack/" in path
             mark = ("executes", _EXECUTES) if path.endswith(".pth") else (
                 ("plugins", _PLUGIN) if path.endswith("/entry_points.txt") else None)
-            if mark and kind != 2 and path not in after.get(mark[0], []):
-                data = self.box.read_file(path)
-                if data is not None and mark[0] == "executes" and path.endswith("/_virtualenv.pth") and uv_own_pth(
-                        path, data, self.box.read_file(path.removesuffix(".pth") + ".py")):
-                    continue
-                if data is not None and mark[1].search(data):
+            if mark and path in after.get(mark[0], []):
+                mark = None
+            data = self.box.read_file(path) if kind != 2 and (copy or mark) else None  # each file read once
+            if data is None:
+                continue
+            if path.endswith("/_virtualenv.py"):
+                after["uv_own"] += [path] if hashlib.sha256(data).hexdigest() in UV_VIRTUALENV_MODULES else []
+            elif copy:
+                copies[path] = hashlib.sha256(data).hexdigest()
+            if mark and not (path.endswith("/_virtualenv.pth")
+                             and uv_own_pth(path, data, self.box.read_file(path.removesuffix(".pth") + ".py"))):
+                if mark[1].search(data):
                     after[mark[0]] = [*after.get(mark[0], []), path]  # type: ignore[literal-required]
         compiled = sorted(p for p, k in new.items() if k != 2 and compiled_module(p, venvs))
         for i in range(0, len(compiled), 400):  # a command line of a few tens of kB at most

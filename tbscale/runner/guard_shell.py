@@ -90,7 +90,7 @@ done
 # the packages' entry points (an `E` line for one that declares a pytest plugin, which pytest
 # loads unasked). Compiled modules are left out: the seal removes those the agent phase wrote
 # (`BYTECODE`).
-CHANGES = r'''
+CHANGES = PYTHON_FOLDERS + r'''
 if [ -n "${TBSCALE_SINCE:-}" ]; then
   case "$TBSCALE_SINCE" in
     *.*) _newer() { find "$@" -newerct "@$TBSCALE_SINCE" 2>/dev/null; } ;;
@@ -135,7 +135,7 @@ if [ -n "${TBSCALE_SINCE:-}" ]; then
   [ -n "${TBSCALE_WORKDIR:-}" ] && [ "$TBSCALE_WORKDIR" != / ] && _list workdir _newer "${TBSCALE_WORKDIR%/}/" -xdev -maxdepth 4 \
     \( -name pytest.py -o -path '*/pytest/__init__.py' -o -path '*/_pytest/__init__.py' -o -name conftest.py \
     -o -name sitecustomize.py -o -name usercustomize.py -o -name pip.conf \)
-@PYTHON_FOLDERS@  # their pyvenv.cfg: its `home` says where their Python takes its standard library from
+  # their pyvenv.cfg: its `home` says where their Python takes its standard library from
   # (guard.py `_venv_homes` reads a changed one from outside)
   [ -n "$_cfg" ] && _list venvs _newer $_cfg -maxdepth 0
   if [ -n "$_py" ]; then
@@ -174,14 +174,14 @@ if [ -n "${TBSCALE_SINCE:-}" ]; then
     esac; done ;; esac
   fi
 fi
-'''.replace("@PYTHON_FOLDERS@", PYTHON_FOLDERS).replace("@UV_VIRTUALENV@", "|".join(UV_VIRTUALENV_MODULES)).replace("@INSTALLER_SETTINGS@", " ".join(
+'''.replace("@UV_VIRTUALENV@", "|".join(UV_VIRTUALENV_MODULES)).replace("@INSTALLER_SETTINGS@", " ".join(
     [*INSTALLER_SETTINGS, *(f"{home}/{name}" for home in ("/root", "/home/*") for name in HOME_INSTALLER_SETTINGS)]))
 # setuptools' files that every start of a Python runs where they are (`distutils-precedence.pth` and
 # the `_distutils_hack` it imports), a `Q` line each (digest, path), at the baseline and after the
 # agent phase: `python3 -m venv` on Python 3.11 and earlier copies setuptools into every virtualenv
 # it makes, so such a file written byte for byte as the image had one at the baseline is the image's
-# own code (findings.tampering_entries).
-STARTUP_COPIES = PYTHON_FOLDERS + r'''
+# own code (findings.tampering_entries). Run after `CHANGES`, whose `PYTHON_FOLDERS` sets `_py`.
+STARTUP_COPIES = r'''
 _q=
 for d in $_py; do
   for f in "$d"/*-packages/_distutils_hack/*.py "$d"/*-packages/distutils-precedence.pth; do [ -f "$f" ] && _q="$_q $f"; done
@@ -400,7 +400,7 @@ def parse_snapshot(output: str) -> GuardSnapshot:
             sourced.setdefault(parts[1], parts[2])
         elif parts[0] == "J" and len(parts) == 3:
             project.setdefault(parts[1], parts[2])
-        elif parts[0] == "Y" and len(parts) == 2 and parts[1] not in envs:
+        elif parts[0] == "Y" and len(parts) == 2:
             envs.append(parts[1])
         elif parts[0] == "Q" and len(parts) == 3:
             copies.setdefault(parts[2], parts[1])

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from tbscale.runner.findings import path_folder
+from tbscale.runner.findings import path_folder, under
 from tbscale.shell.parse import invocation, skip_options, split_segments
 
 DEFAULT_TOOLS = ("bash", "sh", "env", "python3", "python", "pytest", "uv", "uvx", "pip", "pip3", "timeout")
@@ -215,7 +215,7 @@ def project_envs(texts: list[str], tests_mount: str | None = None) -> list[str]:
                 cwd = _moved(cwd, inv.args[0] if inv.args else "~")
                 continue
             found = _ENV_COMMANDS.search(segment.text)
-            if not found or cwd is None or (tests_mount and cwd.startswith("/") and _below(cwd, tests_mount)):
+            if not found or cwd is None or (tests_mount and cwd.startswith("/") and under(cwd, tests_mount)):
                 continue
             rest = segment.text[found.end():]
             if _OTHER_ENV.search(rest) if found.group(1) == "pip" else re.search(r"(?:^|\s)--active\b", rest):
@@ -239,11 +239,6 @@ def _moved(cwd: str | None, target: str) -> str | None:
         return posixpath.normpath(posixpath.join(cwd, target))
     moved = posixpath.normpath(target)
     return None if moved == ".." or moved.startswith("../") else ("" if moved == "." else moved)
-
-
-def _below(path: str, root: str) -> bool:
-    root = root.rstrip("/") or "/"
-    return path == root or path.startswith(root + "/")
 
 
 # uv's options that take a value (`-p 3.13`, `--with pytest==8.4.1`): skipped when looking for the
