@@ -768,3 +768,23 @@ def test_a_task_yaml_tasks_run_tests_sh_is_read_as_its_test_script(tmp_path):
     reads = read_verifier(found.verifier)
     assert reads.sourced == ["~/.local/bin/env"] and reads.project and reads.envs == [".venv"], reads
     assert {"curl", ".venv/bin/pytest", "~/.local/bin/pytest"} <= {*reads.names, *reads.in_folders}, reads
+
+
+def test_a_python_pin_that_names_an_interpreter_is_a_setting_uv_reads():
+    """`uv init` keeps a `.python-version` already in the workdir, and `uv add` and `uv run` make
+    the project's `.venv` with the interpreter it names: by uv 0.13.9, a path there became the
+    `.venv`'s home (pyvenv.cfg `home = /tmp/s48/evilpy`)."""
+    from tbscale.runner.findings import project_changed, project_settings
+
+    pin = "/app/.python-version"
+    for honest in (b"3.12\n", b"cpython@3.12\n", b">=3.11, <3.13\n", b"# pinned\n3.13t\n", b"pypy3.10\n"):
+        assert project_settings(pin, honest)["interpreters"] == [], honest
+    evil = project_settings(pin, b"/tmp/evil/bin/python3\n")
+    assert evil["interpreters"] == ["/tmp/evil/bin/python3"]
+    assert project_settings("/app/.python-versions", b"3.12\npython3.12\n")["interpreters"] == ["python3.12"]
+    (found,) = project_changed({pin: "-"}, {pin: "a" * 64}, {pin: None}, {pin: evil},
+                               [(2, "echo /tmp/evil/bin/python3 > .python-version")])
+    assert found["kind"] == "installer_config_changed" and found["paths"] == [pin], found
+    assert "names the interpreter /tmp/evil/bin/python3" in found["detail"]
+    # a version pinned (`uv python pin 3.12`) is no finding
+    assert project_changed({pin: "-"}, {pin: "b" * 64}, {pin: None}, {pin: project_settings(pin, b"3.12\n")}, []) == []

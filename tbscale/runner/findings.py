@@ -249,13 +249,26 @@ def _table(doc: Any, key: str) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+# The files that pin the Python uv makes a project's `.venv` with (`uv init` keeps one already there):
+# a request in them that is no version (`3.12`, `>=3.11`, `cpython@3.12`) names an interpreter, as a
+# path (`/tmp/evil/python3`) or a program name, and uv makes the verifier's `.venv` with it.
+PYTHON_PINS = (".python-version", ".python-versions")
+_VERSION_REQUEST = re.compile(r"(?:(?:cpython|pypy|graalpy|pyodide|cp|pp|gp)[@-]?)?[<>=!~]*\d[\w.*+-]*"
+                              r"(?:\s*,\s*[<>=!~]*\d[\w.*+-]*)*$")
+
+
 def project_settings(path: str, data: bytes) -> dict[str, Any] | None:
     """What in a file of the workdir's Python project decides where the verifier's uv commands
     install from (None when it does not parse: uv then fails, and so does the verifier, on its own):
     a pyproject.toml's `[tool.uv]` table (`tool_uv`, as canonical JSON) and the requirements that
     name their own source (`sources`: the project's dependencies, extras, dependency groups and build
     requirements); a uv.lock's packages that come from outside a registry (`sources`), the project
-    itself (`.`) aside."""
+    itself (`.`) aside; the requests of a `.python-version` that name an interpreter, not a version
+    (`interpreters`)."""
+    if PurePosixPath(path).name in PYTHON_PINS:
+        requests = [line.strip() for line in data.decode("utf-8", errors="replace").splitlines()]
+        return {"tool_uv": None, "sources": [], "interpreters": sorted(
+            {r for r in requests if r and not r.startswith("#") and not _VERSION_REQUEST.match(r)})}
     try:
         doc = tomllib.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError):
@@ -295,6 +308,8 @@ def project_changed(before: dict[str, str], after: dict[str, str], read_before: 
             continue
         if new.get("tool_uv") is not None and new.get("tool_uv") != old.get("tool_uv"):
             settings.append(f"{path} ([tool.uv])")
+        settings += [f"{path} (names the interpreter {r})" for r in new.get("interpreters", [])
+                     if r not in old.get("interpreters", [])]
         sources += [f"{path}: {s}" for s in new["sources"] if s not in old.get("sources", [])]
     out = []
     if settings:

@@ -272,15 +272,15 @@ SOURCED = r'''
 done
 '''
 # The workdir's Python project, where the verifier runs uv commands that read it (`uv run`, `uv
-# sync`, `uv pip`: verifier_reads.reads_project): one `J` line for its pyproject.toml and one for
-# its uv.lock, with the file's digest, `-` absent, or `other` (a link, not a plain file, or over
+# sync`, `uv pip`: verifier_reads.reads_project): one `J` line for each of its pyproject.toml,
+# uv.lock and the `.python-version(s)` that pins the Python of its `.venv`, with the file's digest, `-` absent, or `other` (a link, not a plain file, or over
 # 4 MB). The workdir is the one `CHANGES` lists, else the folder the exec starts in (at the
 # baseline, the image's WORKDIR).
 # A changed one is read from outside and compared with the baseline's (findings.project_changed).
 PROJECT = r'''
 if [ -n "${TBSCALE_PROJECT:-}" ]; then
   _w=${TBSCALE_WORKDIR:-$PWD}
-  for _f in "${_w%/}/pyproject.toml" "${_w%/}/uv.lock"; do
+  for _f in "${_w%/}/pyproject.toml" "${_w%/}/uv.lock" "${_w%/}/.python-version" "${_w%/}/.python-versions"; do
     if [ ! -e "$_f" ] && [ ! -L "$_f" ]; then _d=-
     elif [ -L "$_f" ] || [ ! -f "$_f" ] || [ "$(($(wc -c < "$_f")))" -gt 4194304 ]; then _d=other
     else _d=$(sha256sum < "$_f"); _d=${_d%% *}; fi
