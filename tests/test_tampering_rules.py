@@ -782,6 +782,8 @@ def test_a_python_pin_that_names_an_interpreter_is_a_setting_uv_reads():
     evil = project_settings(pin, b"/tmp/evil/bin/python3\n")
     assert evil["interpreters"] == ["/tmp/evil/bin/python3"]
     assert project_settings("/app/.python-versions", b"3.12\npython3.12\n")["interpreters"] == ["python3.12"]
+    # a program name that starts like a version is a name (uv looks for it on PATH)
+    assert project_settings(pin, b"3evil\n3.12-evil\n")["interpreters"] == ["3.12-evil", "3evil"]
     (found,) = project_changed({pin: "-"}, {pin: "a" * 64}, {pin: None}, {pin: evil},
                                [(2, "echo /tmp/evil/bin/python3 > .python-version")])
     assert found["kind"] == "installer_config_changed" and found["paths"] == [pin], found

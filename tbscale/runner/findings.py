@@ -253,8 +253,9 @@ def _table(doc: Any, key: str) -> dict:
 # a request in them that is no version (`3.12`, `>=3.11`, `cpython@3.12`) names an interpreter, as a
 # path (`/tmp/evil/python3`) or a program name, and uv makes the verifier's `.venv` with it.
 PYTHON_PINS = (".python-version", ".python-versions")
-_VERSION_REQUEST = re.compile(r"(?:(?:cpython|pypy|graalpy|pyodide|cp|pp|gp)[@-]?)?[<>=!~]*\d[\w.*+-]*"
-                              r"(?:\s*,\s*[<>=!~]*\d[\w.*+-]*)*$")
+_VERSION = r"\d+(?:\.\d+)*(?:(?:a|b|rc)\d+)?t?"
+_VERSION_REQUEST = re.compile(rf"(?:(?:cpython|pypy|graalpy|pyodide|cp|pp|gp)[@-]?{_VERSION}(?:-[A-Za-z0-9_]+)*|{_VERSION})$"
+                              rf"|[<>=!~]{{1,2}}\s*{_VERSION}(?:\.\*)?(?:\s*,\s*[<>=!~]{{1,2}}\s*{_VERSION}(?:\.\*)?)*$")
 
 
 def project_settings(path: str, data: bytes) -> dict[str, Any] | None:
