@@ -39,7 +39,7 @@ import hashlib
 import re
 import shlex
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from tbscale.environments import Environment
@@ -47,9 +47,10 @@ from tbscale.runner.findings import (UV_VIRTUALENV_MODULES, checked_path, compil
                                      programs_changed, project_changed, project_settings, tampering_entries,
                                      uv_own_pth, venv_homes, venv_interpreters)
 from tbscale.runner.guard_shell import (ARTIFACTS_PROBE, BYTECODE, CHANGES, CLEAR_VERIFIER_LOGS, CLOCK, KILL, MOUNTS,
-                                        PROCESSES, PROJECT, SETUP, SNAPSHOT, SOURCED, STARTUP_COPIES, parse_processes,
+                                        NPM, NPM_CLEAR, PROCESSES, PROJECT, SETUP, SNAPSHOT, SOURCED, STARTUP_COPIES, parse_processes,
                                         parse_snapshot)
 from tbscale.shell.tampering import TEST_TOOLS, attribute_command
+from tbscale.runner.npm_project import NPM_READ, npm_changed, npm_settings
 from tbscale.runner.verifier_reads import read_verifier
 from tbscale.types.guard import (AgentProcessInfo, GuardSnapshot, ProcessBaseline, ProcessInfo,
                                  SweepRecord, Tampering)
@@ -100,6 +101,9 @@ class VerifierGuard:
         reads = read_verifier(verifier, tests_dirs)
         self.names, self.sourced, self.project = reads.names + reads.in_folders, reads.sourced, reads.project
         self.envs = reads.envs  # the `.venv` folders its uv commands use (`?`: only beside a project)
+        # the folders its npm commands run in and the package.json scripts they run (runner/npm_project.py)
+        self.npm, self.npm_scripts = list(reads.npm), list(reads.npm_scripts)
+        self.npm_before: dict[str, dict[str, Any] | None] = {}
         # SNAPSHOT's arguments: the names, then `--` and the names in folders, which alone it takes
         # as paths in the workdir when relative (a program the script runs as `./build.sh` is its own)
         self.tool_args = " ".join(shlex.quote(n) for n in [*reads.names, "--", *reads.in_folders])
@@ -142,7 +146,7 @@ class VerifierGuard:
         processes running (`processes`), as `_processes` does: one round trip instead of two. With
         `bytecode`, the compiled modules the agent phase wrote are removed (`BYTECODE`)."""
         env = self._env(self.box, since)
-        cmd = f"set -- {self.tool_args}\n" + SNAPSHOT + CLOCK + MOUNTS + SOURCED + PROJECT + CHANGES + STARTUP_COPIES
+        cmd = f"set -- {self.tool_args}\n" + SNAPSHOT + CLOCK + MOUNTS + SOURCED + PROJECT + NPM + CHANGES + STARTUP_COPIES
         if not since:
             # What an earlier verification (a previous step's) left in /logs/verifier is not the
             # agent's: clear it before this agent phase, so that anything found there later is.
@@ -150,7 +154,7 @@ class VerifierGuard:
         if setup:
             cmd = SETUP % setup + cmd
         if bytecode and since:
-            cmd += BYTECODE
+            cmd += BYTECODE + NPM_CLEAR
         if processes:
             cmd += PROCESSES
         if probe:
@@ -179,6 +183,14 @@ class VerifierGuard:
             env["TBSCALE_PROJECT"] = "1"
         if self.envs:
             env["TBSCALE_PROJECT_ENVS"] = "\n".join(self.envs)
+        if self.npm:
+            env["TBSCALE_NPM"] = "\n".join(self.npm)
+            clear = (self.before or {}).get("npm_absent")
+            # Not with the sweep off (the agent's processes may still use them), nor where the
+            # verifier's npm cannot reach the registry to install them again.
+            public = getattr(getattr(self.verifier, "network", None), "mode", "public") == "public"
+            if since and self.sweep and clear and public:
+                env["TBSCALE_NPM_CLEAR"] = "\n".join(clear)
         workdir = self._workdir(box)
         if workdir:  # at the baseline, unless the task names it, the shell takes the folder it starts in
             env["TBSCALE_WORKDIR"] = workdir
@@ -219,6 +231,7 @@ class VerifierGuard:
         t = time.monotonic()
         self.before = self._snapshot(processes=True, setup=setup)  # the main container's processes too
         self.project_before = self._read_project(self.before)
+        self.npm_before = self._read_npm(self.before)
         self.timing["guard_digest"] = time.monotonic() - t
         t = time.monotonic()
         self.before["sidecar_processes"] = {n: self._processes(c) for n, c in self._sidecars().items()}
@@ -316,6 +329,8 @@ class VerifierGuard:
         before = self._unused_envs(after)
         if after.get("bytecode_removed"):
             record["bytecode_removed"] = after["bytecode_removed"]
+        if after.get("node_modules_removed"):
+            record["node_modules_removed"] = after["node_modules_removed"]
         folder = after["artifacts_folder"]
         self.artifacts_folder = folder if folder in ("empty", "absent") and self._idle(after["processes"]) else None
         outside = self._from_outside(after, record) if self.outside_base is not None else None
@@ -328,6 +343,10 @@ class VerifierGuard:
             was, now = (self.before or {}).get("project") or {}, after.get("project") or {}
             read = self._read_project(after, {p for p, d in now.items() if d != was.get(p)})
             entries += project_changed(was, now, self.project_before, read, actions)
+        if self.npm:
+            was, now = (self.before or {}).get("npm") or {}, after.get("npm") or {}
+            read = self._read_npm(after, {p for p, d in now.items() if d != was.get(p)})
+            entries += npm_changed(was, now, self.npm_before, read, self.npm_scripts, actions)
         entries += self._venv_homes(before, after, actions)
         if outside:
             # a virtualenv's interpreter made again as a link to one of the baseline's is no program
@@ -358,6 +377,16 @@ class VerifierGuard:
             if digest not in ("-", "other") and (only is None or path in only):
                 data = self.box.read_file(path)
                 out[path] = None if data is None else project_settings(path, data)
+        return out
+
+    def _read_npm(self, snap: GuardSnapshot, only: set[str] | None = None) -> dict[str, dict[str, Any] | None]:
+        """`npm_settings` of the package.json and lockfiles that `snap` found (those in `only`), read
+        from outside the environment."""
+        out: dict[str, dict[str, Any] | None] = {}
+        for path, digest in (snap.get("npm") or {}).items():
+            if PurePosixPath(path).name in NPM_READ and digest not in ("-", "other") and (only is None or path in only):
+                data = self.box.read_file(path)
+                out[path] = None if data is None else npm_settings(path, data)
         return out
 
     def _venv_homes(self, before: GuardSnapshot | None, after: GuardSnapshot, actions) -> list[Tampering]:

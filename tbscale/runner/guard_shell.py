@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from tbscale.environments.base import first_lines
 from tbscale.runner.findings import HOME_INSTALLER_SETTINGS, INSTALLER_SETTINGS, UV_VIRTUALENV_MODULES, VERIFIER_LOGS
+from tbscale.runner.npm_project import PROJECT_FILES, RUNNER_CONFIGS
 from tbscale.types.guard import GuardSnapshot, MountState, ProcessInfo, ToolState
 
 CLEAR_VERIFIER_LOGS = (f"[ -d {VERIFIER_LOGS} ] && [ ! -L {VERIFIER_LOGS} ] && "
@@ -288,6 +289,47 @@ if [ -n "${TBSCALE_PROJECT:-}" ]; then
   done
 fi
 '''
+# The folders where the verifier's npm and npx commands run (`TBSCALE_NPM`, one a line, as
+# runner/npm_project.npm_commands names them: relative under the workdir, `+` in front where an npm
+# install runs): one `G` line for each of the files npm and the test runners read there
+# (npm_project.PROJECT_FILES and RUNNER_CONFIGS), and for the user's, the global and npm's builtin
+# npmrc, with the file's digest, `-` absent, or `other` (a link, not a plain file, or over 4 MB); at
+# the baseline, a `Z` line for each `node_modules` absent in or above a folder where npm installs,
+# which the sweep removes if the agent phase made it (`NPM_CLEAR`).
+NPM = r'''
+if [ -n "${TBSCALE_NPM:-}" ]; then
+  _w=${TBSCALE_WORKDIR:-$PWD}
+  _g() { if [ ! -e "$1" ] && [ ! -L "$1" ]; then _d=-
+    elif [ -L "$1" ] || [ ! -f "$1" ] || [ "$(($(wc -c < "$1")))" -gt 4194304 ]; then _d=other
+    else _d=$(sha256sum < "$1"); _d=${_d%% *}; fi
+    printf 'G\t%s\t%s\n' "$1" "$_d"; }
+  _nb=; _n=$(command -v npm 2>/dev/null) && _n=$(readlink -f -- "$_n" 2>/dev/null) && _nb=${_n%/bin/*}/npmrc
+  for _f in "$HOME/.npmrc" /etc/npmrc /usr/etc/npmrc /usr/local/etc/npmrc $_nb; do _g "$_f"; done
+  printf '%s\n' "$TBSCALE_NPM" | while IFS= read -r _p; do
+    _i=; case "$_p" in +*) _i=1; _p=${_p#+};; esac
+    case "$_p" in /*) ;; '') _p=$_w;; *) _p=${_w%/}/$_p;; esac
+    for _f in __FILES__; do _g "${_p%/}/$_f"; done
+    if [ -n "$_i" ] && [ -z "${TBSCALE_SINCE:-}" ]; then
+      _d=${_p%/}
+      while :; do
+        [ -e "$_d/node_modules" ] || [ -L "$_d/node_modules" ] || printf 'Z\t%s\n' "${_d:-}/node_modules"
+        [ -n "$_d" ] || break
+        _d=${_d%/*}
+      done
+    fi
+  done
+fi
+'''.replace("__FILES__", " ".join(PROJECT_FILES + RUNNER_CONFIGS))
+# In the sweep's exec (the agent's processes are gone): each `node_modules` of `TBSCALE_NPM_CLEAR`
+# (the baseline's `Z` lines) that is there now was made by the agent phase, and is removed; an `L`
+# line names it. The verifier's own `npm install` makes it again from package.json and the lockfile.
+NPM_CLEAR = r'''
+if [ -n "${TBSCALE_NPM_CLEAR:-}" ] && [ -n "${TBSCALE_SINCE:-}" ]; then
+  printf '%s\n' "$TBSCALE_NPM_CLEAR" | while IFS= read -r _m; do
+    if [ -n "$_m" ] && { [ -e "$_m" ] || [ -L "$_m" ]; }; then rm -rf -- "$_m" 2>/dev/null; printf 'L\t%s\n' "$_m"; fi
+  done
+fi
+'''
 # The verifier's mount points: type, owner and mode, and a digest of the files under a folder.
 MOUNTS = r'''
 for m in /logs /logs/verifier "$TBSCALE_TESTS"; do
@@ -352,11 +394,11 @@ done
 def _value_line(line: str) -> str | None:
     """The key of a snapshot line that carries a value the check reads: "N" (the clock), "D" (the
     folder an exec starts in), "V" (root's home), "B" (compiled modules removed), "T tool", "M mount",
-    "F script", "J file", "R path", "H file" and "O file" (a tool's real path, digest and status)."""
+    "F script", "J file", "G file", "R path", "H file" and "O file" (a tool's real path, digest and status)."""
     parts = line.split("\t", 2)
     if parts[0] in ("N", "B", "D", "V") and len(parts) >= 2:
         return parts[0]
-    if parts[0] in ("T", "M", "P", "F", "J") and len(parts) >= 2:
+    if parts[0] in ("T", "M", "P", "F", "J", "G") and len(parts) >= 2:
         return f"T {parts[1]}" if parts[0] == "P" else f"{parts[0]} {parts[1]}"
     if parts[0] in ("H", "O") and len(parts) == 3:
         return f"{parts[0]} {parts[2]}"
@@ -375,6 +417,9 @@ def parse_snapshot(output: str) -> GuardSnapshot:
     marked: dict[str, list[str]] = {"W": [], "I": [], "E": [], "K": [], "X": []}
     sourced: dict[str, str] = {}
     project: dict[str, str] = {}
+    npm: dict[str, str] = {}
+    npm_absent: list[str] = []
+    npm_removed: list[str] = []
     envs: list[str] = []
     copies: dict[str, str] = {}
     now = removed = workdir = home = None
@@ -400,6 +445,10 @@ def parse_snapshot(output: str) -> GuardSnapshot:
             sourced.setdefault(parts[1], parts[2])
         elif parts[0] == "J" and len(parts) == 3:
             project.setdefault(parts[1], parts[2])
+        elif parts[0] == "G" and len(parts) == 3:
+            npm.setdefault(parts[1], parts[2])
+        elif parts[0] in ("Z", "L") and len(parts) == 2:
+            (npm_absent if parts[0] == "Z" else npm_removed).append(parts[1])
         elif parts[0] == "Y" and len(parts) == 2:
             envs.append(parts[1])
         elif parts[0] == "Q" and len(parts) == 3:
@@ -438,6 +487,12 @@ def parse_snapshot(output: str) -> GuardSnapshot:
         snap["project"] = project
     if envs:
         snap["project_envs"] = envs
+    if npm:
+        snap["npm"] = npm
+    if npm_absent:
+        snap["npm_absent"] = sorted(set(npm_absent))
+    if npm_removed:
+        snap["node_modules_removed"] = sorted(set(npm_removed))
     if copies:
         snap["startup_copies"] = copies
     if workdir:

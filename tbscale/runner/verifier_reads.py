@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from tbscale.runner.findings import path_folder, under
+from tbscale.runner.npm_project import npm_commands
 from tbscale.shell.parse import invocation, skip_options, split_segments
 
 DEFAULT_TOOLS = ("bash", "sh", "env", "python3", "python", "pytest", "uv", "uvx", "pip", "pip3", "timeout")
@@ -271,6 +272,8 @@ class VerifierReads:
     sourced: list[str]  # the scripts it sources, then the pyvenv.cfg of each virtualenv it makes
     project: bool  # it runs uv commands that read the workdir's project (`reads_project`)
     envs: list[str]  # the `.venv` folders its uv commands use (`project_envs`; `?`: only beside a project)
+    npm: list[str] = ()  # the folders its npm commands run in (`+`: an npm install runs there; npm_project.npm_commands)
+    npm_scripts: list[str] = ()  # the package.json scripts those run
 
 
 def read_verifier(verifier, tests_dirs: list[Path] | None = None) -> VerifierReads:
@@ -279,9 +282,12 @@ def read_verifier(verifier, tests_dirs: list[Path] | None = None) -> VerifierRea
     on PATH), with the interpreter the console scripts there start."""
     texts, shebangs = _verifier_texts(verifier, tests_dirs)
     names, sourced = _program_names(texts, shebangs), sourced_scripts(verifier, tests_dirs, texts)
+    npm, npm_scripts = npm_commands(texts, getattr(verifier, "tests_mount", None), _moved)
+    if npm and "node" not in names:
+        names.append("node")  # npm and npx start by `#!/usr/bin/env node`: the first `node` on PATH
     envs = project_envs(texts, getattr(verifier, "tests_mount", None))
     run = [n for n in _program_names(texts, [], ("python", "python3"))
            if "/" not in n and n not in _NOT_IN_FOLDERS and n not in ("uv", "uvx")]
     in_envs = [f"{env.lstrip('?')}/bin/{n}" for env in envs for n in run]
     return VerifierReads(names, (_in_folders(names, texts, sourced) + in_envs)[:MAX_TOOLS], sourced + verifier_venvs(texts),
-                         reads_project(texts), envs)
+                         reads_project(texts), envs, npm, npm_scripts)

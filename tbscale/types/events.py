@@ -280,6 +280,9 @@ class SweepEvent(EventBase):
     sidecar_processes_killed: dict[str, list[AgentProcess]] | None = None  # compose service -> processes
     # compiled Python modules the agent phase wrote or changed, removed before the verifier ran
     bytecode_removed: int | None = None
+    # `node_modules` folders the agent phase made where the verifier's npm installs, removed before
+    # it ran (runner/npm_project.py): its own `npm install` makes them again
+    node_modules_removed: list[str] | None = None
     # where the changed paths were listed from when not from inside alone (runner/guard.py)
     changes_listed: str | None = None
     tampering: list[TamperingEntry] = Field(default_factory=list)

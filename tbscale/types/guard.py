@@ -93,6 +93,9 @@ class GuardSnapshot(TypedDict, total=False):
     workdir: str  # the folder an exec starts in, where the verifier runs unless it names one (`D`)
     home: str  # root's home, as an exec gets it from /etc/passwd (`V`)
     project: dict[str, str]  # the workdir's pyproject.toml and uv.lock -> digest, `-` absent, `other` (`J`)
+    npm: dict[str, str]  # npm's and the JS test runners' files where the verifier's npm runs -> digest (`G`)
+    npm_absent: list[str]  # at the baseline: `node_modules` absent in or above a folder where it installs (`Z`)
+    node_modules_removed: list[str]  # after the sweep: those the agent phase made, removed (`L`)
     project_envs: list[str]  # the `.venv` folders the verifier's uv commands use, as the scripts name them (`Y`)
     sourced: dict[str, str]  # script the verifier sources -> digest of the lines that run, `-` absent, `other` (`F`)
 
@@ -105,6 +108,7 @@ class SweepRecord(TypedDict, total=False):
     agent_processes_count: int
     sidecar_processes_killed: dict[str, list[AgentProcessInfo]]
     bytecode_removed: int  # compiled Python modules the agent phase wrote, removed before the verifier
+    node_modules_removed: list[str]  # `node_modules` the agent phase made where the verifier's npm installs, removed
     # Where the changed paths were listed from, when not from inside alone: "inside and outside"
     # (environment.file_checks: outside), "outside" (no `find` inside), "nowhere" (no `find` inside
     # and a backend that cannot list changes from outside: changed files went unchecked).
