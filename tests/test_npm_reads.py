@@ -125,3 +125,32 @@ def test_the_guard_shell_lists_npms_files_and_clears_only_a_node_modules_made_si
     assert after["node_modules_removed"] == [f"{app}/node_modules"] and "npm_absent" not in after
     assert not (app / "node_modules").exists() and keep.is_dir()
     assert after["npm"][f"{app}/.npmrc"] != "-"
+
+
+def test_the_node_packages_npm_starts_are_listed_and_their_changed_files_are_the_test_runners(tmp_path):
+    from tbscale.runner.guard_shell import CHANGES
+    from tbscale.runner.npm_project import node_library_changed
+
+    lib, bin_ = tmp_path / "lib" / "node_modules", tmp_path / "bin"
+    for package, script in (("npm", "bin/npm-cli.js"), ("@scope/runner", "bin/run.js"), ("other", "bin/o.js")):
+        (lib / package / script).parent.mkdir(parents=True)
+        (lib / package / script).write_text("#!/usr/bin/env node\n")
+        (lib / package / script).chmod(0o755)
+        (lib / package / "lib").mkdir()
+        (lib / package / "lib" / "cli.js").write_text("module.exports = 1;\n")
+    bin_.mkdir()
+    (bin_ / "npm").symlink_to(lib / "npm" / "bin" / "npm-cli.js")
+    (bin_ / "run").symlink_to(lib / "@scope" / "runner" / "bin" / "run.js")
+    since = subprocess.run(["date", "+%s.%N"], capture_output=True, text=True, check=True).stdout.strip()
+    subprocess.run(["sleep", "0.05"], check=True)
+    for package in ("npm", "@scope/runner", "other"):
+        with open(lib / package / "lib" / "cli.js", "a") as f:
+            f.write("process.on('exit', () => { process.exitCode = 0 });\n")
+    env = {"PATH": f"{bin_}:/usr/bin:/bin", "HOME": str(tmp_path), "TBSCALE_NPM": "+", "TBSCALE_SINCE": since,
+           "TBSCALE_NODE_PROGRAMS": "bash run npm", "TBSCALE_TESTS": str(tmp_path / "tests")}
+    out = parse_snapshot(subprocess.run(["sh", "-c", CHANGES], capture_output=True, text=True, check=True, env=env).stdout)
+    assert out["node_roots"] == [str(lib / "@scope" / "runner"), str(lib / "npm")]
+    (found,) = node_library_changed(out["changes"], out["node_roots"], [(1, "echo x >> cli.js")])
+    assert found["kind"] == "test_library_changed"
+    assert found["paths"] == [str(lib / "@scope" / "runner" / "lib" / "cli.js"), str(lib / "npm" / "lib" / "cli.js")]
+    assert node_library_changed(out["changes"], [], []) == []  # a package npm does not start: not listed

@@ -50,7 +50,7 @@ from tbscale.runner.guard_shell import (ARTIFACTS_PROBE, BYTECODE, CHANGES, CLEA
                                         NPM, NPM_CLEAR, PROCESSES, PROJECT, SETUP, SNAPSHOT, SOURCED, STARTUP_COPIES, parse_processes,
                                         parse_snapshot)
 from tbscale.shell.tampering import TEST_TOOLS, attribute_command
-from tbscale.runner.npm_project import NPM_READ, npm_changed, npm_settings
+from tbscale.runner.npm_project import NPM_READ, node_library_changed, npm_changed, npm_settings
 from tbscale.runner.verifier_reads import read_verifier
 from tbscale.types.guard import (AgentProcessInfo, GuardSnapshot, ProcessBaseline, ProcessInfo,
                                  SweepRecord, Tampering)
@@ -185,6 +185,7 @@ class VerifierGuard:
             env["TBSCALE_PROJECT_ENVS"] = "\n".join(self.envs)
         if self.npm:
             env["TBSCALE_NPM"] = "\n".join(self.npm)
+            env["TBSCALE_NODE_PROGRAMS"] = " ".join(n for n in self.names if re.fullmatch(r"[A-Za-z0-9_.+-]+", n))
             clear = (self.before or {}).get("npm_absent")
             # Not with the sweep off (the agent's processes may still use them), nor where the
             # verifier's npm cannot reach the registry to install them again.
@@ -347,6 +348,7 @@ class VerifierGuard:
             was, now = (self.before or {}).get("npm") or {}, after.get("npm") or {}
             read = self._read_npm(after, {p for p, d in now.items() if d != was.get(p)})
             entries += npm_changed(was, now, self.npm_before, read, self.npm_scripts, actions)
+            entries += node_library_changed(after.get("changes") or {}, after.get("node_roots", []), actions)
         entries += self._venv_homes(before, after, actions)
         if outside:
             # a virtualenv's interpreter made again as a link to one of the baseline's is no program

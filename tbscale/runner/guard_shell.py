@@ -174,6 +174,25 @@ if [ -n "${TBSCALE_SINCE:-}" ]; then
       */_virtualenv.py) sha256sum < "$_f" 2>/dev/null | grep -qs -E '^(@UV_VIRTUALENV@) ' && printf 'K\t%s\n' "$_f" ;;
     esac; done ;; esac
   fi
+  # The Node packages the verifier's npm commands start (`TBSCALE_NPM`): npm's own (on Debian, the
+  # system's modules npm takes its dependencies from: /usr/share/nodejs) and the package of each
+  # program the scripts run (`TBSCALE_NODE_PROGRAMS`) that resolves into a node_modules folder (a
+  # global jest, with the dependencies nested in it). A `GL` line names each; their files changed
+  # since the baseline are listed (npm_project.npm_changed: `test_library_changed`).
+  if [ -n "${TBSCALE_NPM:-}" ]; then
+    _roots=
+    _r=$(command -v npm 2>/dev/null) && _r=$(readlink -f -- "$_r" 2>/dev/null) && _roots=${_r%/bin/*}
+    case "$_roots" in /usr/share/nodejs/*) _roots=/usr/share/nodejs ;; esac
+    for _t in ${TBSCALE_NODE_PROGRAMS:-}; do
+      _r=$(command -v "$_t" 2>/dev/null) && _r=$(readlink -f -- "$_r" 2>/dev/null) || continue
+      case "$_r" in */node_modules/*) ;; *) continue ;; esac
+      _rest=${_r##*/node_modules/}
+      case "$_rest" in @*/*/*) _p=${_rest#*/}; _p=${_rest%%/*}/${_p%%/*} ;; */*) _p=${_rest%%/*} ;; *) continue ;; esac
+      _roots="$_roots ${_r%/node_modules/*}/node_modules/$_p"
+    done
+    for _x in $_roots; do printf 'GL\t%s\n' "$_x"; done
+    [ -z "$_roots" ] || _list node _newer $_roots -xdev ! -type d
+  fi
 fi
 '''.replace("@UV_VIRTUALENV@", "|".join(UV_VIRTUALENV_MODULES)).replace("@INSTALLER_SETTINGS@", " ".join(
     [*INSTALLER_SETTINGS, *(f"{home}/{name}" for home in ("/root", "/home/*") for name in HOME_INSTALLER_SETTINGS)]))
@@ -299,16 +318,16 @@ fi
 NPM = r'''
 if [ -n "${TBSCALE_NPM:-}" ]; then
   _w=${TBSCALE_WORKDIR:-$PWD}
-  _g() { if [ ! -e "$1" ] && [ ! -L "$1" ]; then _d=-
+  _npm_digest() { if [ ! -e "$1" ] && [ ! -L "$1" ]; then _d=-
     elif [ -L "$1" ] || [ ! -f "$1" ] || [ "$(($(wc -c < "$1")))" -gt 4194304 ]; then _d=other
     else _d=$(sha256sum < "$1"); _d=${_d%% *}; fi
     printf 'G\t%s\t%s\n' "$1" "$_d"; }
   _nb=; _n=$(command -v npm 2>/dev/null) && _n=$(readlink -f -- "$_n" 2>/dev/null) && _nb=${_n%/bin/*}/npmrc
-  for _f in "$HOME/.npmrc" /etc/npmrc /usr/etc/npmrc /usr/local/etc/npmrc $_nb; do _g "$_f"; done
+  for _f in "$HOME/.npmrc" /etc/npmrc /usr/etc/npmrc /usr/local/etc/npmrc $_nb; do _npm_digest "$_f"; done
   printf '%s\n' "$TBSCALE_NPM" | while IFS= read -r _p; do
     _i=; case "$_p" in +*) _i=1; _p=${_p#+};; esac
     case "$_p" in /*) ;; '') _p=$_w;; *) _p=${_w%/}/$_p;; esac
-    for _f in __FILES__; do _g "${_p%/}/$_f"; done
+    for _f in __FILES__; do _npm_digest "${_p%/}/$_f"; done
     if [ -n "$_i" ] && [ -z "${TBSCALE_SINCE:-}" ]; then
       _d=${_p%/}
       while :; do
@@ -420,6 +439,7 @@ def parse_snapshot(output: str) -> GuardSnapshot:
     npm: dict[str, str] = {}
     npm_absent: list[str] = []
     npm_removed: list[str] = []
+    node_roots: list[str] = []
     envs: list[str] = []
     copies: dict[str, str] = {}
     now = removed = workdir = home = None
@@ -447,8 +467,8 @@ def parse_snapshot(output: str) -> GuardSnapshot:
             project.setdefault(parts[1], parts[2])
         elif parts[0] == "G" and len(parts) == 3:
             npm.setdefault(parts[1], parts[2])
-        elif parts[0] in ("Z", "L") and len(parts) == 2:
-            (npm_absent if parts[0] == "Z" else npm_removed).append(parts[1])
+        elif parts[0] in ("Z", "L", "GL") and len(parts) == 2:
+            {"Z": npm_absent, "L": npm_removed, "GL": node_roots}[parts[0]].append(parts[1])
         elif parts[0] == "Y" and len(parts) == 2:
             envs.append(parts[1])
         elif parts[0] == "Q" and len(parts) == 3:
@@ -493,6 +513,8 @@ def parse_snapshot(output: str) -> GuardSnapshot:
         snap["npm_absent"] = sorted(set(npm_absent))
     if npm_removed:
         snap["node_modules_removed"] = sorted(set(npm_removed))
+    if node_roots:
+        snap["node_roots"] = sorted(set(node_roots))
     if copies:
         snap["startup_copies"] = copies
     if workdir:

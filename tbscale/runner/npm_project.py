@@ -220,3 +220,14 @@ def npm_changed(before: dict[str, str], after: dict[str, str], read_before: dict
             out.append(entry(kind, f"{what}: " + "; ".join(found[:5])[:700], paths=paths[:20],
                              by_command=attribute_command(actions, PurePosixPath(paths[0]).name, paths[:5])))
     return out
+
+
+def node_library_changed(changes: dict[str, int], roots: list[str], actions: list[tuple[int, str]]) -> list[Tampering]:
+    """The changed files (`changes`, the listing's) of the Node packages the verifier's npm commands
+    start (`roots`, guard_shell's `GL` lines: npm's own, a global jest): `test_library_changed`."""
+    found = sorted(p for p in changes if any(p.startswith(r.rstrip("/") + "/") for r in roots))
+    if not found:
+        return []
+    return [entry("test_library_changed", "files of the Node packages the verifier's npm commands start changed: "
+                  + ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else ""),
+                  paths=found[:20], by_command=attribute_command(actions, PurePosixPath(found[0]).name, found[:5]))]

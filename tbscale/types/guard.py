@@ -96,6 +96,7 @@ class GuardSnapshot(TypedDict, total=False):
     npm: dict[str, str]  # npm's and the JS test runners' files where the verifier's npm runs -> digest (`G`)
     npm_absent: list[str]  # at the baseline: `node_modules` absent in or above a folder where it installs (`Z`)
     node_modules_removed: list[str]  # after the sweep: those the agent phase made, removed (`L`)
+    node_roots: list[str]  # the Node packages the verifier's npm starts, whose changed files are listed (`GL`)
     project_envs: list[str]  # the `.venv` folders the verifier's uv commands use, as the scripts name them (`Y`)
     sourced: dict[str, str]  # script the verifier sources -> digest of the lines that run, `-` absent, `other` (`F`)
 
