@@ -96,6 +96,7 @@ def test_what_changed_is_told_by_kind_and_what_did_not_is_not_told():
     assert list(kinds({"/app/package.json": "b"}, {"/app/package.json": {**base, "sources": ["x"]}})) == [
         "project_source_added"]
     assert list(kinds({"/app/package.json": "other"}, {})) == ["npm_script_changed"]  # a link: npm reads through it
+    assert list(kinds({"/app/package-lock.json": "other"}, {})) == ["project_source_added"]
     assert list(kinds({"/app/package-lock.json": "c"}, {"/app/package-lock.json": {"sources": ["evil: /x"]}})) == [
         "project_source_added"]
     # the lockfile an honest `npm install` writes takes from a path what package.json named so already

@@ -189,8 +189,8 @@ def npm_changed(before: dict[str, str], after: dict[str, str], read_before: dict
         elif name in RUNNER_CONFIGS and now != "-":
             runner.append(f"{path} ({state})")
         elif name in ("package.json", "package-lock.json", "npm-shrinkwrap.json") and now != "-":
-            if now == "other":
-                changed_scripts.append(f"{path} ({state})")
+            if now == "other":  # npm reads through a link: what it reads was not read here
+                (changed_scripts if name == "package.json" else sources).append(f"{path} ({state})")
                 continue
             new, old = read_after.get(path), read_before.get(path) or {}
             if new is None:
