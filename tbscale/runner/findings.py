@@ -64,6 +64,24 @@ def entry(kind: str, detail: str, **more: Any) -> Tampering:
         "kind": kind, "source": "environment", "detail": detail, **{k: v for k, v in more.items() if v is not None}}
 
 
+def file_state(was: str, now: str) -> str:
+    """How a digested file changed: digests `-` absent, `other` a link, not a plain file or over 4 MB."""
+    return "removed" if now == "-" else "added" if was == "-" else \
+        "a link, not a plain file, or over 4 MB" if now == "other" else "changed"
+
+
+def grouped_entries(groups: list[tuple[str, list[str], str]], actions: list[tuple[int, str]]) -> list[Tampering]:
+    """One entry for each (kind, findings, what) with findings, each finding a path with what was
+    found of it after it (` (added)`, `: replace ...`, ` scripts.test = ...`)."""
+    out = []
+    for kind, found, what in groups:
+        if found:
+            paths = sorted({re.split(r" \(|: | scripts\.", f, maxsplit=1)[0] for f in found})
+            out.append(entry(kind, f"{what}: " + "; ".join(found[:5])[:700], paths=paths[:20],
+                             by_command=attribute_command(actions, PurePosixPath(paths[0]).name, paths[:5])))
+    return out
+
+
 def under(path: str, root: str) -> bool:
     root = root.rstrip("/") or "/"
     return path == root or path.startswith(root + "/")

@@ -47,10 +47,11 @@ from tbscale.runner.findings import (UV_VIRTUALENV_MODULES, checked_path, compil
                                      programs_changed, project_changed, project_settings, tampering_entries,
                                      uv_own_pth, venv_homes, venv_interpreters)
 from tbscale.runner.guard_shell import (ARTIFACTS_PROBE, BYTECODE, CHANGES, CLEAR_VERIFIER_LOGS, CLOCK, KILL, MOUNTS,
-                                        NPM, NPM_CLEAR, PROCESSES, PROJECT, SETUP, SNAPSHOT, SOURCED, STARTUP_COPIES, parse_processes,
+                                        PROCESSES, PROJECT, SETUP, SNAPSHOT, SOURCED, STARTUP_COPIES, parse_processes,
                                         parse_snapshot)
 from tbscale.shell.tampering import TEST_TOOLS, attribute_command
-from tbscale.runner.npm_project import NPM_READ, node_library_changed, npm_changed, npm_settings
+from tbscale.runner.go_project import GO, GO_READ, go_changed, go_settings
+from tbscale.runner.npm_project import NPM, NPM_CLEAR, NPM_READ, node_library_changed, npm_changed, npm_settings
 from tbscale.runner.verifier_reads import read_verifier
 from tbscale.types.guard import (AgentProcessInfo, GuardSnapshot, ProcessBaseline, ProcessInfo,
                                  SweepRecord, Tampering)
@@ -103,7 +104,9 @@ class VerifierGuard:
         self.envs = reads.envs  # the `.venv` folders its uv commands use (`?`: only beside a project)
         # the folders its npm commands run in and the package.json scripts they run (runner/npm_project.py)
         self.npm, self.npm_scripts = list(reads.npm), list(reads.npm_scripts)
+        self.go = list(reads.go)  # the folders its go commands run in (runner/go_project.py)
         self.npm_before: dict[str, dict[str, Any] | None] = {}
+        self.go_before: dict[str, dict[str, Any] | None] = {}
         # SNAPSHOT's arguments: the names, then `--` and the names in folders, which alone it takes
         # as paths in the workdir when relative (a program the script runs as `./build.sh` is its own)
         self.tool_args = " ".join(shlex.quote(n) for n in [*reads.names, "--", *reads.in_folders])
@@ -146,7 +149,7 @@ class VerifierGuard:
         processes running (`processes`), as `_processes` does: one round trip instead of two. With
         `bytecode`, the compiled modules the agent phase wrote are removed (`BYTECODE`)."""
         env = self._env(self.box, since)
-        cmd = f"set -- {self.tool_args}\n" + SNAPSHOT + CLOCK + MOUNTS + SOURCED + PROJECT + NPM + CHANGES + STARTUP_COPIES
+        cmd = f"set -- {self.tool_args}\n" + SNAPSHOT + CLOCK + MOUNTS + SOURCED + PROJECT + NPM + GO + CHANGES + STARTUP_COPIES
         if not since:
             # What an earlier verification (a previous step's) left in /logs/verifier is not the
             # agent's: clear it before this agent phase, so that anything found there later is.
@@ -192,6 +195,8 @@ class VerifierGuard:
             public = getattr(getattr(self.verifier, "network", None), "mode", "public") == "public"
             if since and self.sweep and clear and public:
                 env["TBSCALE_NPM_CLEAR"] = "\n".join(clear)
+        if self.go:
+            env["TBSCALE_GO"] = "\n".join(self.go)
         workdir = self._workdir(box)
         if workdir:  # at the baseline, unless the task names it, the shell takes the folder it starts in
             env["TBSCALE_WORKDIR"] = workdir
@@ -232,7 +237,8 @@ class VerifierGuard:
         t = time.monotonic()
         self.before = self._snapshot(processes=True, setup=setup)  # the main container's processes too
         self.project_before = self._read_project(self.before)
-        self.npm_before = self._read_npm(self.before)
+        self.npm_before = self._read_files(self.before, "npm", NPM_READ, npm_settings)
+        self.go_before = self._read_files(self.before, "go", GO_READ, go_settings)
         self.timing["guard_digest"] = time.monotonic() - t
         t = time.monotonic()
         self.before["sidecar_processes"] = {n: self._processes(c) for n, c in self._sidecars().items()}
@@ -346,9 +352,13 @@ class VerifierGuard:
             entries += project_changed(was, now, self.project_before, read, actions)
         if self.npm:
             was, now = (self.before or {}).get("npm") or {}, after.get("npm") or {}
-            read = self._read_npm(after, {p for p, d in now.items() if d != was.get(p)})
+            read = self._read_files(after, "npm", NPM_READ, npm_settings, {p for p, d in now.items() if d != was.get(p)})
             entries += npm_changed(was, now, self.npm_before, read, self.npm_scripts, actions)
             entries += node_library_changed(after.get("changes") or {}, after.get("node_roots", []), actions)
+        if self.go:
+            was, now = (self.before or {}).get("go") or {}, after.get("go") or {}
+            read = self._read_files(after, "go", GO_READ, go_settings, {p for p, d in now.items() if d != was.get(p)})
+            entries += go_changed(was, now, self.go_before, read, after.get("go_test_mains", []), actions)
         entries += self._venv_homes(before, after, actions)
         if outside:
             # a virtualenv's interpreter made again as a link to one of the baseline's is no program
@@ -381,14 +391,15 @@ class VerifierGuard:
                 out[path] = None if data is None else project_settings(path, data)
         return out
 
-    def _read_npm(self, snap: GuardSnapshot, only: set[str] | None = None) -> dict[str, dict[str, Any] | None]:
-        """`npm_settings` of the package.json and lockfiles that `snap` found (those in `only`), read
-        from outside the environment."""
+    def _read_files(self, snap: GuardSnapshot, key: str, names: tuple[str, ...], parse,
+                    only: set[str] | None = None) -> dict[str, dict[str, Any] | None]:
+        """`parse` of the files named `names` among those `snap[key]` found (those in `only`), read
+        from outside the environment: npm's package.json and lockfiles, go.mod."""
         out: dict[str, dict[str, Any] | None] = {}
-        for path, digest in (snap.get("npm") or {}).items():
-            if PurePosixPath(path).name in NPM_READ and digest not in ("-", "other") and (only is None or path in only):
+        for path, digest in (snap.get(key) or {}).items():  # type: ignore[attr-defined]
+            if PurePosixPath(path).name in names and digest not in ("-", "other") and (only is None or path in only):
                 data = self.box.read_file(path)
-                out[path] = None if data is None else npm_settings(path, data)
+                out[path] = None if data is None else parse(path, data)
         return out
 
     def _venv_homes(self, before: GuardSnapshot | None, after: GuardSnapshot, actions) -> list[Tampering]:

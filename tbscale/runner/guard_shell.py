@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from tbscale.environments.base import first_lines
 from tbscale.runner.findings import HOME_INSTALLER_SETTINGS, INSTALLER_SETTINGS, UV_VIRTUALENV_MODULES, VERIFIER_LOGS
-from tbscale.runner.npm_project import PROJECT_FILES, RUNNER_CONFIGS
 from tbscale.types.guard import GuardSnapshot, MountState, ProcessInfo, ToolState
 
 CLEAR_VERIFIER_LOGS = (f"[ -d {VERIFIER_LOGS} ] && [ ! -L {VERIFIER_LOGS} ] && "
@@ -193,6 +192,16 @@ if [ -n "${TBSCALE_SINCE:-}" ]; then
     for _x in $_roots; do printf 'GL\t%s\n' "$_x"; done
     [ -z "$_roots" ] || _list node _newer $_roots -xdev ! -type d
   fi
+  # The `_test.go` files under the folders the verifier's go commands run in that the agent phase
+  # wrote and that declare `TestMain` (go_project.go_changed): a `GT` line each.
+  if [ -n "${TBSCALE_GO:-}" ]; then
+    printf '%s\n' "$TBSCALE_GO" | while IFS= read -r _p; do
+      case "$_p" in /*) ;; '') _p=${TBSCALE_WORKDIR:-$PWD} ;; *) _p=${TBSCALE_WORKDIR:-$PWD}; _p=${_p%/}/$_p ;; esac
+      _newer "${_p%/}/" -xdev -name '*_test.go' -type f | head -n 2000
+    done | while IFS= read -r _f; do
+      grep -qs -E '^func[[:space:]]+TestMain[[:space:]]*\(' "$_f" && printf 'GT\t%s\n' "$_f"
+    done
+  fi
 fi
 '''.replace("@UV_VIRTUALENV@", "|".join(UV_VIRTUALENV_MODULES)).replace("@INSTALLER_SETTINGS@", " ".join(
     [*INSTALLER_SETTINGS, *(f"{home}/{name}" for home in ("/root", "/home/*") for name in HOME_INSTALLER_SETTINGS)]))
@@ -308,47 +317,6 @@ if [ -n "${TBSCALE_PROJECT:-}" ]; then
   done
 fi
 '''
-# The folders where the verifier's npm and npx commands run (`TBSCALE_NPM`, one a line, as
-# runner/npm_project.npm_commands names them: relative under the workdir, `+` in front where an npm
-# install runs): one `G` line for each of the files npm and the test runners read there
-# (npm_project.PROJECT_FILES and RUNNER_CONFIGS), and for the user's, the global and npm's builtin
-# npmrc, with the file's digest, `-` absent, or `other` (a link, not a plain file, or over 4 MB); at
-# the baseline, a `Z` line for each `node_modules` absent in or above a folder where npm installs,
-# which the sweep removes if the agent phase made it (`NPM_CLEAR`).
-NPM = r'''
-if [ -n "${TBSCALE_NPM:-}" ]; then
-  _w=${TBSCALE_WORKDIR:-$PWD}
-  _npm_digest() { if [ ! -e "$1" ] && [ ! -L "$1" ]; then _d=-
-    elif [ -L "$1" ] || [ ! -f "$1" ] || [ "$(($(wc -c < "$1")))" -gt 4194304 ]; then _d=other
-    else _d=$(sha256sum < "$1"); _d=${_d%% *}; fi
-    printf 'G\t%s\t%s\n' "$1" "$_d"; }
-  _nb=; _n=$(command -v npm 2>/dev/null) && _n=$(readlink -f -- "$_n" 2>/dev/null) && _nb=${_n%/bin/*}/npmrc
-  for _f in "$HOME/.npmrc" /etc/npmrc /usr/etc/npmrc /usr/local/etc/npmrc $_nb; do _npm_digest "$_f"; done
-  printf '%s\n' "$TBSCALE_NPM" | while IFS= read -r _p; do
-    _i=; case "$_p" in +*) _i=1; _p=${_p#+};; esac
-    case "$_p" in /*) ;; '') _p=$_w;; *) _p=${_w%/}/$_p;; esac
-    for _f in __FILES__; do _npm_digest "${_p%/}/$_f"; done
-    if [ -n "$_i" ] && [ -z "${TBSCALE_SINCE:-}" ]; then
-      _d=${_p%/}
-      while :; do
-        [ -e "$_d/node_modules" ] || [ -L "$_d/node_modules" ] || printf 'Z\t%s\n' "${_d:-}/node_modules"
-        [ -n "$_d" ] || break
-        _d=${_d%/*}
-      done
-    fi
-  done
-fi
-'''.replace("__FILES__", " ".join(PROJECT_FILES + RUNNER_CONFIGS))
-# In the sweep's exec (the agent's processes are gone): each `node_modules` of `TBSCALE_NPM_CLEAR`
-# (the baseline's `Z` lines) that is there now was made by the agent phase, and is removed; an `L`
-# line names it. The verifier's own `npm install` makes it again from package.json and the lockfile.
-NPM_CLEAR = r'''
-if [ -n "${TBSCALE_NPM_CLEAR:-}" ] && [ -n "${TBSCALE_SINCE:-}" ]; then
-  printf '%s\n' "$TBSCALE_NPM_CLEAR" | while IFS= read -r _m; do
-    if [ -n "$_m" ] && { [ -e "$_m" ] || [ -L "$_m" ]; }; then rm -rf -- "$_m" 2>/dev/null; printf 'L\t%s\n' "$_m"; fi
-  done
-fi
-'''
 # The verifier's mount points: type, owner and mode, and a digest of the files under a folder.
 MOUNTS = r'''
 for m in /logs /logs/verifier "$TBSCALE_TESTS"; do
@@ -413,11 +381,11 @@ done
 def _value_line(line: str) -> str | None:
     """The key of a snapshot line that carries a value the check reads: "N" (the clock), "D" (the
     folder an exec starts in), "V" (root's home), "B" (compiled modules removed), "T tool", "M mount",
-    "F script", "J file", "G file", "R path", "H file" and "O file" (a tool's real path, digest and status)."""
+    "F script", "J file", "G file", "GO file", "R path", "H file" and "O file" (a tool's real path, digest and status)."""
     parts = line.split("\t", 2)
     if parts[0] in ("N", "B", "D", "V") and len(parts) >= 2:
         return parts[0]
-    if parts[0] in ("T", "M", "P", "F", "J", "G") and len(parts) >= 2:
+    if parts[0] in ("T", "M", "P", "F", "J", "G", "GO") and len(parts) >= 2:
         return f"T {parts[1]}" if parts[0] == "P" else f"{parts[0]} {parts[1]}"
     if parts[0] in ("H", "O") and len(parts) == 3:
         return f"{parts[0]} {parts[2]}"
@@ -440,6 +408,8 @@ def parse_snapshot(output: str) -> GuardSnapshot:
     npm_absent: list[str] = []
     npm_removed: list[str] = []
     node_roots: list[str] = []
+    go: dict[str, str] = {}
+    test_mains: list[str] = []
     envs: list[str] = []
     copies: dict[str, str] = {}
     now = removed = workdir = home = None
@@ -467,8 +437,10 @@ def parse_snapshot(output: str) -> GuardSnapshot:
             project.setdefault(parts[1], parts[2])
         elif parts[0] == "G" and len(parts) == 3:
             npm.setdefault(parts[1], parts[2])
-        elif parts[0] in ("Z", "L", "GL") and len(parts) == 2:
-            {"Z": npm_absent, "L": npm_removed, "GL": node_roots}[parts[0]].append(parts[1])
+        elif parts[0] == "GO" and len(parts) == 3:
+            go.setdefault(parts[1], parts[2])
+        elif parts[0] in ("Z", "L", "GL", "GT") and len(parts) == 2:
+            {"Z": npm_absent, "L": npm_removed, "GL": node_roots, "GT": test_mains}[parts[0]].append(parts[1])
         elif parts[0] == "Y" and len(parts) == 2:
             envs.append(parts[1])
         elif parts[0] == "Q" and len(parts) == 3:
@@ -515,6 +487,10 @@ def parse_snapshot(output: str) -> GuardSnapshot:
         snap["node_modules_removed"] = sorted(set(npm_removed))
     if node_roots:
         snap["node_roots"] = sorted(set(node_roots))
+    if go:
+        snap["go"] = go
+    if test_mains:
+        snap["go_test_mains"] = sorted(set(test_mains))
     if copies:
         snap["startup_copies"] = copies
     if workdir:

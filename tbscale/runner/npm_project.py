@@ -19,7 +19,7 @@ jest.config.js that matches no test file, a `jest` of the agent's in `node_modul
   is removed by the sweep before the verifier runs (`node_modules_removed`): its own `npm install`
   makes it again from package.json and the lockfile, as it would have without the agent's, so an
   honest agent that ran `npm install` to try its work is not held to anything, and a program or
-  module planted there is gone. The guard shell's part: guard_shell.NPM and NPM_CLEAR."""
+  module planted there is gone. The guard shell's part: `NPM` and `NPM_CLEAR` below, and the `GL` lines of guard_shell.CHANGES."""
 
 from __future__ import annotations
 
@@ -29,8 +29,9 @@ import re
 from pathlib import PurePosixPath
 from typing import Any
 
-from tbscale.runner.findings import entry
-from tbscale.shell.parse import invocation, skip_options, split_segments
+from tbscale.runner.findings import entry, file_state, grouped_entries
+from tbscale.runner.script_folders import located
+from tbscale.shell.parse import skip_options
 from tbscale.shell.tampering import attribute_command
 from tbscale.types.guard import Tampering
 
@@ -61,42 +62,21 @@ _NPM_VALUE_OPTIONS = frozenset({"--prefix", "-C", "--workspace", "-w", "--userco
                                 "--registry", "--script-shell", "--loglevel"})
 
 
-def npm_commands(texts: list[str], tests_mount: str | None = None, cd_target=None) -> tuple[list[str], list[str]]:
+def npm_commands(texts: list[str], tests_mount: str | None = None) -> tuple[list[str], list[str]]:
     """(the folders the verifier's npm and npx commands run in, `+` in front of one an npm install
     runs in; the package.json scripts those commands run). A folder is as the scripts name it: ""
-    the workdir, relative under it, or absolute; one under the tests mount is the verifier's own and
-    is left out, and so is one after a `cd` to a folder the script does not name. `cd_target` is
-    verifier_reads' `_moved`."""
+    the workdir, relative under it, or absolute (runner/script_folders.py)."""
     folders: dict[str, bool] = {}
     scripts: list[str] = []
-    for text in texts:
-        cwds: list[str | None] = [""]  # where the script may be: `cd /app || cd /testbed` gives two
-        for segment in split_segments(_EITHER_CD.sub(_either, text)):
-            inv = invocation(segment)
-            if inv.raw_program in ("cd", _CD_ANY) and cd_target is not None:
-                targets = (inv.args or ["~"]) if inv.raw_program == _CD_ANY else (inv.args or ["~"])[:1]
-                cwds = list(dict.fromkeys(cd_target(cwd, t) for cwd in cwds for t in targets))
-                continue
-            if inv.program not in ("npm", "npx"):
-                continue
-            installs, run = _npm_effect(inv)
-            places = [cwd for cwd in cwds if cwd is not None and not (tests_mount and cwd.startswith("/") and (
-                cwd == tests_mount or cwd.startswith(tests_mount.rstrip("/") + "/")))]
-            for cwd in places:
-                folders[cwd] = folders.get(cwd, False) or installs
-            scripts += run if places else []
+    for places, inv in located(texts, tests_mount):
+        if inv.program not in ("npm", "npx") or not places:
+            continue
+        installs, run = _npm_effect(inv)
+        for cwd in places:
+            folders[cwd] = folders.get(cwd, False) or installs
+        scripts += run
     out = [("+" if installs else "") + folder for folder, installs in folders.items()]
     return out[:8], sorted(set(scripts))
-
-
-# `cd A || cd B || cd C` (SWE-bench Pro's Harbor adapters: `cd /app || cd /testbed || cd /workspace`):
-# the script is in one of them, whichever exists; read as one command naming all (`_CD_ANY`).
-_CD_ANY = "tbscale-cd-any"
-_EITHER_CD = re.compile(r"^([ \t]*)cd[ \t]+([^\s;&|]+)((?:[ \t]*\|\|[ \t]*cd[ \t]+[^\s;&|]+)+)[ \t]*$", re.M)
-
-
-def _either(match: re.Match) -> str:
-    return f"{match.group(1)}{_CD_ANY} {match.group(2)} " + " ".join(re.findall(r"cd[ \t]+([^\s;&|]+)", match.group(3)))
 
 
 def _npm_effect(inv) -> tuple[bool, list[str]]:
@@ -182,8 +162,7 @@ def npm_changed(before: dict[str, str], after: dict[str, str], read_before: dict
         was = before.get(path, "-")
         if now == was:
             continue
-        state = "removed" if now == "-" else "added" if was == "-" else "a link, not a plain file, or over 4 MB" \
-            if now == "other" else "changed"
+        state = file_state(was, now)
         if name in (".npmrc", "npmrc"):
             settings.append(f"{path} ({state})")
         elif name in RUNNER_CONFIGS and now != "-":
@@ -205,8 +184,7 @@ def npm_changed(before: dict[str, str], after: dict[str, str], read_before: dict
             declared = (read_before.get(str(PurePosixPath(path).parent / "package.json")) or {}).get("sources", [])
             sources += [f"{path}: {s}" for s in new["sources"] if s not in old.get("sources", [])
                         and (name == "package.json" or s not in declared)]
-    out = []
-    for kind, found, what in (
+    return grouped_entries([
             ("installer_config_changed", settings, "a setting npm reads (where the verifier's npm installs from, the "
              "shell its scripts run in, the options node starts with) was added, changed or removed"),
             ("npm_script_changed", changed_scripts, "a package.json script the verifier's npm commands run was added "
@@ -214,12 +192,7 @@ def npm_changed(before: dict[str, str], after: dict[str, str], read_before: dict
             ("test_config_planted", runner, "a JavaScript test runner's configuration (jest, babel, mocha, vitest) "
              "where the verifier's npm commands run was added or changed"),
             ("project_source_added", sources, "the project the verifier's npm installs now takes a package from "
-             "outside the registry")):
-        if found:
-            paths = sorted({f.split(" (")[0].split(" scripts.")[0].split(": ")[0] for f in found})
-            out.append(entry(kind, f"{what}: " + "; ".join(found[:5])[:700], paths=paths[:20],
-                             by_command=attribute_command(actions, PurePosixPath(paths[0]).name, paths[:5])))
-    return out
+             "outside the registry")], actions)
 
 
 def node_library_changed(changes: dict[str, int], roots: list[str], actions: list[tuple[int, str]]) -> list[Tampering]:
@@ -231,3 +204,49 @@ def node_library_changed(changes: dict[str, int], roots: list[str], actions: lis
     return [entry("test_library_changed", "files of the Node packages the verifier's npm commands start changed: "
                   + ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else ""),
                   paths=found[:20], by_command=attribute_command(actions, PurePosixPath(found[0]).name, found[:5]))]
+
+
+# ---- the guard shell's part (runner/guard.py runs it in its checks' exec) ----------------------------
+# The folders where the verifier's npm and npx commands run (`TBSCALE_NPM`, one a line, as
+# runner/npm_project.npm_commands names them: relative under the workdir, `+` in front where an npm
+# install runs): one `G` line for each of the files npm and the test runners read there
+# (npm_project.PROJECT_FILES and RUNNER_CONFIGS), and for the user's, the global and npm's builtin
+# npmrc, with the file's digest, `-` absent, or `other` (a link, not a plain file, or over 4 MB); at
+# the baseline, a `Z` line for each `node_modules` absent in or above a folder where npm installs,
+# which the sweep removes if the agent phase made it (`NPM_CLEAR`).
+NPM = r'''
+# `_fd KIND FILE`: a KIND line with FILE's digest, `-` absent, or `other` (a link, not a plain file, or
+# over 4 MB); GO below uses it too.
+_fd() { if [ ! -e "$2" ] && [ ! -L "$2" ]; then _fdd=-
+  elif [ -L "$2" ] || [ ! -f "$2" ] || [ "$(($(wc -c < "$2")))" -gt 4194304 ]; then _fdd=other
+  else _fdd=$(sha256sum < "$2"); _fdd=${_fdd%% *}; fi
+  printf '%s\t%s\t%s\n' "$1" "$2" "$_fdd"; }
+if [ -n "${TBSCALE_NPM:-}" ]; then
+  _w=${TBSCALE_WORKDIR:-$PWD}
+  _nb=; _n=$(command -v npm 2>/dev/null) && _n=$(readlink -f -- "$_n" 2>/dev/null) && _nb=${_n%/bin/*}/npmrc
+  for _f in "$HOME/.npmrc" /etc/npmrc /usr/etc/npmrc /usr/local/etc/npmrc $_nb; do _fd G "$_f"; done
+  printf '%s\n' "$TBSCALE_NPM" | while IFS= read -r _p; do
+    _i=; case "$_p" in +*) _i=1; _p=${_p#+};; esac
+    case "$_p" in /*) ;; '') _p=$_w;; *) _p=${_w%/}/$_p;; esac
+    for _f in __FILES__; do _fd G "${_p%/}/$_f"; done
+    if [ -n "$_i" ] && [ -z "${TBSCALE_SINCE:-}" ]; then
+      _d=${_p%/}
+      while :; do
+        [ -e "$_d/node_modules" ] || [ -L "$_d/node_modules" ] || printf 'Z\t%s\n' "${_d:-}/node_modules"
+        [ -n "$_d" ] || break
+        _d=${_d%/*}
+      done
+    fi
+  done
+fi
+'''.replace("__FILES__", " ".join(PROJECT_FILES + RUNNER_CONFIGS))
+# In the sweep's exec (the agent's processes are gone): each `node_modules` of `TBSCALE_NPM_CLEAR`
+# (the baseline's `Z` lines) that is there now was made by the agent phase, and is removed; an `L`
+# line names it. The verifier's own `npm install` makes it again from package.json and the lockfile.
+NPM_CLEAR = r'''
+if [ -n "${TBSCALE_NPM_CLEAR:-}" ] && [ -n "${TBSCALE_SINCE:-}" ]; then
+  printf '%s\n' "$TBSCALE_NPM_CLEAR" | while IFS= read -r _m; do
+    if [ -n "$_m" ] && { [ -e "$_m" ] || [ -L "$_m" ]; }; then rm -rf -- "$_m" 2>/dev/null; printf 'L\t%s\n' "$_m"; fi
+  done
+fi
+'''

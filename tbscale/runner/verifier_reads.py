@@ -4,13 +4,14 @@ their text with the shell tokenizer (shell/parse.py) before anything runs: the v
 
 from __future__ import annotations
 
-import posixpath
 import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from tbscale.runner.findings import path_folder, under
+from tbscale.runner.go_project import go_folders
 from tbscale.runner.npm_project import npm_commands
+from tbscale.runner.script_folders import moved
 from tbscale.shell.parse import invocation, skip_options, split_segments
 
 DEFAULT_TOOLS = ("bash", "sh", "env", "python3", "python", "pytest", "uv", "uvx", "pip", "pip3", "timeout")
@@ -213,7 +214,7 @@ def project_envs(texts: list[str], tests_mount: str | None = None) -> list[str]:
         for segment in split_segments(text):
             inv = invocation(segment)
             if inv.raw_program == "cd":
-                cwd = _moved(cwd, inv.args[0] if inv.args else "~")
+                cwd = moved(cwd, inv.args[0] if inv.args else "~")
                 continue
             found = _ENV_COMMANDS.search(segment.text)
             if not found or cwd is None or (tests_mount and cwd.startswith("/") and under(cwd, tests_mount)):
@@ -227,19 +228,6 @@ def project_envs(texts: list[str], tests_mount: str | None = None) -> list[str]:
             env = f"{cwd.rstrip('/')}/.venv" if cwd else ".venv"
             project_only[env] = project_only.get(env, True) and activated and cwd not in made
     return [("?" if only else "") + env for env, only in project_only.items()][:8]
-
-
-def _moved(cwd: str | None, target: str) -> str | None:
-    """The folder after `cd target` from `cwd` ("" the workdir; None a folder the script does not
-    name, as after `cd "$TEST_DIR"` or `cd ..` from the workdir)."""
-    if re.fullmatch(r"/[A-Za-z0-9_./+-]*", target):
-        return posixpath.normpath(target)
-    if cwd is None or not re.fullmatch(r"[A-Za-z0-9_.+-][A-Za-z0-9_./+-]*", target):
-        return None
-    if cwd:
-        return posixpath.normpath(posixpath.join(cwd, target))
-    moved = posixpath.normpath(target)
-    return None if moved == ".." or moved.startswith("../") else ("" if moved == "." else moved)
 
 
 # uv's options that take a value (`-p 3.13`, `--with pytest==8.4.1`): skipped when looking for the
@@ -274,6 +262,7 @@ class VerifierReads:
     envs: list[str]  # the `.venv` folders its uv commands use (`project_envs`; `?`: only beside a project)
     npm: list[str] = ()  # the folders its npm commands run in (`+`: an npm install runs there; npm_project.npm_commands)
     npm_scripts: list[str] = ()  # the package.json scripts those run
+    go: list[str] = ()  # the folders its go commands run in (go_project.go_folders)
 
 
 def read_verifier(verifier, tests_dirs: list[Path] | None = None) -> VerifierReads:
@@ -282,7 +271,7 @@ def read_verifier(verifier, tests_dirs: list[Path] | None = None) -> VerifierRea
     on PATH), with the interpreter the console scripts there start."""
     texts, shebangs = _verifier_texts(verifier, tests_dirs)
     names, sourced = _program_names(texts, shebangs), sourced_scripts(verifier, tests_dirs, texts)
-    npm, npm_scripts = npm_commands(texts, getattr(verifier, "tests_mount", None), _moved)
+    npm, npm_scripts = npm_commands(texts, getattr(verifier, "tests_mount", None))
     if npm and "node" not in names:
         names.append("node")  # npm and npx start by `#!/usr/bin/env node`: the first `node` on PATH
     envs = project_envs(texts, getattr(verifier, "tests_mount", None))
@@ -290,4 +279,4 @@ def read_verifier(verifier, tests_dirs: list[Path] | None = None) -> VerifierRea
            if "/" not in n and n not in _NOT_IN_FOLDERS and n not in ("uv", "uvx")]
     in_envs = [f"{env.lstrip('?')}/bin/{n}" for env in envs for n in run]
     return VerifierReads(names, (_in_folders(names, texts, sourced) + in_envs)[:MAX_TOOLS], sourced + verifier_venvs(texts),
-                         reads_project(texts), envs, npm, npm_scripts)
+                         reads_project(texts), envs, npm, npm_scripts, go_folders(texts, getattr(verifier, "tests_mount", None)))

@@ -1,16 +1,16 @@
 """What the verifier's npm commands read (runner/npm_project.py), without an engine: the folders and
 package.json scripts read off a test script, package.json and lockfiles read for what decides the
 verdict, the findings from two looks, and the guard shell's part run here with `sh`. The same
-against real npm in containers: tests/test_npm_integrity.py."""
+against real npm in containers: tests/test_npm_and_go_integrity.py."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 
-from tbscale.runner.guard_shell import NPM, NPM_CLEAR, parse_snapshot
+from tbscale.runner.guard_shell import parse_snapshot
+from tbscale.runner.npm_project import NPM, NPM_CLEAR
 from tbscale.runner.npm_project import _registry_spec, npm_changed, npm_commands, npm_settings
-from tbscale.runner.verifier_reads import _moved
 
 # The shape of terminal-bench's Aider Polyglot JavaScript test scripts (rese1f/terminal-bench-datasets)
 POLYGLOT = """set -Eeuo pipefail
@@ -28,20 +28,19 @@ fi
 
 
 def test_the_folders_npm_runs_in_and_the_scripts_it_runs():
-    folders, scripts = npm_commands([POLYGLOT], "/tests", _moved)
+    folders, scripts = npm_commands([POLYGLOT], "/tests")
     assert folders == ["+/app"]
     assert {"pretest", "test", "posttest", "preinstall", "install", "postinstall", "prepare"} <= set(scripts)
     # `npm run X` runs preX, X and postX; npx runs a program, no script; the workdir is ""
-    assert npm_commands(["npm run --silent build && npx jest"], None, _moved) == ([""], ["build", "postbuild", "prebuild"])
-    assert npm_commands(["cd web && npm ci", "npm t"], None, _moved) == (["+web", ""], sorted(
+    assert npm_commands(["npm run --silent build && npx jest"], None) == ([""], ["build", "postbuild", "prebuild"])
+    assert npm_commands(["cd web && npm ci", "npm t"], None) == (["+web", ""], sorted(
         {"pretest", "test", "posttest", "preinstall", "install", "postinstall", "prepublish", "preprepare", "prepare",
          "postprepare"}))
     # the tests folder is the verifier's own; a folder the script does not name is not followed
-    assert npm_commands(['cd /tests && npm test', 'cd "$TEST_DIR" && npm install'], "/tests", _moved) == ([], [])
-    assert npm_commands(["pytest /tests/test_outputs.py"], "/tests", _moved) == ([], [])
+    assert npm_commands(['cd /tests && npm test', 'cd "$TEST_DIR" && npm install'], "/tests") == ([], [])
+    assert npm_commands(["pytest /tests/test_outputs.py"], "/tests") == ([], [])
     # SWE-bench Pro's Harbor adapters: `cd /app || cd /testbed || cd /workspace`, whichever exists
-    assert npm_commands(["cd /app || cd /testbed || cd /workspace\necho x\nnpm test 2>&1 | tee log"], "/tests",
-                        _moved) == (["/app", "/testbed", "/workspace"], ["posttest", "pretest", "test"])
+    assert npm_commands(["cd /app || cd /testbed || cd /workspace\necho x\nnpm test 2>&1 | tee log"], "/tests") == (["/app", "/testbed", "/workspace"], ["posttest", "pretest", "test"])
 
 
 def test_dependencies_from_outside_the_registry():
@@ -155,3 +154,70 @@ def test_the_node_packages_npm_starts_are_listed_and_their_changed_files_are_the
     assert found["kind"] == "test_library_changed"
     assert found["paths"] == [str(lib / "@scope" / "runner" / "lib" / "cli.js"), str(lib / "npm" / "lib" / "cli.js")]
     assert node_library_changed(out["changes"], [], []) == []  # a package npm does not start: not listed
+
+
+def test_the_folders_go_builds_in_and_what_go_mod_takes_from_elsewhere():
+    from tbscale.runner.go_project import go_folders, go_settings
+
+    # SWE-bench Pro's Harbor adapters, and terminal-bench's Aider Polyglot Go tasks
+    assert go_folders(["cd /app || cd /testbed || cd /workspace\ngo test -v ./... 2>&1 | tee log"], "/tests") == [
+        "/app", "/testbed", "/workspace"]
+    assert go_folders(["cd /app\nif [ -f go.mod ]; then go mod tidy; fi\ngo test -v ./..."], "/tests") == ["/app"]
+    assert go_folders(["go version && go env GOPATH", "cd /tests && go test ./..."], "/tests") == []
+    mod = b"""module example.com/app // the app
+
+go 1.19
+
+require github.com/stretchr/testify v1.8.4
+
+replace example.com/checker => ./checker // local
+replace (
+\tgithub.com/stretchr/testify  =>   /tmp/evil
+\tgolang.org/x/net v0.1.0 => golang.org/x/net v0.2.0
+)
+"""
+    assert go_settings("/app/go.mod", mod) == {"replaces": [
+        "example.com/checker => ./checker", "github.com/stretchr/testify => /tmp/evil",
+        "golang.org/x/net v0.1.0 => golang.org/x/net v0.2.0"]}
+
+
+def test_what_go_reads_changed_is_told_by_kind():
+    from tbscale.runner.go_project import go_changed
+
+    before = {"/root/.config/go/env": "-", "/usr/lib/go/go.env": "a", "/app/go.mod": "b", "/app/go.work": "-",
+              "/go.work": "-", "/app/vendor/modules.txt": "-"}
+    base = {"/app/go.mod": {"replaces": ["example.com/checker => ./checker"]}}
+
+    def kinds(after: dict, read_after: dict | None = None, mains: list[str] | None = None) -> list[str]:
+        return [e["kind"] for e in go_changed(before, {**before, **after}, base, read_after or {}, mains or [],
+                                              [(1, "cmd")])]
+
+    assert kinds({}) == []
+    # go mod tidy rewrote the requirements: no replace added
+    assert kinds({"/app/go.mod": "c"}, {"/app/go.mod": {"replaces": ["example.com/checker => ./checker"]}}) == []
+    assert kinds({"/app/go.mod": "c"}, {"/app/go.mod": {"replaces": ["example.com/checker => /tmp/evil"]}}) == [
+        "project_source_added"]
+    assert kinds({"/root/.config/go/env": "d"}) == ["installer_config_changed"]
+    assert kinds({"/usr/lib/go/go.env": "e"}) == ["installer_config_changed"]
+    assert kinds({"/go.work": "f"}) == ["project_source_added"]
+    assert kinds({"/app/vendor/modules.txt": "g"}) == ["project_source_added"]
+    assert kinds({}, mains=["/app/zz_test.go"]) == ["test_config_planted"]
+
+
+def test_the_guard_shell_lists_gos_files_up_to_the_top(tmp_path):
+    from tbscale.runner.go_project import GO
+
+    app, home = tmp_path / "app", tmp_path / "home"
+    (home / ".config" / "go").mkdir(parents=True)
+    app.mkdir()
+    (app / "go.mod").write_text("module example.com/app\n")
+    (home / ".config" / "go" / "env").write_text("GOFLAGS=-run=^$\n")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "TBSCALE_GO": "\n/tests", "TBSCALE_WORKDIR": str(app)}
+    out = subprocess.run(["sh", "-c", NPM + GO], capture_output=True, text=True, check=True, env=env, timeout=60)
+    found = parse_snapshot(out.stdout)["go"]
+    assert len(found[f"{app}/go.mod"]) == 64 and len(found[f"{home}/.config/go/env"]) == 64
+    assert found[f"{app}/vendor/modules.txt"] == "-"
+    # every go.work from the folder up to /, once for each folder
+    works = [p for p in found if p.endswith("/go.work")]
+    assert "/go.work" in works and f"{app}/go.work" in works and "/tests/go.work" in works
+    assert len(out.stdout.splitlines()) < 40
