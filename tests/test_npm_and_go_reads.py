@@ -177,8 +177,10 @@ replace (
 )
 """
     assert go_settings("/app/go.mod", mod) == {"replaces": [
-        "example.com/checker => ./checker", "github.com/stretchr/testify => /tmp/evil",
-        "golang.org/x/net v0.1.0 => golang.org/x/net v0.2.0"]}
+        "replace example.com/checker => ./checker", "replace github.com/stretchr/testify => /tmp/evil",
+        "replace golang.org/x/net v0.1.0 => golang.org/x/net v0.2.0"]}
+    # go 1.21 and later switch to the toolchain go.mod names
+    assert go_settings("/app/go.mod", b"module m\n\ngo 1.22\n\ntoolchain go1.99.1\n") == {"replaces": ["toolchain go1.99.1"]}
 
 
 def test_what_go_reads_changed_is_told_by_kind():
@@ -186,7 +188,7 @@ def test_what_go_reads_changed_is_told_by_kind():
 
     before = {"/root/.config/go/env": "-", "/usr/lib/go/go.env": "a", "/app/go.mod": "b", "/app/go.work": "-",
               "/go.work": "-", "/app/vendor/modules.txt": "-"}
-    base = {"/app/go.mod": {"replaces": ["example.com/checker => ./checker"]}}
+    base = {"/app/go.mod": {"replaces": ["replace example.com/checker => ./checker"]}}
 
     def kinds(after: dict, read_after: dict | None = None, mains: list[str] | None = None) -> list[str]:
         return [e["kind"] for e in go_changed(before, {**before, **after}, base, read_after or {}, mains or [],
@@ -194,9 +196,11 @@ def test_what_go_reads_changed_is_told_by_kind():
 
     assert kinds({}) == []
     # go mod tidy rewrote the requirements: no replace added
-    assert kinds({"/app/go.mod": "c"}, {"/app/go.mod": {"replaces": ["example.com/checker => ./checker"]}}) == []
-    assert kinds({"/app/go.mod": "c"}, {"/app/go.mod": {"replaces": ["example.com/checker => /tmp/evil"]}}) == [
+    assert kinds({"/app/go.mod": "c"}, {"/app/go.mod": {"replaces": ["replace example.com/checker => ./checker"]}}) == []
+    assert kinds({"/app/go.mod": "c"}, {"/app/go.mod": {"replaces": ["replace example.com/checker => /tmp/evil"]}}) == [
         "project_source_added"]
+    assert kinds({"/app/go.mod": "c"}, {"/app/go.mod": {"replaces": ["replace example.com/checker => ./checker",
+                                                                     "toolchain go1.99.1"]}}) == ["project_source_added"]
     assert kinds({"/root/.config/go/env": "d"}) == ["installer_config_changed"]
     assert kinds({"/usr/lib/go/go.env": "e"}) == ["installer_config_changed"]
     assert kinds({"/go.work": "f"}) == ["project_source_added"]

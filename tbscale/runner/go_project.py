@@ -14,7 +14,8 @@ of the agent's. So:
   there or in a folder above it (it decides which modules the build takes) or a vendor/modules.txt
   (the modules `-mod=vendor` takes, the default where it is);
 * a `_test.go` file under those folders that the agent phase wrote and that declares `TestMain`
-  (which decides what the test binary runs, and its exit status) is `test_config_planted`.
+  (which decides what the test binary runs, and its exit status) or an `init` function (which runs
+  before any test: `os.Exit(0)` there is `ok`) is `test_config_planted`.
 The guard shell's part: `GO` below, and the `GT` lines of guard_shell.CHANGES."""
 
 from __future__ import annotations
@@ -48,12 +49,14 @@ _REPLACE_LINE = re.compile(r"^replace\s+(?!\()(.+)$", re.M)
 
 def go_settings(path: str, data: bytes) -> dict[str, list[str]]:
     """What in a go.mod decides which code a build takes from elsewhere: its `replace` directives
-    (`replaces`, comments and spacing aside)."""
+    and its `toolchain` line (go 1.21 and later switch to the toolchain it names), as `replaces`,
+    comments and spacing aside."""
     text = re.sub(r"//[^\n]*", "", data.decode("utf-8", errors="replace"))
     found = [m.group(1) for m in _REPLACE_LINE.finditer(text)]
     for block in _REPLACE_BLOCK.finditer(text):
         found += [line for line in block.group(1).splitlines() if line.strip()]
-    return {"replaces": sorted({" ".join(r.split()) for r in found})}
+    toolchains = [f"toolchain {m.group(1)}" for m in re.finditer(r"^toolchain\s+(\S+)", text, re.M)]
+    return {"replaces": sorted({"replace " + " ".join(r.split()) for r in found} | set(toolchains))}
 
 
 def go_changed(before: dict[str, str], after: dict[str, str], read_before: dict[str, dict | None],
@@ -74,7 +77,7 @@ def go_changed(before: dict[str, str], after: dict[str, str], read_before: dict[
             settings.append(f"{path} ({state})")
         elif name == "go.mod" and now not in ("-", "other"):
             new, old = read_after.get(path) or {}, read_before.get(path) or {}
-            sources += [f"{path}: replace {r}" for r in new.get("replaces", []) if r not in old.get("replaces", [])]
+            sources += [f"{path}: {r}" for r in new.get("replaces", []) if r not in old.get("replaces", [])]
         elif now != "-":
             sources.append(f"{path} ({state})")
     return grouped_entries([
@@ -82,8 +85,8 @@ def go_changed(before: dict[str, str], after: dict[str, str], read_before: dict[
              "takes, where modules come from) was added, changed or removed"),
             ("project_source_added", sources, "the module the verifier's go commands build now takes code from "
              "elsewhere (a `replace` in go.mod, a go.work, vendored modules)"),
-            ("test_config_planted", test_mains, "a test file the agent phase wrote declares `TestMain`, which decides "
-             "what the verifier's `go test` runs and how it exits")], actions)
+            ("test_config_planted", test_mains, "a test file the agent phase wrote declares `TestMain` or an `init` "
+             "function, which decide what the verifier's `go test` runs and how it exits")], actions)
 
 
 # ---- the guard shell's part (runner/guard.py runs it in its checks' exec) ----------------------------

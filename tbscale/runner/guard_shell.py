@@ -193,13 +193,13 @@ if [ -n "${TBSCALE_SINCE:-}" ]; then
     [ -z "$_roots" ] || _list node _newer $_roots -xdev ! -type d
   fi
   # The `_test.go` files under the folders the verifier's go commands run in that the agent phase
-  # wrote and that declare `TestMain` (go_project.go_changed): a `GT` line each.
+  # wrote and that declare `TestMain` or an `init` function (go_project.go_changed): a `GT` line each.
   if [ -n "${TBSCALE_GO:-}" ]; then
     printf '%s\n' "$TBSCALE_GO" | while IFS= read -r _p; do
       case "$_p" in /*) ;; '') _p=${TBSCALE_WORKDIR:-$PWD} ;; *) _p=${TBSCALE_WORKDIR:-$PWD}; _p=${_p%/}/$_p ;; esac
       _newer "${_p%/}/" -xdev -name '*_test.go' -type f | head -n 2000
     done | while IFS= read -r _f; do
-      grep -qs -E '^func[[:space:]]+TestMain[[:space:]]*\(' "$_f" && printf 'GT\t%s\n' "$_f"
+      grep -qs -E '^func[[:space:]]+(TestMain|init)[[:space:]]*\(' "$_f" && printf 'GT\t%s\n' "$_f"
     done
   fi
 fi
