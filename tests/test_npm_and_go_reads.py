@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 
-from tbscale.runner.guard_shell import parse_snapshot
+from tbscale.runner.guard_shell import PROJECT, parse_snapshot
 from tbscale.runner.npm_project import NPM, NPM_CLEAR
 from tbscale.runner.npm_project import _registry_spec, npm_changed, npm_commands, npm_settings
 
@@ -110,7 +110,7 @@ def test_the_guard_shell_lists_npms_files_and_clears_only_a_node_modules_made_si
     app.mkdir(), home.mkdir()
     (app / "package.json").write_text('{"scripts": {"test": "checker"}}')
     env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "TBSCALE_NPM": "+", "TBSCALE_WORKDIR": str(app)}
-    base = parse_snapshot(subprocess.run(["sh", "-c", NPM], capture_output=True, text=True, check=True, env=env).stdout)
+    base = parse_snapshot(subprocess.run(["sh", "-c", PROJECT + NPM], capture_output=True, text=True, check=True, env=env).stdout)
     assert base["npm"][f"{app}/.npmrc"] == "-" and base["npm"][f"{home}/.npmrc"] == "-"
     assert len(base["npm"][f"{app}/package.json"]) == 64
     # every node_modules from the folder npm installs in up to / that was not there
@@ -120,7 +120,7 @@ def test_the_guard_shell_lists_npms_files_and_clears_only_a_node_modules_made_si
     keep = tmp_path / "node_modules"  # not in the list given: left alone
     keep.mkdir()
     env = {**env, "TBSCALE_SINCE": "1", "TBSCALE_NPM_CLEAR": f"{app}/node_modules\n{tmp_path}/nothing/node_modules"}
-    after = parse_snapshot(subprocess.run(["sh", "-c", NPM + NPM_CLEAR], capture_output=True, text=True, check=True,
+    after = parse_snapshot(subprocess.run(["sh", "-c", PROJECT + NPM + NPM_CLEAR], capture_output=True, text=True, check=True,
                                           env=env).stdout)
     assert after["node_modules_removed"] == [f"{app}/node_modules"] and "npm_absent" not in after
     assert not (app / "node_modules").exists() and keep.is_dir()
@@ -217,7 +217,7 @@ def test_the_guard_shell_lists_gos_files_up_to_the_top(tmp_path):
     (app / "go.mod").write_text("module example.com/app\n")
     (home / ".config" / "go" / "env").write_text("GOFLAGS=-run=^$\n")
     env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "TBSCALE_GO": "\n/tests", "TBSCALE_WORKDIR": str(app)}
-    out = subprocess.run(["sh", "-c", NPM + GO], capture_output=True, text=True, check=True, env=env, timeout=60)
+    out = subprocess.run(["sh", "-c", PROJECT + NPM + GO], capture_output=True, text=True, check=True, env=env, timeout=60)
     found = parse_snapshot(out.stdout)["go"]
     assert len(found[f"{app}/go.mod"]) == 64 and len(found[f"{home}/.config/go/env"]) == 64
     assert found[f"{app}/vendor/modules.txt"] == "-"

@@ -93,7 +93,7 @@ def go_changed(before: dict[str, str], after: dict[str, str], read_before: dict[
 # The folders where the verifier's go commands run (`TBSCALE_GO`, one a line, as
 # runner/go_project.go_folders names them): a `GO` line for go's settings files (the user's `go env -w`
 # file, `$GOROOT/go.env`) and, in each folder, its go.mod and vendor/modules.txt and the go.work there
-# or in a folder above it (go looks for one upwards); `_fd` is NPM's.
+# or in a folder above it (go looks for one upwards); `_fd` is guard_shell.PROJECT's.
 GO = r'''
 if [ -n "${TBSCALE_GO:-}" ]; then
   _w=${TBSCALE_WORKDIR:-$PWD}

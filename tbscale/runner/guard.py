@@ -236,7 +236,7 @@ class VerifierGuard:
         `setup_failed`. Given only where no process of the agent's has run yet."""
         t = time.monotonic()
         self.before = self._snapshot(processes=True, setup=setup)  # the main container's processes too
-        self.project_before = self._read_project(self.before)
+        self.project_before = self._read_files(self.before, "project", None, project_settings)
         self.npm_before = self._read_files(self.before, "npm", NPM_READ, npm_settings)
         self.go_before = self._read_files(self.before, "go", GO_READ, go_settings)
         self.timing["guard_digest"] = time.monotonic() - t
@@ -348,7 +348,7 @@ class VerifierGuard:
         entries += tampering_entries(before, after, self.verifier.tests_mount, actions)
         if self.project:
             was, now = (self.before or {}).get("project") or {}, after.get("project") or {}
-            read = self._read_project(after, {p for p, d in now.items() if d != was.get(p)})
+            read = self._read_files(after, "project", None, project_settings, {p for p, d in now.items() if d != was.get(p)})
             entries += project_changed(was, now, self.project_before, read, actions)
         if self.npm:
             was, now = (self.before or {}).get("npm") or {}, after.get("npm") or {}
@@ -381,23 +381,15 @@ class VerifierGuard:
         self.timing["guard_check"] = time.monotonic() - t
         return entries, record
 
-    def _read_project(self, snap: GuardSnapshot, only: set[str] | None = None) -> dict[str, dict[str, Any] | None]:
-        """`project_settings` of the workdir's project files that `snap` found (those in `only`),
-        read from outside the environment: nothing running in it can change what is read."""
-        out: dict[str, dict[str, Any] | None] = {}
-        for path, digest in (snap.get("project") or {}).items():
-            if digest not in ("-", "other") and (only is None or path in only):
-                data = self.box.read_file(path)
-                out[path] = None if data is None else project_settings(path, data)
-        return out
-
-    def _read_files(self, snap: GuardSnapshot, key: str, names: tuple[str, ...], parse,
+    def _read_files(self, snap: GuardSnapshot, key: str, names: tuple[str, ...] | None, parse,
                     only: set[str] | None = None) -> dict[str, dict[str, Any] | None]:
-        """`parse` of the files named `names` among those `snap[key]` found (those in `only`), read
-        from outside the environment: npm's package.json and lockfiles, go.mod."""
+        """`parse` of the files `snap[key]` found (those named `names`, all when None; those in
+        `only`), read from outside the environment, where nothing running in it can change what is
+        read: the workdir's Python project, npm's package.json and lockfiles, go.mod."""
         out: dict[str, dict[str, Any] | None] = {}
         for path, digest in (snap.get(key) or {}).items():  # type: ignore[attr-defined]
-            if PurePosixPath(path).name in names and digest not in ("-", "other") and (only is None or path in only):
+            if (names is None or PurePosixPath(path).name in names) and digest not in ("-", "other") \
+                    and (only is None or path in only):
                 data = self.box.read_file(path)
                 out[path] = None if data is None else parse(path, data)
         return out

@@ -306,14 +306,17 @@ done
 # 4 MB). The workdir is the one `CHANGES` lists, else the folder the exec starts in (at the
 # baseline, the image's WORKDIR).
 # A changed one is read from outside and compared with the baseline's (findings.project_changed).
+# `_fd KIND FILE` prints a KIND line with FILE's digest, `-` absent, or `other`; it is defined here
+# for this block and for npm's and go's after it (runner/npm_project.NPM, runner/go_project.GO).
 PROJECT = r'''
+_fd() { if [ ! -e "$2" ] && [ ! -L "$2" ]; then _fdd=-
+  elif [ -L "$2" ] || [ ! -f "$2" ] || [ "$(($(wc -c < "$2")))" -gt 4194304 ]; then _fdd=other
+  else _fdd=$(sha256sum < "$2"); _fdd=${_fdd%% *}; fi
+  printf '%s\t%s\t%s\n' "$1" "$2" "$_fdd"; }
 if [ -n "${TBSCALE_PROJECT:-}" ]; then
   _w=${TBSCALE_WORKDIR:-$PWD}
   for _f in "${_w%/}/pyproject.toml" "${_w%/}/uv.lock" "${_w%/}/.python-version" "${_w%/}/.python-versions"; do
-    if [ ! -e "$_f" ] && [ ! -L "$_f" ]; then _d=-
-    elif [ -L "$_f" ] || [ ! -f "$_f" ] || [ "$(($(wc -c < "$_f")))" -gt 4194304 ]; then _d=other
-    else _d=$(sha256sum < "$_f"); _d=${_d%% *}; fi
-    printf 'J\t%s\t%s\n' "$_f" "$_d"
+    _fd J "$_f"
   done
 fi
 '''

@@ -215,12 +215,6 @@ def node_library_changed(changes: dict[str, int], roots: list[str], actions: lis
 # the baseline, a `Z` line for each `node_modules` absent in or above a folder where npm installs,
 # which the sweep removes if the agent phase made it (`NPM_CLEAR`).
 NPM = r'''
-# `_fd KIND FILE`: a KIND line with FILE's digest, `-` absent, or `other` (a link, not a plain file, or
-# over 4 MB); GO below uses it too.
-_fd() { if [ ! -e "$2" ] && [ ! -L "$2" ]; then _fdd=-
-  elif [ -L "$2" ] || [ ! -f "$2" ] || [ "$(($(wc -c < "$2")))" -gt 4194304 ]; then _fdd=other
-  else _fdd=$(sha256sum < "$2"); _fdd=${_fdd%% *}; fi
-  printf '%s\t%s\t%s\n' "$1" "$2" "$_fdd"; }
 if [ -n "${TBSCALE_NPM:-}" ]; then
   _w=${TBSCALE_WORKDIR:-$PWD}
   _nb=; _n=$(command -v npm 2>/dev/null) && _n=$(readlink -f -- "$_n" 2>/dev/null) && _nb=${_n%/bin/*}/npmrc

@@ -9,6 +9,7 @@ import posixpath
 import re
 from collections.abc import Iterator
 
+from tbscale.runner.findings import under
 from tbscale.shell.parse import Invocation, invocation, split_segments
 
 
@@ -46,5 +47,5 @@ def located(texts: list[str], tests_mount: str | None = None) -> Iterator[tuple[
                 targets = (inv.args or ["~"]) if inv.raw_program == _CD_ANY else (inv.args or ["~"])[:1]
                 cwds = list(dict.fromkeys(moved(cwd, t) for cwd in cwds for t in targets))
                 continue
-            yield [cwd for cwd in cwds if cwd is not None and not (tests_mount and cwd.startswith("/") and (
-                cwd == tests_mount or cwd.startswith(tests_mount.rstrip("/") + "/")))], inv
+            yield [cwd for cwd in cwds if cwd is not None
+                   and not (tests_mount and cwd.startswith("/") and under(cwd, tests_mount))], inv

@@ -271,12 +271,13 @@ def read_verifier(verifier, tests_dirs: list[Path] | None = None) -> VerifierRea
     on PATH), with the interpreter the console scripts there start."""
     texts, shebangs = _verifier_texts(verifier, tests_dirs)
     names, sourced = _program_names(texts, shebangs), sourced_scripts(verifier, tests_dirs, texts)
-    npm, npm_scripts = npm_commands(texts, getattr(verifier, "tests_mount", None))
+    mount = getattr(verifier, "tests_mount", None)
+    npm, npm_scripts = npm_commands(texts, mount)
     if npm and "node" not in names:
         names.append("node")  # npm and npx start by `#!/usr/bin/env node`: the first `node` on PATH
-    envs = project_envs(texts, getattr(verifier, "tests_mount", None))
+    envs = project_envs(texts, mount)
     run = [n for n in _program_names(texts, [], ("python", "python3"))
            if "/" not in n and n not in _NOT_IN_FOLDERS and n not in ("uv", "uvx")]
     in_envs = [f"{env.lstrip('?')}/bin/{n}" for env in envs for n in run]
     return VerifierReads(names, (_in_folders(names, texts, sourced) + in_envs)[:MAX_TOOLS], sourced + verifier_venvs(texts),
-                         reads_project(texts), envs, npm, npm_scripts, go_folders(texts, getattr(verifier, "tests_mount", None)))
+                         reads_project(texts), envs, npm, npm_scripts, go_folders(texts, mount))
