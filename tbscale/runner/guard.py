@@ -50,7 +50,7 @@ from tbscale.runner.guard_shell import (ARTIFACTS_PROBE, BYTECODE, CHANGES, CLEA
                                         PROCESSES, PROJECT, SETUP, SNAPSHOT, SOURCED, STARTUP_COPIES, parse_processes,
                                         parse_snapshot)
 from tbscale.shell.tampering import TEST_TOOLS, attribute_command
-from tbscale.runner.go_project import GO, GO_READ, go_changed, go_settings
+from tbscale.runner.build_tools import TOOLS
 from tbscale.runner.npm_project import NPM, NPM_CLEAR, NPM_READ, node_library_changed, npm_changed, npm_settings
 from tbscale.runner.verifier_reads import read_verifier
 from tbscale.types.guard import (AgentProcessInfo, GuardSnapshot, ProcessBaseline, ProcessInfo,
@@ -104,9 +104,9 @@ class VerifierGuard:
         self.envs = reads.envs  # the `.venv` folders its uv commands use (`?`: only beside a project)
         # the folders its npm commands run in and the package.json scripts they run (runner/npm_project.py)
         self.npm, self.npm_scripts = list(reads.npm), list(reads.npm_scripts)
-        self.go = list(reads.go)  # the folders its go commands run in (runner/go_project.py)
+        self.tools = dict(reads.tools)  # where it runs each build tool (runner/build_tools.py)
         self.npm_before: dict[str, dict[str, Any] | None] = {}
-        self.go_before: dict[str, dict[str, Any] | None] = {}
+        self.tools_before: dict[str, dict[str, dict[str, Any] | None]] = {}
         # SNAPSHOT's arguments: the names, then `--` and the names in folders, which alone it takes
         # as paths in the workdir when relative (a program the script runs as `./build.sh` is its own)
         self.tool_args = " ".join(shlex.quote(n) for n in [*reads.names, "--", *reads.in_folders])
@@ -149,7 +149,7 @@ class VerifierGuard:
         processes running (`processes`), as `_processes` does: one round trip instead of two. With
         `bytecode`, the compiled modules the agent phase wrote are removed (`BYTECODE`)."""
         env = self._env(self.box, since)
-        cmd = f"set -- {self.tool_args}\n" + SNAPSHOT + CLOCK + MOUNTS + SOURCED + PROJECT + NPM + GO + CHANGES + STARTUP_COPIES
+        cmd = f"set -- {self.tool_args}\n" + SNAPSHOT + CLOCK + MOUNTS + SOURCED + PROJECT + NPM + "".join(t.shell for t in TOOLS) + CHANGES + STARTUP_COPIES
         if not since:
             # What an earlier verification (a previous step's) left in /logs/verifier is not the
             # agent's: clear it before this agent phase, so that anything found there later is.
@@ -195,8 +195,9 @@ class VerifierGuard:
             public = getattr(getattr(self.verifier, "network", None), "mode", "public") == "public"
             if since and self.sweep and clear and public:
                 env["TBSCALE_NPM_CLEAR"] = "\n".join(clear)
-        if self.go:
-            env["TBSCALE_GO"] = "\n".join(self.go)
+        for tool in TOOLS:
+            if self.tools.get(tool.key):
+                env[tool.env] = "\n".join(self.tools[tool.key])
         workdir = self._workdir(box)
         if workdir:  # at the baseline, unless the task names it, the shell takes the folder it starts in
             env["TBSCALE_WORKDIR"] = workdir
@@ -238,7 +239,8 @@ class VerifierGuard:
         self.before = self._snapshot(processes=True, setup=setup)  # the main container's processes too
         self.project_before = self._read_files(self.before, "project", None, project_settings)
         self.npm_before = self._read_files(self.before, "npm", NPM_READ, npm_settings)
-        self.go_before = self._read_files(self.before, "go", GO_READ, go_settings)
+        self.tools_before = {t.key: self._read_files(self.before, t.key, t.read, t.parse) for t in TOOLS
+                             if self.tools.get(t.key) and t.parse}
         self.timing["guard_digest"] = time.monotonic() - t
         t = time.monotonic()
         self.before["sidecar_processes"] = {n: self._processes(c) for n, c in self._sidecars().items()}
@@ -355,10 +357,11 @@ class VerifierGuard:
             read = self._read_files(after, "npm", NPM_READ, npm_settings, {p for p, d in now.items() if d != was.get(p)})
             entries += npm_changed(was, now, self.npm_before, read, self.npm_scripts, actions)
             entries += node_library_changed(after.get("changes") or {}, after.get("node_roots", []), actions)
-        if self.go:
-            was, now = (self.before or {}).get("go") or {}, after.get("go") or {}
-            read = self._read_files(after, "go", GO_READ, go_settings, {p for p, d in now.items() if d != was.get(p)})
-            entries += go_changed(was, now, self.go_before, read, after.get("go_test_mains", []), actions)
+        for tool in (t for t in TOOLS if self.tools.get(t.key)):
+            was, now = (self.before or {}).get(tool.key) or {}, after.get(tool.key) or {}  # type: ignore[attr-defined]
+            read = self._read_files(after, tool.key, tool.read, tool.parse,
+                                    {p for p, d in now.items() if d != was.get(p)}) if tool.parse else {}
+            entries += tool.changed(was, now, self.tools_before.get(tool.key, {}), read, after, actions)
         entries += self._venv_homes(before, after, actions)
         if outside:
             # a virtualenv's interpreter made again as a link to one of the baseline's is no program

@@ -23,6 +23,7 @@ given twice with different values was written by something else (`parse_snapshot
 from __future__ import annotations
 
 from tbscale.environments.base import first_lines
+from tbscale.runner.build_tools import TAGS as BUILD_TAGS
 from tbscale.runner.findings import HOME_INSTALLER_SETTINGS, INSTALLER_SETTINGS, UV_VIRTUALENV_MODULES, VERIFIER_LOGS
 from tbscale.types.guard import GuardSnapshot, MountState, ProcessInfo, ToolState
 
@@ -307,7 +308,7 @@ done
 # baseline, the image's WORKDIR).
 # A changed one is read from outside and compared with the baseline's (findings.project_changed).
 # `_fd KIND FILE` prints a KIND line with FILE's digest, `-` absent, or `other`; it is defined here
-# for this block and for npm's and go's after it (runner/npm_project.NPM, runner/go_project.GO).
+# for this block and for npm's and the build tools' after it (runner/npm_project.NPM, runner/build_tools.py).
 PROJECT = r'''
 _fd() { if [ ! -e "$2" ] && [ ! -L "$2" ]; then _fdd=-
   elif [ -L "$2" ] || [ ! -f "$2" ] || [ "$(($(wc -c < "$2")))" -gt 4194304 ]; then _fdd=other
@@ -384,11 +385,11 @@ done
 def _value_line(line: str) -> str | None:
     """The key of a snapshot line that carries a value the check reads: "N" (the clock), "D" (the
     folder an exec starts in), "V" (root's home), "B" (compiled modules removed), "T tool", "M mount",
-    "F script", "J file", "G file", "GO file", "R path", "H file" and "O file" (a tool's real path, digest and status)."""
+    "F script", "J file", "G file", "GO file" (and each build tool's), "R path", "H file" and "O file" (a tool's real path, digest and status)."""
     parts = line.split("\t", 2)
     if parts[0] in ("N", "B", "D", "V") and len(parts) >= 2:
         return parts[0]
-    if parts[0] in ("T", "M", "P", "F", "J", "G", "GO") and len(parts) >= 2:
+    if parts[0] in ("T", "M", "P", "F", "J", "G", *BUILD_TAGS) and len(parts) >= 2:
         return f"T {parts[1]}" if parts[0] == "P" else f"{parts[0]} {parts[1]}"
     if parts[0] in ("H", "O") and len(parts) == 3:
         return f"{parts[0]} {parts[2]}"
@@ -411,7 +412,7 @@ def parse_snapshot(output: str) -> GuardSnapshot:
     npm_absent: list[str] = []
     npm_removed: list[str] = []
     node_roots: list[str] = []
-    go: dict[str, str] = {}
+    built: dict[str, dict[str, str]] = {}  # the build tools' files (runner/build_tools.py)
     test_mains: list[str] = []
     envs: list[str] = []
     copies: dict[str, str] = {}
@@ -440,8 +441,8 @@ def parse_snapshot(output: str) -> GuardSnapshot:
             project.setdefault(parts[1], parts[2])
         elif parts[0] == "G" and len(parts) == 3:
             npm.setdefault(parts[1], parts[2])
-        elif parts[0] == "GO" and len(parts) == 3:
-            go.setdefault(parts[1], parts[2])
+        elif parts[0] in BUILD_TAGS and len(parts) == 3:
+            built.setdefault(BUILD_TAGS[parts[0]], {}).setdefault(parts[1], parts[2])
         elif parts[0] in ("Z", "L", "GL", "GT") and len(parts) == 2:
             {"Z": npm_absent, "L": npm_removed, "GL": node_roots, "GT": test_mains}[parts[0]].append(parts[1])
         elif parts[0] == "Y" and len(parts) == 2:
@@ -490,8 +491,8 @@ def parse_snapshot(output: str) -> GuardSnapshot:
         snap["node_modules_removed"] = sorted(set(npm_removed))
     if node_roots:
         snap["node_roots"] = sorted(set(node_roots))
-    if go:
-        snap["go"] = go
+    for key, files in built.items():
+        snap[key] = files  # type: ignore[literal-required]
     if test_mains:
         snap["go_test_mains"] = sorted(set(test_mains))
     if copies:

@@ -5,11 +5,11 @@ their text with the shell tokenizer (shell/parse.py) before anything runs: the v
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from tbscale.runner.build_tools import TOOLS
 from tbscale.runner.findings import path_folder, under
-from tbscale.runner.go_project import go_folders
 from tbscale.runner.npm_project import npm_commands
 from tbscale.runner.script_folders import moved
 from tbscale.shell.parse import invocation, skip_options, split_segments
@@ -262,7 +262,8 @@ class VerifierReads:
     envs: list[str]  # the `.venv` folders its uv commands use (`project_envs`; `?`: only beside a project)
     npm: list[str] = ()  # the folders its npm commands run in (`+`: an npm install runs there; npm_project.npm_commands)
     npm_scripts: list[str] = ()  # the package.json scripts those run
-    go: list[str] = ()  # the folders its go commands run in (go_project.go_folders)
+    # where it runs each build tool of runner/build_tools.py (its `folders`), by the tool's key
+    tools: dict[str, list[str]] = field(default_factory=dict)
 
 
 def read_verifier(verifier, tests_dirs: list[Path] | None = None) -> VerifierReads:
@@ -280,4 +281,5 @@ def read_verifier(verifier, tests_dirs: list[Path] | None = None) -> VerifierRea
            if "/" not in n and n not in _NOT_IN_FOLDERS and n not in ("uv", "uvx")]
     in_envs = [f"{env.lstrip('?')}/bin/{n}" for env in envs for n in run]
     return VerifierReads(names, (_in_folders(names, texts, sourced) + in_envs)[:MAX_TOOLS], sourced + verifier_venvs(texts),
-                         reads_project(texts), envs, npm, npm_scripts, go_folders(texts, mount))
+                         reads_project(texts), envs, npm, npm_scripts,
+                         {t.key: f for t in TOOLS if (f := t.folders(texts, mount))})

@@ -97,6 +97,8 @@ class GuardSnapshot(TypedDict, total=False):
     npm_absent: list[str]  # at the baseline: `node_modules` absent in or above a folder where it installs (`Z`)
     node_modules_removed: list[str]  # after the sweep: those the agent phase made, removed (`L`)
     go: dict[str, str]  # go's settings files and module files where the verifier's go runs -> digest (`GO`)
+    cargo: dict[str, str]  # cargo's settings, Cargo.toml files and build.rs where the verifier's cargo runs (`CG`)
+    cmake: dict[str, str]  # the build files the verifier's cmake and make read (`CM`)
     go_test_mains: list[str]  # `_test.go` files the agent phase wrote that declare TestMain (`GT`)
     node_roots: list[str]  # the Node packages the verifier's npm starts, whose changed files are listed (`GL`)
     project_envs: list[str]  # the `.venv` folders the verifier's uv commands use, as the scripts name them (`Y`)

@@ -1,0 +1,51 @@
+"""The build tools whose reads the verifier guard follows where the verifier's commands run them:
+one module each, registered here (docs/tasks.md, "Verification integrity").
+
+A tool module gives:
+* `folders(texts, tests_mount)`: where the verifier's scripts run the tool, as lines its shell
+  block reads from `TBSCALE_<KEY>` (runner/verifier_reads.py asks it);
+* `shell`: the guard shell's block, printing a `<TAG>\\tPATH\\tDIGEST` line for each file the tool
+  reads there (`_fd`, guard_shell.PROJECT's), at the baseline and after the sweep;
+* `read` and `parse`: the files read again from outside the environment, and what of them counts;
+* `changed(before, after, read_before, read_after, snapshot, actions)`: the tampering entries.
+npm has more than this protocol gives (the scripts it runs, its `node_modules` cleared by the
+sweep, its own library) and stays in runner/npm_project.py, wired into the guard by hand."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tbscale.runner.cargo_project import CARGO, CARGO_READ, cargo_changed, cargo_folders, cargo_settings
+from tbscale.runner.cmake_project import CMAKE, cmake_changed, cmake_folders
+from tbscale.runner.go_project import GO, GO_READ, go_changed, go_folders, go_settings
+from tbscale.types.guard import GuardSnapshot, Tampering
+
+
+@dataclass(frozen=True)
+class BuildTool:
+    key: str  # the snapshot's key, and `TBSCALE_<KEY>` (upper case) for its folders
+    tag: str  # its shell block's line tag
+    folders: Callable[[list[str], str | None], list[str]]
+    shell: str
+    read: tuple[str, ...]  # file names read from outside (`parse` of each)
+    parse: Callable[[str, bytes], dict[str, Any]] | None
+    changed: Callable[[dict[str, str], dict[str, str], dict, dict, GuardSnapshot, list[tuple[int, str]]],
+                      list[Tampering]]
+
+    @property
+    def env(self) -> str:
+        return f"TBSCALE_{self.key.upper()}"
+
+
+def _go_changed(before, after, read_before, read_after, snap: GuardSnapshot, actions) -> list[Tampering]:
+    return go_changed(before, after, read_before, read_after, snap.get("go_test_mains", []), actions)
+
+
+TOOLS: tuple[BuildTool, ...] = (
+    BuildTool("go", "GO", go_folders, GO, GO_READ, go_settings, _go_changed),
+    BuildTool("cargo", "CG", cargo_folders, CARGO, CARGO_READ, cargo_settings, cargo_changed),
+    BuildTool("cmake", "CM", cmake_folders, CMAKE, (), None, cmake_changed),
+)
+TAGS = {tool.tag: tool.key for tool in TOOLS}

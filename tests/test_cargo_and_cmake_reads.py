@@ -1,0 +1,163 @@
+"""What the verifier's cargo, cmake and make read (runner/cargo_project.py, runner/cmake_project.py),
+without an engine: the folders read off a test script, Cargo.toml read for what decides the build,
+the findings from two looks, and the guard shell's part run here with `sh`. The same against
+real cargo and cmake in containers: tests/test_cargo_and_cmake_integrity.py."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tbscale.runner.build_tools import TOOLS
+from tbscale.runner.cargo_project import CARGO, cargo_changed, cargo_folders, cargo_settings
+from tbscale.runner.cmake_project import CMAKE, cmake_changed, cmake_folders
+from tbscale.runner.guard_shell import PROJECT, parse_snapshot
+from tbscale.runner.verifier_reads import read_verifier
+
+# The shapes of terminal-bench's Aider Polyglot Rust and C++ test scripts (rese1f/terminal-bench-datasets)
+RUST = """set -Eeuo pipefail
+cd /app
+if [ -f Cargo.toml ]; then
+    cargo add regex 2>/dev/null || true
+    cargo generate-lockfile 2>/dev/null || true
+fi
+find $TEST_DIR -name "*test*.rs" -exec cp {} src/ \\; 2>/dev/null || echo none
+if [ -f "Cargo.toml" ]; then
+    cargo test --verbose
+fi
+"""
+CPP = """set -Eeuo pipefail
+cd /app
+if [ -f "CMakeLists.txt" ]; then
+    mkdir -p build && cd build
+    if cmake .. && make; then
+        find . -name "*test*" -executable -type f -exec {} \\;
+    fi
+fi
+"""
+
+
+def test_the_folders_cargo_cmake_and_make_run_in():
+    assert cargo_folders([RUST], "/tests") == ["/app"]
+    assert cargo_folders(["cargo --version", "cd /tests && cargo test"], "/tests") == []
+    assert cargo_folders(["cd /repo || cd /testbed\ncargo +stable test --workspace -- --nocapture"]) == ["/repo", "/testbed"]
+    assert cmake_folders([CPP], "/tests") == ["s:/app", "b:/app/build"]
+    assert cmake_folders(["cmake -S src -B out && cd out && make -j2"]) == ["s:src", "b:out"]
+    assert cmake_folders(["mkdir build; cd build; cmake -DX=1 -G 'Unix Makefiles' ..; make"]) == ["s:", "b:build"]
+    # a build folder make does not run in: no makefile of it is read; `cmake --build` configures nothing
+    assert cmake_folders(["cmake -B out . && cmake --build out"]) == ["s:"]
+    assert cmake_folders(["cd /app && cmake --build build"]) == []
+
+
+def test_the_verifier_reads_name_each_build_tool_by_its_key():
+    class Verifier:
+        command, cwd, tests_mount, network = "bash /tests/test.sh", None, "/tests", None
+
+    class Scripts:
+        def __init__(self, text):
+            self.text = text
+
+    assert {t.key for t in TOOLS} >= {"go", "cargo", "cmake"}
+    assert len({t.tag for t in TOOLS}) == len(TOOLS) and len({t.env for t in TOOLS}) == len(TOOLS)
+    reads = read_verifier(Verifier(), [])
+    assert reads.tools == {}
+
+
+def test_cargo_toml_is_read_for_what_decides_the_build():
+    assert cargo_settings("/app/Cargo.toml", b'[package]\nname = "a"\nedition = "2021"\nversion = "0.1.0"\n') == {
+        "build": {"package": {}}, "sources": []}
+    doc = cargo_settings("/app/Cargo.toml", b"""[package]
+name = "a"
+autotests = false
+build = "gen.rs"
+
+[dependencies]
+regex = "1"
+evil = { path = "/tmp/evil" }
+
+[target.'cfg(unix)'.dev-dependencies]
+checker = { git = "https://example.com/checker" }
+
+[[test]]
+name = "t"
+harness = false
+
+[patch.crates-io]
+regex = { path = "/tmp/regex" }
+""")
+    assert doc["build"]["package"] == {"autotests": False, "build": "gen.rs"}
+    assert doc["build"]["test"] == [{"name": "t", "harness": False}]
+    assert doc["sources"] == ["[dependencies] evil = {'path': '/tmp/evil'}",
+                              "[patch] {'crates-io': {'regex': {'path': '/tmp/regex'}}}",
+                              "[target.cfg(unix).dev-dependencies] checker = {'git': 'https://example.com/checker'}"]
+    assert cargo_settings("/app/Cargo.toml", b"[package\nname =") == {"unreadable": True}
+
+
+def test_what_cargo_reads_changed_is_told_by_kind():
+    before = {"/root/.cargo/config.toml": "-", "/app/.cargo/config.toml": "-", "/app/Cargo.toml": "a",
+              "/app/build.rs": "-", "/Cargo.toml": "-", "/app/rust-toolchain.toml": "-"}
+    base = {"/app/Cargo.toml": cargo_settings("", b'[package]\nname = "a"\n')}
+
+    def kinds(after: dict, cargo_toml: bytes | None = None) -> list[str]:
+        read = {"/app/Cargo.toml": cargo_settings("", cargo_toml)} if cargo_toml else {}
+        return [e["kind"] for e in cargo_changed(before, {**before, **after}, base, read, {}, [(1, "cmd")])]
+
+    assert kinds({}) == []
+    # the solution's own dependencies from the registry (the instruction names Cargo.toml)
+    assert kinds({"/app/Cargo.toml": "b"}, b'[package]\nname = "a"\n[dependencies]\nregex = "1"\n') == []
+    assert kinds({"/app/Cargo.toml": "b"}, b'[package]\nname = "a"\nautotests = false\n') == ["build_file_changed"]
+    assert kinds({"/app/Cargo.toml": "b"}, b'[package]\nname = "a"\n[lib]\ntest = false\n') == ["build_file_changed"]
+    assert kinds({"/app/Cargo.toml": "b"}, b"[package\n") == ["build_file_changed"]
+    assert kinds({"/app/Cargo.toml": "b"}, b'[package]\nname = "a"\n[dev-dependencies]\nx = { path = "/x" }\n') == [
+        "project_source_added"]
+    assert kinds({"/app/.cargo/config.toml": "c"}) == ["installer_config_changed"]
+    assert kinds({"/root/.cargo/config.toml": "c"}) == ["installer_config_changed"]
+    assert kinds({"/app/rust-toolchain.toml": "c"}) == ["installer_config_changed"]
+    assert kinds({"/app/build.rs": "d"}) == ["build_file_changed"]
+    assert kinds({"/Cargo.toml": "e"}) == ["build_file_changed"]  # a workspace above takes the package in
+    found = cargo_changed(before, {**before, "/app/build.rs": "d"}, base, {}, {}, [(3, "cat > build.rs")])
+    assert found[0]["paths"] == ["/app/build.rs"] and found[0]["by_command"]["turn"] == 3
+
+
+def test_what_cmake_and_make_read_changed_is_told_by_kind():
+    before = {"/app/CMakeLists.txt": "a", "/app/build/GNUmakefile": "-", "/app/build/makefile": "-"}
+
+    def kinds(after: dict) -> list[str]:
+        return [e["kind"] for e in cmake_changed(before, {**before, **after}, {}, {}, {}, [(1, "cmd")])]
+
+    assert kinds({}) == []
+    assert kinds({"/app/CMakeLists.txt": "b"}) == ["build_file_changed"]
+    assert kinds({"/app/build/GNUmakefile": "c"}) == ["build_file_changed"]
+    assert kinds({"/app/cmake/flags.cmake": "d"}) == ["build_file_changed"]
+
+
+@pytest.mark.parametrize("tool", ["cargo", "cmake"])
+def test_the_guard_shell_lists_what_they_read(tmp_path, tool):
+    app, home = tmp_path / "app", tmp_path / "home"
+    (home / ".cargo").mkdir(parents=True)
+    (app / "src").mkdir(parents=True)
+    (app / "Cargo.toml").write_text('[package]\nname = "a"\n')
+    (home / ".cargo" / "config.toml").write_text("[build]\n")
+    (app / "CMakeLists.txt").write_text("project(a)\n")
+    (app / "cmake").mkdir()
+    (app / "cmake" / "flags.cmake").write_text("set(X 1)\n")
+    # what an honest agent's own `cmake .. && make` leaves in the build folder is cmake's
+    (app / "build" / "CMakeFiles").mkdir(parents=True)
+    (app / "build" / "cmake_install.cmake").write_text("# generated\n")
+    (app / "build" / "CMakeFiles" / "x.cmake").write_text("# generated\n")
+    (app / "build" / "GNUmakefile").write_text("all:\n\t@true\n")
+    folders = {"cargo": "\n/tests", "cmake": "s:\nb:build"}[tool]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), f"TBSCALE_{tool.upper()}": folders, "TBSCALE_WORKDIR": str(app)}
+    out = subprocess.run(["sh", "-c", PROJECT + CARGO + CMAKE], capture_output=True, text=True, check=True, env=env,
+                         timeout=60)
+    found = parse_snapshot(out.stdout)[tool]
+    if tool == "cargo":
+        assert len(found[f"{app}/Cargo.toml"]) == 64 and len(found[f"{home}/.cargo/config.toml"]) == 64
+        assert found[f"{app}/build.rs"] == "-" and found[f"{app}/.cargo/config.toml"] == "-"
+        # every Cargo.toml and .cargo/config.toml from the folder up to /, once for each folder
+        assert {"/Cargo.toml", "/.cargo/config.toml", "/tests/Cargo.toml"} <= set(found)
+    else:
+        assert sorted(found) == [f"{app}/CMakeLists.txt", f"{app}/build/GNUmakefile", f"{app}/build/makefile",
+                                 f"{app}/cmake/flags.cmake"]
+        assert found[f"{app}/build/makefile"] == "-" and len(found[f"{app}/build/GNUmakefile"]) == 64
