@@ -50,18 +50,18 @@ def test_the_folders_cargo_cmake_and_make_run_in():
     assert cmake_folders(["cd /app && cmake --build build"]) == []
 
 
-def test_the_verifier_reads_name_each_build_tool_by_its_key():
-    class Verifier:
-        command, cwd, tests_mount, network = "bash /tests/test.sh", None, "/tests", None
+def test_the_verifier_reads_name_each_build_tool_and_the_programs_it_starts(tmp_path):
+    from tbscale.tasks.model import VerifierSpec
 
-    class Scripts:
-        def __init__(self, text):
-            self.text = text
-
-    assert {t.key for t in TOOLS} >= {"go", "cargo", "cmake"}
     assert len({t.tag for t in TOOLS}) == len(TOOLS) and len({t.env for t in TOOLS}) == len(TOOLS)
-    reads = read_verifier(Verifier(), [])
-    assert reads.tools == {}
+    (tmp_path / "test.sh").write_text(RUST + CPP)
+    reads = read_verifier(VerifierSpec(tests_dirs=[tmp_path], command="bash /tests/test.sh"))
+    assert reads.tools == {"cargo": ["/app"], "cmake": ["s:/app", "b:/app/build"]}
+    # what cargo and cmake's Makefiles start by name from PATH is digested with what the script runs
+    assert {"cargo", "rustc", "rustdoc", "cc", "cmake", "make", "c++", "g++", "gcc"} <= set(reads.names)
+    (tmp_path / "test.sh").write_text("cd /app && python3 -m pytest /tests\n")
+    reads = read_verifier(VerifierSpec(tests_dirs=[tmp_path], command="bash /tests/test.sh"))
+    assert reads.tools == {} and "rustc" not in reads.names and "make" not in reads.names
 
 
 def test_cargo_toml_is_read_for_what_decides_the_build():

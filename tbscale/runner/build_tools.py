@@ -7,7 +7,9 @@ A tool module gives:
 * `shell`: the guard shell's block, printing a `<TAG>\\tPATH\\tDIGEST` line for each file the tool
   reads there (`_fd`, guard_shell.PROJECT's), at the baseline and after the sweep;
 * `read` and `parse`: the files read again from outside the environment, and what of them counts;
-* `changed(before, after, read_before, read_after, snapshot, actions)`: the tampering entries.
+* `changed(before, after, read_before, read_after, snapshot, actions)`: the tampering entries;
+* `programs`: what the tool itself starts by name from PATH (a compiler, a linker), digested with
+  the programs the scripts name.
 npm has more than this protocol gives (the scripts it runs, its `node_modules` cleared by the
 sweep, its own library) and stays in runner/npm_project.py, wired into the guard by hand."""
 
@@ -33,6 +35,7 @@ class BuildTool:
     parse: Callable[[str, bytes], dict[str, Any]] | None
     changed: Callable[[dict[str, str], dict[str, str], dict, dict, GuardSnapshot, list[tuple[int, str]]],
                       list[Tampering]]
+    programs: tuple[str, ...] = ()
 
     @property
     def env(self) -> str:
@@ -45,7 +48,8 @@ def _go_changed(before, after, read_before, read_after, snap: GuardSnapshot, act
 
 TOOLS: tuple[BuildTool, ...] = (
     BuildTool("go", "GO", go_folders, GO, GO_READ, go_settings, _go_changed),
-    BuildTool("cargo", "CG", cargo_folders, CARGO, CARGO_READ, cargo_settings, cargo_changed),
-    BuildTool("cmake", "CM", cmake_folders, CMAKE, (), None, cmake_changed),
+    # cargo starts rustc and rustdoc, and links with `cc`; cmake's Makefiles run make and the compilers
+    BuildTool("cargo", "CG", cargo_folders, CARGO, CARGO_READ, cargo_settings, cargo_changed, ("rustc", "rustdoc", "cc")),
+    BuildTool("cmake", "CM", cmake_folders, CMAKE, (), None, cmake_changed, ("make", "c++", "cc", "g++", "gcc")),
 )
 TAGS = {tool.tag: tool.key for tool in TOOLS}

@@ -1,7 +1,7 @@
 """Where each command of a test script runs, read off its text: the folder a `cd` to a path the script
 names moves to ("" the workdir, where the script starts). The verifier guard asks this of the
 commands that read the folder they run in: uv's (verifier_reads.project_envs), npm's
-(runner/npm_project.py) and go's (runner/go_project.py)."""
+(runner/npm_project.py) and the build tools' (runner/build_tools.py: go, cargo, cmake and make)."""
 
 from __future__ import annotations
 

@@ -276,10 +276,11 @@ def read_verifier(verifier, tests_dirs: list[Path] | None = None) -> VerifierRea
     npm, npm_scripts = npm_commands(texts, mount)
     if npm and "node" not in names:
         names.append("node")  # npm and npx start by `#!/usr/bin/env node`: the first `node` on PATH
+    tools = {t.key: f for t in TOOLS if (f := t.folders(texts, mount))}
+    names += [p for t in TOOLS if t.key in tools for p in t.programs if p not in names]
     envs = project_envs(texts, mount)
     run = [n for n in _program_names(texts, [], ("python", "python3"))
            if "/" not in n and n not in _NOT_IN_FOLDERS and n not in ("uv", "uvx")]
     in_envs = [f"{env.lstrip('?')}/bin/{n}" for env in envs for n in run]
     return VerifierReads(names, (_in_folders(names, texts, sourced) + in_envs)[:MAX_TOOLS], sourced + verifier_venvs(texts),
-                         reads_project(texts), envs, npm, npm_scripts,
-                         {t.key: f for t in TOOLS if (f := t.folders(texts, mount))})
+                         reads_project(texts), envs, npm, npm_scripts, tools)
