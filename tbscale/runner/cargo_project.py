@@ -8,7 +8,8 @@ with nothing recorded: a `runner = "true"` in a `.cargo/config.toml` (cargo then
 binary through `true`), `autotests = false` in Cargo.toml (the tests in `tests/` are not built),
 a `build.rs` (code that runs before the tests are compiled, and can rewrite them). So:
 * cargo's settings files, the user's (`$CARGO_HOME/config.toml`) and the `.cargo/config.toml` of
-  each folder from where cargo runs up to `/`, and the `rust-toolchain` files rustup reads there,
+  each folder from where cargo runs up to `/`, and rustup's (`settings.toml`, whose directory
+  overrides name a folder's toolchain, and the `rust-toolchain` files there),
   are digested at the baseline and after the agent phase: a change is `installer_config_changed`;
 * Cargo.toml there and above (a workspace's root) is read from outside: what decides which targets
   `cargo test` builds and how (`[lib]`, `[[test]]`, `autotests`, `build`, the profiles, the
@@ -31,7 +32,7 @@ from tbscale.types.guard import GuardSnapshot, Tampering
 # cargo's subcommands that build (and run) the package in the folder they run in
 _BUILDS = frozenset({"test", "t", "build", "b", "run", "r", "check", "c", "bench", "nextest", "llvm-cov", "tarpaulin"})
 CARGO_READ = ("Cargo.toml",)  # read from outside (`cargo_settings`)
-SETTINGS = ("config.toml", "config", "rust-toolchain", "rust-toolchain.toml")
+SETTINGS = ("config.toml", "config", "rust-toolchain", "rust-toolchain.toml", "settings.toml")
 # Cargo.toml's tables and keys that decide which targets are built and run, and how; dependencies
 # and the package's description are left to the solution
 _TARGET_TABLES = ("lib", "bin", "test", "example", "bench", "profile", "workspace", "features")
@@ -125,14 +126,15 @@ def _what_changed(old: dict, new: dict) -> str:
 
 # ---- the guard shell's part (runner/guard.py runs it in its checks' exec) ----------------------------
 # The folders where the verifier's cargo commands run (`TBSCALE_CARGO`, one a line, as
-# `cargo_folders` names them): a `CG` line for the user's cargo settings and, in each folder and each
+# `cargo_folders` names them): a `CG` line for the user's cargo settings and rustup's (its directory
+# overrides name the toolchain a folder builds with) and, in each folder and each
 # folder above it (cargo and rustup look upwards), its Cargo.toml, `.cargo/config(.toml)` and
 # `rust-toolchain(.toml)`, and the folder's build.rs; `_fd` is guard_shell.PROJECT's.
 CARGO = r'''
 if [ -n "${TBSCALE_CARGO:-}" ]; then
   _w=${TBSCALE_WORKDIR:-$PWD}
   _ch=${CARGO_HOME:-$HOME/.cargo}
-  for _f in "$_ch/config.toml" "$_ch/config"; do _fd CG "$_f"; done
+  for _f in "$_ch/config.toml" "$_ch/config" "${RUSTUP_HOME:-$HOME/.rustup}/settings.toml"; do _fd CG "$_f"; done
   printf '%s\n' "$TBSCALE_CARGO" | while IFS= read -r _p; do
     case "$_p" in /*) ;; '') _p=$_w ;; *) _p=${_w%/}/$_p ;; esac
     _fd CG "${_p%/}/build.rs"
