@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_sandbox import MachineCPU  # noqa: E402
-from tbscale.runner import go_project, guard_shell, npm_project, verifier_reads  # noqa: E402
+from tbscale.runner import build_tools, guard_shell, npm_project, verifier_reads  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
 IMAGES = ("debian:bookworm-slim", "python:3.11-slim-bookworm")
@@ -47,9 +47,9 @@ def scripts(module) -> dict[str, str]:
     head = "set -- " + " ".join(shlex.quote(n) for n in names) + "\n"
     # the seal's removal of compiled modules (after the changes' listing), and of a node_modules the agent made
     bytecode = part("BYTECODE") + (npm_project.NPM_CLEAR if module is guard_shell else "")
-    # the scripts sourced, the workdir's project, npm's and go's files (since 2026-12-05, in their
-    # own modules): each runs only where its variable is set (HARBOR)
-    npm_go = (npm_project.NPM + go_project.GO) if module is guard_shell else ""
+    # the scripts sourced, the workdir's project, npm's and the build tools' files (go, cargo, cmake;
+    # since 2026-12-05, in their own modules): each runs only where its variable is set (HARBOR)
+    npm_go = (npm_project.NPM + "".join(t.shell for t in build_tools.TOOLS)) if module is guard_shell else ""
     sourced = part("SOURCED") + part("PROJECT") + npm_go
     copies = part("STARTUP_COPIES")  # setuptools' start-up files, digested (since 2026-12-05), after CHANGES
     return {"check": head + part("SNAPSHOT") + part("CLOCK") + part("MOUNTS") + sourced + part("CHANGES") + copies + bytecode
