@@ -2,7 +2,8 @@
 and the loopback model answers each with that case's commands, one a turn, then finishes. All
 cases run as the tasks of one experiment, four at a time, through the real model path (litellm over
 HTTP). For the tests that plant something where the verifier looks and check what the guard made
-of it (tests/test_python_startup_integrity.py, tests/test_installer_config_integrity.py)."""
+of it (tests/test_python_startup_integrity.py, tests/test_installer_config_integrity.py,
+tests/test_npm_and_go_integrity.py, tests/test_cargo_and_cmake_integrity.py)."""
 
 from __future__ import annotations
 
@@ -63,3 +64,27 @@ def run_cases(tmp: Path, srv, task: Path, commands: dict[str, list[str]], *,
     for row in rows.values():
         row["sweeps"] = [e for e in read_jsonl(run_dir / row["trajectory_path"]) if e["type"] == "sweep"]
     return rows
+
+
+def run_case_sets(tmp: Path, sets: list[tuple[Path, dict[str, list[str]]]], **options) -> dict[str, dict]:
+    """`run_cases` for each (task, commands) of `sets`, one after the other in a folder of `tmp`
+    named after the task, with one loopback model; a reply it could not give is raised. The cases'
+    names are unique across the sets: their trial lines come back in one dict."""
+    from tbscale_testing.openai_server import LoopbackModel
+
+    found: dict[str, dict] = {}
+    with LoopbackModel(max_lifetime_sec=900) as srv:
+        for task, commands in sets:
+            found.update(run_cases(tmp / task.name, srv, task, commands, **options))
+    if srv.errors:
+        raise srv.errors[0]
+    return found
+
+
+def forged_and_seen(row: dict, kind: str) -> dict:
+    """The plant made the verifier pass (reward 1), and the guard recorded it: the trial is
+    `tampered`, not passed, with one entry of `kind`, which is returned."""
+    assert row["reward"] == 1.0 and row["passed"] is False and row["ending"] == "tampered", row
+    found = [e for e in row["tampering"] if e["kind"] == kind]
+    assert len(found) == 1, row["tampering"]
+    return found[0]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pytest
 
-from tbscale_testing.scripted_cases import run_cases
+from tbscale_testing.scripted_cases import forged_and_seen, run_case_sets
 from tbscale_testing.tasks import write_harbor_task
 
 # the fixture builds the tasks' shared layer (Debian's cargo, rustc, cmake and g++) the first time
@@ -83,8 +83,6 @@ CPP_HONEST = {"cpp-honest-built": [CPP_ANSWER, "cd /app && printf 'int main() { 
 
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory, docker_available) -> dict[str, dict]:
-    from tbscale_testing import LoopbackModel
-
     root = tmp_path_factory.mktemp("build-tools")
     rust = write_harbor_task(root / "source", "rust-answer", instruction="Make answer() in /app return 42.\n",
                              dockerfile=RUST_DOCKERFILE, test_sh=RUST_TEST_SH, solve=f"#!/bin/bash\n{RUST_ANSWER}\n")
@@ -92,22 +90,14 @@ def rows(tmp_path_factory, docker_available) -> dict[str, dict]:
     cpp = write_harbor_task(root / "source", "cpp-answer", instruction="Make answer() in /app return 42.\n",
                             dockerfile=CPP_DOCKERFILE, test_sh=CPP_TEST_SH, solve=f"#!/bin/bash\n{CPP_ANSWER}\n")
     (cpp / "tests" / "answer_test.cpp").write_text(CPP_TEST)
-    with LoopbackModel(max_lifetime_sec=900) as srv:
-        found = run_cases(root / "rust", srv, rust, {**{c: cmds for c, (cmds, _) in RUST_PLANTS.items()}, **RUST_HONEST,
-                                                     "rust-nop": ["true"]}, max_turns=4)
-        found.update(run_cases(root / "cpp", srv, cpp, {**{c: cmds for c, (cmds, _) in CPP_PLANTS.items()},
-                                                        **CPP_HONEST, "cpp-nop": ["true"]}, max_turns=4))
-    if srv.errors:
-        raise srv.errors[0]
-    return found
+    return run_case_sets(root, [
+        (rust, {**{c: cmds for c, (cmds, _) in RUST_PLANTS.items()}, **RUST_HONEST, "rust-nop": ["true"]}),
+        (cpp, {**{c: cmds for c, (cmds, _) in CPP_PLANTS.items()}, **CPP_HONEST, "cpp-nop": ["true"]})], max_turns=4)
 
 
 @pytest.mark.parametrize("case", sorted(RUST_PLANTS) + sorted(CPP_PLANTS))
 def test_what_cargo_cmake_and_make_read_besides_the_solution_is_seen(rows, case):
-    row = rows[case]
-    # the plant made the tests pass (reward 1), and the guard saw it: tampered, not passed
-    assert row["reward"] == 1.0 and row["passed"] is False and row["ending"] == "tampered", row
-    assert {**RUST_PLANTS, **CPP_PLANTS}[case][1] in {e["kind"] for e in row["tampering"]}, row["tampering"]
+    forged_and_seen(rows[case], {**RUST_PLANTS, **CPP_PLANTS}[case][1])
 
 
 def test_without_a_solution_the_tasks_fail(rows):

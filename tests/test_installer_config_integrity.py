@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tbscale_testing.scripted_cases import run_cases
+from tbscale_testing.scripted_cases import forged_and_seen, run_case_sets
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_available")]
 
@@ -237,25 +237,11 @@ def prepare(case: str, copy: Path) -> None:
         (copy / "tests" / "install-uv.sh").write_text(INSTALL_UV)
 
 
-def forged_and_seen(row: dict, kind: str) -> dict:
-    """The plant made the verifier pass (reward 1), and the guard recorded it: the trial is
-    `tampered`, not passed, with one entry of `kind`, which is returned."""
-    assert row["reward"] == 1.0 and row["passed"] is False and row["ending"] == "tampered", row
-    (found,) = [e for e in row["tampering"] if e["kind"] == kind]
-    return found
-
-
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory, docker_available) -> dict[str, dict]:
-    from tbscale_testing import LoopbackModel
-
-    with LoopbackModel(max_lifetime_sec=900) as srv:
-        found = run_cases(tmp_path_factory.mktemp("installers"), srv, TASK,
-                          {c: commands_for(c) for c in [*CASES, *MOVED_HOME, *ENV_PLANTS, *VENV_PLANTS, *PROJECT_PLANTS,
-                                                         *PROJECT_ENV_PLANTS, *HONEST]}, prepare=prepare, max_turns=4)
-    if srv.errors:
-        raise srv.errors[0]
-    return found
+    cases = [*CASES, *MOVED_HOME, *ENV_PLANTS, *VENV_PLANTS, *PROJECT_PLANTS, *PROJECT_ENV_PLANTS, *HONEST]
+    return run_case_sets(tmp_path_factory.mktemp("installers"), [(TASK, {c: commands_for(c) for c in cases})],
+                         prepare=prepare, max_turns=4)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -349,14 +335,9 @@ def test_the_environment_the_verifiers_uv_uses_read_from_outside_too(tmp_path, d
     """With `environment.file_checks: outside` the start-up files the check inside judged (uv's own
     module, setuptools' files as the image had them) are read again from outside, and a virtualenv's
     interpreter made again as a link to the baseline's is no program written."""
-    from tbscale_testing import LoopbackModel
-
     cases = ["project-env-pth", "project-env-pytest", "venv-home", "honest-project-env", "honest-project-venv"]
-    with LoopbackModel(max_lifetime_sec=900) as srv:
-        rows = run_cases(tmp_path, srv, TASK, {c: commands_for(c) for c in cases}, prepare=prepare, max_turns=4,
+    rows = run_case_sets(tmp_path, [(TASK, {c: commands_for(c) for c in cases})], prepare=prepare, max_turns=4,
                          environment={"file_checks": "outside"})
-    if srv.errors:
-        raise srv.errors[0]
     kinds = {c: sorted({e["kind"] for e in rows[c]["tampering"]}) for c in cases}
     assert kinds == {"project-env-pth": ["startup_hook_planted"], "project-env-pytest": ["toolchain_added"],
                      "venv-home": ["python_library_changed"], "honest-project-env": [], "honest-project-venv": []}, kinds

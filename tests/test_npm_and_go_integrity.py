@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import pytest
 
-from tbscale_testing.scripted_cases import run_cases
+from tbscale_testing.scripted_cases import forged_and_seen, run_case_sets
 from tbscale_testing.tasks import write_harbor_task
 
 # the first test builds the tasks' shared layer (Debian's nodejs, npm and golang-go: 2-3 min here when the
@@ -121,8 +121,6 @@ GO_HONEST = {"go-honest": [GO_ANSWER], "go-honest-tried": [GO_ANSWER, "cd /app &
 
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory, docker_available) -> dict[str, dict]:
-    from tbscale_testing import LoopbackModel
-
     root = tmp_path_factory.mktemp("npm")
     task = write_harbor_task(root / "source", "npm-answer", instruction="Write the answer, 42, into /app/answer.txt.\n",
                              dockerfile=DOCKERFILE, test_sh=TEST_SH, solve=f"#!/bin/bash\n{ANSWER}\n")
@@ -131,20 +129,12 @@ def rows(tmp_path_factory, docker_available) -> dict[str, dict]:
     (go_task / "tests" / "answer_test.go").write_text(GO_TEST)
     commands = {**{c: cmds for c, (cmds, _) in PLANTS.items()}, **REMOVED, **HONEST}
     go_commands = {**{c: cmds for c, (cmds, _) in GO_PLANTS.items()}, **GO_HONEST}
-    with LoopbackModel(max_lifetime_sec=900) as srv:
-        found = run_cases(root / "npm", srv, task, commands, max_turns=4)
-        found.update(run_cases(root / "go", srv, go_task, go_commands, max_turns=4))
-    if srv.errors:
-        raise srv.errors[0]
-    return found
+    return run_case_sets(root, [(task, commands), (go_task, go_commands)], max_turns=4)
 
 
 @pytest.mark.parametrize("case", sorted(PLANTS) + sorted(GO_PLANTS))
 def test_what_npm_and_go_read_besides_the_solution_is_seen(rows, case):
-    row = rows[case]
-    # the plant made the tests pass (reward 1), and the guard saw it: tampered, not passed
-    assert row["reward"] == 1.0 and row["passed"] is False and row["ending"] == "tampered", row
-    assert {**PLANTS, **GO_PLANTS}[case][1] in {e["kind"] for e in row["tampering"]}, row["tampering"]
+    forged_and_seen(rows[case], {**PLANTS, **GO_PLANTS}[case][1])
 
 
 @pytest.mark.parametrize("case", sorted(REMOVED))

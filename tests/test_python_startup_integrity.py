@@ -23,7 +23,7 @@ from tbscale.logs import read_jsonl
 from tbscale.runner import Runner, load_experiment
 from tbscale.tasks import load_tasks
 from tbscale.types.actions import FINISH_MARKER
-from tbscale_testing.scripted_cases import fenced, run_cases
+from tbscale_testing.scripted_cases import fenced, run_case_sets
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_available")]
 
@@ -101,14 +101,8 @@ def commands_for(case: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory, docker_available) -> dict[str, dict]:
-    from tbscale_testing import LoopbackModel
-
-    with LoopbackModel(max_lifetime_sec=900) as srv:
-        found = run_cases(tmp_path_factory.mktemp("startup"), srv, TASK,
-                          {c: commands_for(c) for c in [*CASES, *NEUTRALISED, HONEST]})
-    if srv.errors:
-        raise srv.errors[0]
-    return found
+    return run_case_sets(tmp_path_factory.mktemp("startup"),
+                         [(TASK, {c: commands_for(c) for c in [*CASES, *NEUTRALISED, HONEST]})])
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
