@@ -152,6 +152,12 @@ def test_the_guard_shell_lists_what_they_read(tmp_path, tool):
     out = subprocess.run(["sh", "-c", PROJECT + CARGO + CMAKE], capture_output=True, text=True, check=True, env=env,
                          timeout=60)
     found = parse_snapshot(out.stdout)[tool]
+    if tool == "cmake":  # a build in the source folder itself (`cmake . && make`): its files are still read
+        env["TBSCALE_CMAKE"] = "s:\nb:"
+        inside = parse_snapshot(subprocess.run(["sh", "-c", PROJECT + CMAKE], capture_output=True, text=True,
+                                               check=True, env=env, timeout=60).stdout)["cmake"]
+        assert f"{app}/CMakeLists.txt" in inside and f"{app}/cmake/flags.cmake" in inside
+        assert f"{app}/build/cmake_install.cmake" not in inside
     if tool == "cargo":
         assert len(found[f"{app}/Cargo.toml"]) == 64 and len(found[f"{home}/.cargo/config.toml"]) == 64
         assert found[f"{app}/build.rs"] == "-" and found[f"{app}/.cargo/config.toml"] == "-"

@@ -84,7 +84,7 @@ def cmake_changed(before: dict[str, str], after: dict[str, str], read_before: di
 # ---- the guard shell's part (runner/guard.py runs it in its checks' exec) ----------------------------
 # `TBSCALE_CMAKE`, one a line as `cmake_folders` names them: for a source folder (`s:`) a `CM` line for
 # each CMakeLists.txt and .cmake file in it and below it (four levels; not in cmake's CMakeFiles, a
-# build folder the scripts name, .git or node_modules; not what cmake writes); for a build folder
+# build folder the scripts name below it, .git or node_modules; not what cmake writes); for a build folder
 # (`b:`) a `CM` line for its GNUmakefile and makefile. `_fd` is guard_shell.PROJECT's.
 CMAKE = r'''
 if [ -n "${TBSCALE_CMAKE:-}" ]; then
@@ -101,7 +101,7 @@ if [ -n "${TBSCALE_CMAKE:-}" ]; then
       find "$_p" -maxdepth 4 \( -name CMakeFiles -o -name .git -o -name node_modules \) -prune -o \
         \( -name CMakeLists.txt -o -name '*.cmake' \) ! -name __GENERATED__ -print 2>/dev/null | head -n 500 |
       while IFS= read -r _f; do
-        _skip=; for _b in $_cb; do case "$_f" in "${_b%/}"/*) _skip=1;; esac; done
+        _skip=; for _b in $_cb; do [ "${_b%/}" = "${_p%/}" ] || case "$_f" in "${_b%/}"/*) _skip=1;; esac; done
         [ -n "$_skip" ] || _fd CM "$_f"
       done
     fi
