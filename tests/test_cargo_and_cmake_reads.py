@@ -118,6 +118,19 @@ def test_what_cargo_reads_changed_is_told_by_kind():
     assert kinds({"/Cargo.toml": "e"}) == ["build_file_changed"]  # a workspace above takes the package in
     found = cargo_changed(before, {**before, "/app/build.rs": "d"}, base, {}, {}, [(3, "cat > build.rs")])
     assert found[0]["paths"] == ["/app/build.rs"] and found[0]["by_command"]["turn"] == 3
+    # a package the agent made where cargo runs is the solution itself, as far as `cargo init` goes;
+    # what keeps the verifier's tests from running, a build script and the settings still count
+    fresh = {**before, "/app/Cargo.toml": "-"}
+    made = {**fresh, "/app/Cargo.toml": "a"}
+    init = {"/app/Cargo.toml": cargo_settings("", b'[package]\nname = "a"\nedition = "2021"\n[dependencies]\nrand = "0.8"\n')}
+    assert cargo_changed(fresh, made, {}, init, {}, [(1, "cargo init")]) == []
+    skip = {"/app/Cargo.toml": cargo_settings("", b'[package]\nname = "a"\nautotests = false\n')}
+    found = cargo_changed(fresh, made, {}, skip, {}, [(1, "cmd")])
+    assert [e["kind"] for e in found] == ["build_file_changed"] and "/app/Cargo.toml (added: package)" in found[0]["detail"]
+    assert [e["kind"] for e in cargo_changed(fresh, {**made, "/app/build.rs": "b"}, {}, init, {},
+                                             [(1, "cmd")])] == ["build_file_changed"]
+    assert [e["kind"] for e in cargo_changed(fresh, {**made, "/app/.cargo/config.toml": "c"}, {}, init, {},
+                                             [(1, "cmd")])] == ["installer_config_changed"]
 
 
 def test_what_cmake_and_make_read_changed_is_told_by_kind():
@@ -130,6 +143,12 @@ def test_what_cmake_and_make_read_changed_is_told_by_kind():
     assert kinds({"/app/CMakeLists.txt": "b"}) == ["build_file_changed"]
     assert kinds({"/app/build/GNUmakefile": "c"}) == ["build_file_changed"]
     assert kinds({"/app/cmake/flags.cmake": "d"}) == ["build_file_changed"]
+    # a project the agent made (no CMakeLists.txt at the baseline) is the solution itself
+    fresh = {**before, "/app/CMakeLists.txt": "-"}
+    made = {**fresh, "/app/CMakeLists.txt": "a", "/app/cmake/flags.cmake": "b", "/app/src/CMakeLists.txt": "c"}
+    assert cmake_changed(fresh, made, {}, {}, {}, [(1, "cmd")]) == []
+    assert [e["kind"] for e in cmake_changed(fresh, {**made, "/app/build/GNUmakefile": "d"}, {}, {}, {},
+                                             [(1, "cmd")])] == ["build_file_changed"]
 
 
 @pytest.mark.parametrize("tool", ["cargo", "cmake"])
@@ -158,6 +177,12 @@ def test_the_guard_shell_lists_what_they_read(tmp_path, tool):
                                                check=True, env=env, timeout=60).stdout)["cmake"]
         assert f"{app}/CMakeLists.txt" in inside and f"{app}/cmake/flags.cmake" in inside
         assert f"{app}/build/cmake_install.cmake" not in inside
+        # a source folder with no project yet: its CMakeLists.txt is listed as absent
+        env["TBSCALE_CMAKE"] = "s:new\nb:new/build"
+        empty = parse_snapshot(subprocess.run(["sh", "-c", PROJECT + CMAKE], capture_output=True, text=True,
+                                              check=True, env=env, timeout=60).stdout)["cmake"]
+        assert empty == {f"{app}/new/CMakeLists.txt": "-", f"{app}/new/build/GNUmakefile": "-",
+                         f"{app}/new/build/makefile": "-"}
     if tool == "cargo":
         assert len(found[f"{app}/Cargo.toml"]) == 64 and len(found[f"{home}/.cargo/config.toml"]) == 64
         assert found[f"{app}/build.rs"] == "-" and found[f"{app}/.cargo/config.toml"] == "-"

@@ -17,7 +17,10 @@ a `build.rs` (code that runs before the tests are compiled, and can rewrite them
   repository, or a `[patch]`, is `project_source_added`. Dependencies from the registry are
   the solution's own business (the instruction asks for Cargo.toml);
 * a `build.rs` added or changed beside a Cargo.toml is `build_file_changed`.
-The guard shell's part: `CARGO` below."""
+A package the agent made where the verifier's cargo runs (no Cargo.toml there at the baseline: a
+task whose solution is the whole project) is the solution: its Cargo.toml is flagged only where it
+decides targets (`autotests`, `[[test]]`, profiles, a workspace: what `cargo init` does not write,
+and cargo finds the tests without), and its build.rs still is. The guard shell's part: `CARGO` below."""
 
 from __future__ import annotations
 
@@ -83,13 +86,21 @@ def cargo_settings(path: str, data: bytes) -> dict[str, Any]:
     return {"build": build, "sources": sorted(sources)}
 
 
+_INIT: dict[str, Any] = {"build": {"package": {}}, "sources": []}  # `cargo_settings` of what `cargo init` writes
+
+
 def cargo_changed(before: dict[str, str], after: dict[str, str], read_before: dict[str, dict | None],
                   read_after: dict[str, dict | None], snap: GuardSnapshot,
                   actions: list[tuple[int, str]]) -> list[Tampering]:
     """The cargo files (`before`, `after`: path -> digest, `-` absent, `other` a link, not a plain
     file or over 4 MB; guard_shell `CG` lines) that changed, Cargo.toml read as `cargo_settings` at
-    the baseline and after the sweep."""
+    the baseline and after the sweep. A package the agent phase made where the verifier's cargo runs
+    (no Cargo.toml there at the baseline) is the solution itself: its Cargo.toml counts only where
+    it decides targets, as one `cargo init` writes does not."""
     settings, builds, sources = [], [], []
+    # the folders cargo runs in are those with a build.rs line (CARGO lists one for those alone)
+    runs = {str(PurePosixPath(p).parent) for p in after if PurePosixPath(p).name == "build.rs"}
+    own = {folder for folder in runs if before.get(f"{folder.rstrip('/')}/Cargo.toml", "-") == "-"}
     for path, now in after.items():
         was = before.get(path, "-")
         if now == was:
@@ -104,7 +115,9 @@ def cargo_changed(before: dict[str, str], after: dict[str, str], read_before: di
             builds.append(f"{path} ({state})")
         elif name == "Cargo.toml" and now != "-":
             new, old = read_after.get(path) or {}, read_before.get(path) or {}
-            if was == "-" or new.get("unreadable") or new.get("build") != old.get("build"):
+            if str(PurePosixPath(path).parent) in own:
+                old = _INIT  # the agent's own package: measured against what `cargo init` writes
+            if (was == "-" and old is not _INIT) or new.get("unreadable") or new.get("build") != old.get("build"):
                 builds.append(f"{path} ({state}: {_what_changed(old, new)})")
             sources += [f"{path}: {s}" for s in new.get("sources", []) if s not in old.get("sources", [])]
     return grouped_entries([

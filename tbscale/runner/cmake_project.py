@@ -10,7 +10,8 @@ when the agent took that line out of CMakeLists.txt, or left a `GNUmakefile` in 
 reads it before the Makefile cmake writes). So:
 * in each source folder the verifier's cmake configures, its CMakeLists.txt files and the `.cmake`
   files beside them (cmake's own output aside) are digested at the baseline and after the agent
-  phase: a change is `build_file_changed`;
+  phase: a change is `build_file_changed`, unless the folder had no CMakeLists.txt at the baseline
+  (the project is the agent's: the solution itself);
 * in each build folder where its cmake writes a Makefile and its make runs, a `GNUmakefile` or
   `makefile` (which make reads first) is `build_file_changed` too.
 The guard shell's part: `CMAKE` below."""
@@ -20,7 +21,7 @@ from __future__ import annotations
 import posixpath
 from pathlib import PurePosixPath
 
-from tbscale.runner.findings import file_state, grouped_entries
+from tbscale.runner.findings import file_state, grouped_entries, under
 from tbscale.runner.script_folders import located
 from tbscale.types.guard import GuardSnapshot, Tampering
 
@@ -74,9 +75,13 @@ def cmake_folders(texts: list[str], tests_mount: str | None = None) -> list[str]
 def cmake_changed(before: dict[str, str], after: dict[str, str], read_before: dict, read_after: dict,
                   snap: GuardSnapshot, actions: list[tuple[int, str]]) -> list[Tampering]:
     """The cmake files (`before`, `after`: path -> digest, `-` absent, `other`; guard_shell `CM`
-    lines) that changed: build files of the sources, a makefile that make reads before cmake's."""
+    lines) that changed: build files of the sources, a makefile that make reads before cmake's. A
+    source folder without a CMakeLists.txt at the baseline holds a project the agent phase made,
+    the solution itself: its build files are its own (a makefile before cmake's still counts)."""
+    own = [str(PurePosixPath(p).parent) for p, d in before.items() if d == "-" and PurePosixPath(p).name == "CMakeLists.txt"]
     found = [f"{path} ({file_state(before.get(path, '-'), now)})" for path, now in after.items()
-             if now != before.get(path, "-") and not (now == "-" and PurePosixPath(path).name in MAKEFILES)]
+             if now != before.get(path, "-") and not (now == "-" and PurePosixPath(path).name in MAKEFILES)
+             and (PurePosixPath(path).name in MAKEFILES or not any(under(path, folder) for folder in own))]
     return grouped_entries([("build_file_changed", found, "the build files the verifier's cmake and make read "
                              "(which decide what is built and whether the tests run) were changed")], actions)
 
@@ -97,8 +102,9 @@ if [ -n "${TBSCALE_CMAKE:-}" ]; then
     case "$_p" in /*) ;; '') _p=$_w ;; *) _p=${_w%/}/$_p ;; esac
     if [ "$_k" = b ]; then
       for _f in __MAKEFILES__; do _fd CM "${_p%/}/$_f"; done
-    elif [ -d "$_p" ]; then
-      find "$_p" -maxdepth 4 \( -name CMakeFiles -o -name .git -o -name node_modules \) -prune -o \
+    else
+      _fd CM "${_p%/}/CMakeLists.txt"  # `-` when the project is not there yet: the agent's own, then
+      [ -d "$_p" ] && find "$_p" -maxdepth 4 \( -name CMakeFiles -o -name .git -o -name node_modules \) -prune -o \
         \( -name CMakeLists.txt -o -name '*.cmake' \) ! -name __GENERATED__ -print 2>/dev/null | head -n 500 |
       while IFS= read -r _f; do
         _skip=; for _b in $_cb; do [ "${_b%/}" = "${_p%/}" ] || case "$_f" in "${_b%/}"/*) _skip=1;; esac; done
