@@ -85,6 +85,8 @@ CPP_HONEST = {"cpp-honest-built": [CPP_ANSWER, "cd /app && printf 'int main() { 
 # tasks whose solution is the whole project (nothing in /app at the baseline): the Cargo.toml and
 # CMakeLists.txt the agent writes are its solution, as far as they go (docs/tasks.md)
 NEW_DOCKERFILE = BASE + "WORKDIR /app\n"
+# this one runs cargo where it starts, the workdir: no `cd`
+NEW_RUST_TEST_SH = RUST_TEST_SH.replace("cd /app\n", "")
 RUST_PACKAGE = ("mkdir -p /app/src && printf '[package]\\nname = \"answer\"\\nversion = \"0.1.0\"\\nedition = \"2021\"\\n"
                 "{}' > /app/Cargo.toml && printf 'pub fn answer() -> i32 {{ {} }}\\n' > /app/src/lib.rs")
 NEW_CASES = {"rust-new-honest": [RUST_PACKAGE.format("", 42), "cd /app && cargo build --offline"],
@@ -104,7 +106,7 @@ def rows(tmp_path_factory, docker_available) -> dict[str, dict]:
                             dockerfile=CPP_DOCKERFILE, test_sh=CPP_TEST_SH, solve=f"#!/bin/bash\n{CPP_ANSWER}\n")
     (cpp / "tests" / "answer_test.cpp").write_text(CPP_TEST)
     rust_new = write_harbor_task(root / "source", "rust-new", instruction="Write a Rust package in /app whose "
-                                 "answer() returns 42.\n", dockerfile=NEW_DOCKERFILE, test_sh=RUST_TEST_SH,
+                                 "answer() returns 42.\n", dockerfile=NEW_DOCKERFILE, test_sh=NEW_RUST_TEST_SH,
                                  solve=f"#!/bin/bash\n{RUST_PACKAGE.format('', 42)}\n")
     (rust_new / "tests" / "answer.rs").write_text(RUST_TEST)
     cpp_new = write_harbor_task(root / "source", "cpp-new", instruction="Write a CMake project in /app whose "

@@ -12,8 +12,11 @@ import pytest
 from tbscale.runner.build_tools import TOOLS
 from tbscale.runner.cargo_project import CARGO, cargo_changed, cargo_folders, cargo_settings
 from tbscale.runner.cmake_project import CMAKE, cmake_changed, cmake_folders
+from tbscale.runner.go_project import GO
 from tbscale.runner.guard_shell import PROJECT, parse_snapshot
+from tbscale.runner.npm_project import NPM
 from tbscale.runner.verifier_reads import read_verifier
+from tbscale.tasks.model import VerifierSpec
 
 # The shapes of terminal-bench's Aider Polyglot Rust and C++ test scripts (rese1f/terminal-bench-datasets)
 RUST = """set -Eeuo pipefail
@@ -51,8 +54,6 @@ def test_the_folders_cargo_cmake_and_make_run_in():
 
 
 def test_the_verifier_reads_name_each_build_tool_and_the_programs_it_starts(tmp_path):
-    from tbscale.tasks.model import VerifierSpec
-
     assert len({t.tag for t in TOOLS}) == len(TOOLS) and len({t.env for t in TOOLS}) == len(TOOLS)
     (tmp_path / "test.sh").write_text(RUST + CPP)
     reads = read_verifier(VerifierSpec(tests_dirs=[tmp_path], command="bash /tests/test.sh"))
@@ -192,3 +193,23 @@ def test_the_guard_shell_lists_what_they_read(tmp_path, tool):
         assert sorted(found) == [f"{app}/CMakeLists.txt", f"{app}/build/GNUmakefile", f"{app}/build/makefile",
                                  f"{app}/cmake/flags.cmake"]
         assert found[f"{app}/build/makefile"] == "-" and len(found[f"{app}/build/GNUmakefile"]) == 64
+
+
+@pytest.mark.parametrize("script, key, shell, read", [
+    ("cargo test", "cargo", CARGO, "Cargo.toml"),
+    ("go test ./...", "go", GO, "go.mod"),
+    ("npm test", "npm", NPM, "package.json")], ids=["cargo", "go", "npm"])
+def test_a_tool_the_script_runs_where_it_starts_is_read_in_the_workdir(tmp_path, script, key, shell, read):
+    # A script that runs the tool without a `cd` runs it in the workdir: the one folder is "", and
+    # its block still runs (it once took the empty list for none).
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test.sh").write_text(f"#!/bin/bash\n{script}\n")
+    reads = read_verifier(VerifierSpec(tests_dirs=[tests], command="bash /tests/test.sh"))
+    folders = reads.npm if key == "npm" else reads.tools[key]
+    assert folders == [""]
+    (tmp_path / read).write_text("x\n")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), f"TBSCALE_{key.upper()}": "\n".join(folders),
+           "TBSCALE_WORKDIR": str(tmp_path)}
+    out = subprocess.run(["sh", "-c", PROJECT + shell], capture_output=True, text=True, check=True, env=env, timeout=60)
+    assert len(parse_snapshot(out.stdout)[key][f"{tmp_path}/{read}"]) == 64

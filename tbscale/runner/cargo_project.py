@@ -144,7 +144,7 @@ def _what_changed(old: dict, new: dict) -> str:
 # folder above it (cargo and rustup look upwards), its Cargo.toml, `.cargo/config(.toml)` and
 # `rust-toolchain(.toml)`, and the folder's build.rs; `_fd` is guard_shell.PROJECT's.
 CARGO = r'''
-if [ -n "${TBSCALE_CARGO:-}" ]; then
+if [ -n "${TBSCALE_CARGO+set}" ]; then
   _w=${TBSCALE_WORKDIR:-$PWD}
   _ch=${CARGO_HOME:-$HOME/.cargo}
   for _f in "$_ch/config.toml" "$_ch/config" "${RUSTUP_HOME:-$HOME/.rustup}/settings.toml"; do _fd CG "$_f"; done

@@ -92,7 +92,7 @@ def cmake_changed(before: dict[str, str], after: dict[str, str], read_before: di
 # build folder the scripts name below it, .git or node_modules; not what cmake writes); for a build folder
 # (`b:`) a `CM` line for its GNUmakefile and makefile. `_fd` is guard_shell.PROJECT's.
 CMAKE = r'''
-if [ -n "${TBSCALE_CMAKE:-}" ]; then
+if [ -n "${TBSCALE_CMAKE+set}" ]; then
   _w=${TBSCALE_WORKDIR:-$PWD}
   _cb=$(printf '%s\n' "$TBSCALE_CMAKE" | while IFS= read -r _p; do
     case "$_p" in b:/*) printf '%s\n' "${_p#b:}";; b:) printf '%s\n' "$_w";; b:*) printf '%s\n' "${_w%/}/${_p#b:}";; esac

@@ -95,7 +95,7 @@ def go_changed(before: dict[str, str], after: dict[str, str], read_before: dict[
 # file, `$GOROOT/go.env`) and, in each folder, its go.mod and vendor/modules.txt and the go.work there
 # or in a folder above it (go looks for one upwards); `_fd` is guard_shell.PROJECT's.
 GO = r'''
-if [ -n "${TBSCALE_GO:-}" ]; then
+if [ -n "${TBSCALE_GO+set}" ]; then
   _w=${TBSCALE_WORKDIR:-$PWD}
   _groot=; _r=$(command -v go 2>/dev/null) && _r=$(readlink -f -- "$_r" 2>/dev/null) && _groot=${_r%/bin/go}
   for _f in "${XDG_CONFIG_HOME:-$HOME/.config}/go/env" ${_groot:+"$_groot/go.env"}; do _fd GO "$_f"; done

@@ -179,7 +179,7 @@ if [ -n "${TBSCALE_SINCE:-}" ]; then
   # program the scripts run (`TBSCALE_NODE_PROGRAMS`) that resolves into a node_modules folder (a
   # global jest, with the dependencies nested in it). A `GL` line names each; their files changed
   # since the baseline are listed (npm_project.npm_changed: `test_library_changed`).
-  if [ -n "${TBSCALE_NPM:-}" ]; then
+  if [ -n "${TBSCALE_NPM+set}" ]; then
     _roots=
     _r=$(command -v npm 2>/dev/null) && _r=$(readlink -f -- "$_r" 2>/dev/null) && _roots=${_r%/bin/*}
     case "$_roots" in /usr/share/nodejs/*) _roots=/usr/share/nodejs ;; esac
@@ -195,7 +195,7 @@ if [ -n "${TBSCALE_SINCE:-}" ]; then
   fi
   # The `_test.go` files under the folders the verifier's go commands run in that the agent phase
   # wrote and that declare `TestMain` or an `init` function (go_project.go_changed): a `GT` line each.
-  if [ -n "${TBSCALE_GO:-}" ]; then
+  if [ -n "${TBSCALE_GO+set}" ]; then
     printf '%s\n' "$TBSCALE_GO" | while IFS= read -r _p; do
       case "$_p" in /*) ;; '') _p=${TBSCALE_WORKDIR:-$PWD} ;; *) _p=${TBSCALE_WORKDIR:-$PWD}; _p=${_p%/}/$_p ;; esac
       _newer "${_p%/}/" -xdev -name '*_test.go' -type f | head -n 2000

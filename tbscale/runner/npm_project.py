@@ -215,7 +215,7 @@ def node_library_changed(changes: dict[str, int], roots: list[str], actions: lis
 # the baseline, a `Z` line for each `node_modules` absent in or above a folder where npm installs,
 # which the sweep removes if the agent phase made it (`NPM_CLEAR`).
 NPM = r'''
-if [ -n "${TBSCALE_NPM:-}" ]; then
+if [ -n "${TBSCALE_NPM+set}" ]; then
   _w=${TBSCALE_WORKDIR:-$PWD}
   _nb=; _n=$(command -v npm 2>/dev/null) && _n=$(readlink -f -- "$_n" 2>/dev/null) && _nb=${_n%/bin/*}/npmrc
   for _f in "$HOME/.npmrc" /etc/npmrc /usr/etc/npmrc /usr/local/etc/npmrc $_nb; do _fd G "$_f"; done
