@@ -1,14 +1,18 @@
 """What the verifier's cargo, cmake and make read (runner/cargo_project.py, runner/cmake_project.py),
-without an engine: the folders read off a test script, Cargo.toml read for what decides the build,
-the findings from two looks, and the guard shell's part run here with `sh`. The same against
+and the times the sweep sets where they build (runner/build_times.py), without an engine: the
+folders read off a test script, Cargo.toml read for what decides the build, the findings from two
+looks, and the guard shell's parts run here with `sh`. The same against
 real cargo and cmake in containers: tests/test_cargo_and_cmake_integrity.py."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+import time
 
 import pytest
 
+from tbscale.runner.build_times import BUILD_TIMES
 from tbscale.runner.build_tools import TOOLS
 from tbscale.runner.cargo_project import CARGO, cargo_changed, cargo_folders, cargo_settings
 from tbscale.runner.cmake_project import CMAKE, cmake_changed, cmake_folders
@@ -213,3 +217,40 @@ def test_a_tool_the_script_runs_where_it_starts_is_read_in_the_workdir(tmp_path,
            "TBSCALE_WORKDIR": str(tmp_path)}
     out = subprocess.run(["sh", "-c", PROJECT + shell], capture_output=True, text=True, check=True, env=env, timeout=60)
     assert len(parse_snapshot(out.stdout)[key][f"{tmp_path}/{read}"]) == 64
+
+
+@pytest.mark.parametrize("clock", ["fraction", "second"])
+def test_the_sweep_touches_what_the_agent_changed_where_they_build_and_undates_the_future(tmp_path, clock):
+    # runner/build_times.py's shell here with `sh`: `fraction` as GNU find's -newerct takes the
+    # baseline's clock, `second` as an environment without it (whole seconds, from stat)
+    app = tmp_path / "app"
+    (app / "src").mkdir(parents=True)
+    (app / "src" / "untouched.rs").write_text("// from the image\n")
+    os.utime(app / "src" / "untouched.rs", (1_500_000_000, 1_500_000_000))
+    was = os.stat(app / "src" / "untouched.rs").st_ctime
+    while time.time() < (int(was) + 1 if clock == "second" else was + 0.05):
+        time.sleep(0.01)  # the agent phase starts after the image's files were written
+    since = time.time() if clock == "fraction" else int(time.time())
+    while time.time() < (since + 1 if clock == "second" else since + 0.05):
+        time.sleep(0.01)
+    for path, when in {"src/lib.rs": 1_577_836_800,  # the failing source, dated back to 2020
+                       "src/new.rs": None, "target/debug/libanswer.rlib": None,
+                       "target/debug/.fingerprint/answer/lib": 4_070_908_800,  # dated forward, to 2099
+                       "build/answer.o": 4_070_908_800, "build/CMakeCache.txt": None}.items():
+        (app / path).parent.mkdir(parents=True, exist_ok=True)
+        (app / path).write_text("x\n")
+        if when:
+            os.utime(app / path, (when, when))
+    env = {"PATH": "/usr/bin:/bin", "TBSCALE_WORKDIR": str(app), "TBSCALE_SINCE": str(since),
+           "TBSCALE_CARGO": "", "TBSCALE_CMAKE": "s:\nb:build"}
+    out = subprocess.run(["sh", "-c", BUILD_TIMES], capture_output=True, text=True, check=True, env=env, timeout=60)
+    snap = parse_snapshot(out.stdout)
+    assert snap["build_times_forward"] == [f"{app}/build/answer.o", f"{app}/target/debug/.fingerprint/answer/lib"]
+    assert snap["build_sources_touched"] == 2  # src/lib.rs and src/new.rs: not the build folders' files
+    assert os.stat(app / "src" / "lib.rs").st_mtime >= since
+    assert int(os.stat(app / "build" / "answer.o").st_mtime) == int(since)
+    assert os.stat(app / "src" / "untouched.rs").st_mtime == 1_500_000_000
+    assert os.stat(app / "target" / "debug" / "libanswer.rlib").st_mtime < os.stat(app / "src" / "lib.rs").st_mtime
+    # the tool blocks unset: nothing
+    env.pop("TBSCALE_CARGO"), env.pop("TBSCALE_CMAKE")
+    assert subprocess.run(["sh", "-c", BUILD_TIMES], capture_output=True, text=True, env=env, timeout=60).stdout == ""

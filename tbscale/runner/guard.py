@@ -51,6 +51,7 @@ from tbscale.runner.guard_shell import (ARTIFACTS_PROBE, BYTECODE, CHANGES, CLEA
                                         parse_snapshot)
 from tbscale.shell.tampering import TEST_TOOLS, attribute_command
 from tbscale.runner.build_tools import TOOLS
+from tbscale.runner.build_times import BUILD_TIMES, set_forward
 from tbscale.runner.npm_project import NPM, NPM_CLEAR, NPM_READ, node_library_changed, npm_changed, npm_settings
 from tbscale.runner.verifier_reads import read_verifier
 from tbscale.types.guard import (AgentProcessInfo, GuardSnapshot, ProcessBaseline, ProcessInfo,
@@ -157,7 +158,7 @@ class VerifierGuard:
         if setup:
             cmd = SETUP % setup + cmd
         if bytecode and since:
-            cmd += BYTECODE + NPM_CLEAR
+            cmd += BYTECODE + NPM_CLEAR + BUILD_TIMES
         if processes:
             cmd += PROCESSES
         if probe:
@@ -340,6 +341,8 @@ class VerifierGuard:
             record["bytecode_removed"] = after["bytecode_removed"]
         if after.get("node_modules_removed"):
             record["node_modules_removed"] = after["node_modules_removed"]
+        if after.get("build_sources_touched"):
+            record["build_sources_touched"] = after["build_sources_touched"]
         folder = after["artifacts_folder"]
         self.artifacts_folder = folder if folder in ("empty", "absent") and self._idle(after["processes"]) else None
         outside = self._from_outside(after, record) if self.outside_base is not None else None
@@ -362,6 +365,7 @@ class VerifierGuard:
             read = self._read_files(after, tool.key, tool.read, tool.parse,
                                     {p for p, d in now.items() if d != was.get(p)}) if tool.parse else {}
             entries += tool.changed(was, now, self.tools_before.get(tool.key, {}), read, after, actions)
+        entries += set_forward(after, actions)
         entries += self._venv_homes(before, after, actions)
         if outside:
             # a virtualenv's interpreter made again as a link to one of the baseline's is no program

@@ -414,6 +414,8 @@ def parse_snapshot(output: str) -> GuardSnapshot:
     node_roots: list[str] = []
     built: dict[str, dict[str, str]] = {}  # the build tools' files (runner/build_tools.py)
     test_mains: list[str] = []
+    set_forward: list[str] = []
+    touched = None
     envs: list[str] = []
     copies: dict[str, str] = {}
     now = removed = workdir = home = None
@@ -443,8 +445,10 @@ def parse_snapshot(output: str) -> GuardSnapshot:
             npm.setdefault(parts[1], parts[2])
         elif parts[0] in BUILD_TAGS and len(parts) == 3:
             built.setdefault(BUILD_TAGS[parts[0]], {}).setdefault(parts[1], parts[2])
-        elif parts[0] in ("Z", "L", "GL", "GT") and len(parts) == 2:
-            {"Z": npm_absent, "L": npm_removed, "GL": node_roots, "GT": test_mains}[parts[0]].append(parts[1])
+        elif parts[0] in ("Z", "L", "GL", "GT", "TF") and len(parts) == 2:
+            {"Z": npm_absent, "L": npm_removed, "GL": node_roots, "GT": test_mains, "TF": set_forward}[parts[0]].append(parts[1])
+        elif parts[0] == "TT" and len(parts) == 2 and parts[1].strip().isdigit():
+            touched = int(parts[1])
         elif parts[0] == "Y" and len(parts) == 2:
             envs.append(parts[1])
         elif parts[0] == "Q" and len(parts) == 3:
@@ -495,6 +499,10 @@ def parse_snapshot(output: str) -> GuardSnapshot:
         snap[key] = files  # type: ignore[literal-required]
     if test_mains:
         snap["go_test_mains"] = sorted(set(test_mains))
+    if set_forward:
+        snap["build_times_forward"] = sorted(set(set_forward))
+    if touched is not None:
+        snap["build_sources_touched"] = touched
     if copies:
         snap["startup_copies"] = copies
     if workdir:

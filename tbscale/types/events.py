@@ -283,6 +283,9 @@ class SweepEvent(EventBase):
     # `node_modules` folders the agent phase made where the verifier's npm installs, removed before
     # it ran (runner/npm_project.py): its own `npm install` makes them again
     node_modules_removed: list[str] | None = None
+    # files the agent phase changed where the verifier's cargo or make builds, touched before it ran so
+    # that it compiles them again whatever time they were given (runner/build_times.py)
+    build_sources_touched: int | None = None
     # where the changed paths were listed from when not from inside alone (runner/guard.py)
     changes_listed: str | None = None
     tampering: list[TamperingEntry] = Field(default_factory=list)

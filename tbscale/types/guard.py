@@ -100,6 +100,8 @@ class GuardSnapshot(TypedDict, total=False):
     cargo: dict[str, str]  # cargo's settings, Cargo.toml files and build.rs where the verifier's cargo runs (`CG`)
     cmake: dict[str, str]  # the build files the verifier's cmake and make read (`CM`)
     go_test_mains: list[str]  # `_test.go` files the agent phase wrote that declare TestMain (`GT`)
+    build_times_forward: list[str]  # after the sweep: files dated in the future where cargo or make builds (`TF`)
+    build_sources_touched: int  # after the sweep: files the agent phase changed there, touched (`TT`)
     node_roots: list[str]  # the Node packages the verifier's npm starts, whose changed files are listed (`GL`)
     project_envs: list[str]  # the `.venv` folders the verifier's uv commands use, as the scripts name them (`Y`)
     sourced: dict[str, str]  # script the verifier sources -> digest of the lines that run, `-` absent, `other` (`F`)
@@ -114,6 +116,7 @@ class SweepRecord(TypedDict, total=False):
     sidecar_processes_killed: dict[str, list[AgentProcessInfo]]
     bytecode_removed: int  # compiled Python modules the agent phase wrote, removed before the verifier
     node_modules_removed: list[str]  # `node_modules` the agent phase made where the verifier's npm installs, removed
+    build_sources_touched: int  # files the agent phase changed where the verifier's cargo or make builds, touched
     # Where the changed paths were listed from, when not from inside alone: "inside and outside"
     # (environment.file_checks: outside), "outside" (no `find` inside), "nowhere" (no `find` inside
     # and a backend that cannot list changes from outside: changed files went unchecked).

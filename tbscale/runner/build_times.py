@@ -1,0 +1,87 @@
+"""The modification times the verifier's cargo and make decide by, as the agent phase left them
+(docs/tasks.md, "Verification integrity", *cargo, cmake and make*).
+
+cargo and make rebuild what is older than its sources, by modification time, and a modification
+time can be set to anything (`touch -d`). An agent that built a solution that passes, then wrote
+one that fails and set its time back to before the build, passed the Aider Polyglot-shaped Rust
+and C++ tasks with the failing source in place: the verifier's `cargo test`, and `cmake .. &&
+make`, took the library and the object file built from the first as up to date. Setting a build
+output's time forward (a fingerprint, an object file) does the same. A file's status change time
+cannot be set from inside the container, so what the agent phase changed is known whatever its
+modification time says. So, after the sweep, in the folders where the verifier's cargo runs and
+the source folders its cmake configures (and their build folders: cargo's `target` there and
+above, `$CARGO_TARGET_DIR`, cmake's build folders):
+* a file the agent phase changed whose modification time is in the future is set to the baseline's
+  time and is `build_time_set_forward` (no build tool writes one);
+* every file the agent phase changed outside the build folders is touched, so the verifier's
+  build compiles each again from what is there now (`build_sources_touched`, in the sweep
+  record). An honest agent's build is redone for the files it changed, and nothing is recorded
+  against it.
+An output the agent phase wrote over with other content and left with an ordinary time is not
+covered (docs/tasks.md)."""
+
+from __future__ import annotations
+
+from tbscale.runner.findings import grouped_entries
+from tbscale.types.guard import GuardSnapshot, Tampering
+
+
+def set_forward(snap: GuardSnapshot, actions: list[tuple[int, str]]) -> list[Tampering]:
+    """The files `BUILD_TIMES` found dated in the future (`TF` lines), as tampering."""
+    found = [f"{path} (set to the baseline's time)" for path in snap.get("build_times_forward", [])]
+    return grouped_entries([("build_time_set_forward", found, "a file the agent phase changed where the verifier's "
+                             "cargo or make builds was dated in the future, which makes them take what was built "
+                             "from it as up to date")], actions)
+
+
+# ---- the guard shell's part, run by the seal after the sweep with BYTECODE -------------------------
+# `TBSCALE_CARGO` and `TBSCALE_CMAKE` as runner/cargo_project.py and runner/cmake_project.py's
+# blocks read them; `TBSCALE_SINCE`, the baseline's clock. A `TF` line for each file dated in the
+# future (set to the baseline's time), and a `TT` line with how many files were touched.
+BUILD_TIMES = r'''
+if [ -n "${TBSCALE_SINCE:-}" ] && { [ -n "${TBSCALE_CARGO+set}" ] || [ -n "${TBSCALE_CMAKE+set}" ]; }; then
+  _w=${TBSCALE_WORKDIR:-$PWD}
+  _now=$(date +%s)
+  # the folders: `s PATH` a source folder, `o PATH` a build folder
+  _bt=$( {
+    [ -n "${TBSCALE_CARGO+set}" ] && printf '%s\n' "$TBSCALE_CARGO" | while IFS= read -r _p; do
+      case "$_p" in /*) ;; '') _p=$_w ;; *) _p=${_w%/}/$_p ;; esac
+      printf 's %s\n' "${_p%/}"
+      _up=${_p%/}
+      while [ -n "$_up" ]; do [ -d "$_up/target" ] && printf 'o %s\n' "$_up/target"; _up=${_up%/*}; done
+    done
+    case "${CARGO_TARGET_DIR:-}" in /*) printf 'o %s\n' "${CARGO_TARGET_DIR%/}" ;; esac
+    [ -n "${TBSCALE_CMAKE+set}" ] && printf '%s\n' "$TBSCALE_CMAKE" | while IFS= read -r _p; do
+      _k=${_p%%:*}; _p=${_p#*:}
+      case "$_p" in /*) ;; '') _p=$_w ;; *) _p=${_w%/}/$_p ;; esac
+      if [ "$_k" = b ]; then printf 'o %s\n' "${_p%/}"; else printf 's %s\n' "${_p%/}"; fi
+    done; } | sort -u)
+  # `_bt_stat DIR FIND-TESTS...`: "MTIME CTIME PATH" for each file under DIR (not under what the
+  # tests match) whose status changed since the baseline
+  case "$TBSCALE_SINCE" in *.*) _bt_nc=1 ;; *) _bt_nc= ;; esac
+  _bt_stat() {
+    _d=$1; shift
+    [ -d "$_d" ] || return 0
+    if [ -n "$_bt_nc" ]; then
+      find "$_d/" -xdev \( "$@" \) -prune -o -type f -newerct "@$TBSCALE_SINCE" -exec stat -c '%Y %Z %n' {} + 2>/dev/null
+    else
+      find "$_d/" -xdev \( "$@" \) -prune -o -type f -exec stat -c '%Y %Z %n' {} + 2>/dev/null
+    fi | awk -v s="${TBSCALE_SINCE%.*}" '$2 >= s'
+  }
+  printf '%s\n' "$_bt" | while IFS= read -r _l; do
+    _bt_stat "${_l#? }" -name .git -o -name node_modules
+  done | awk -v n="$_now" '$1 > n + 1 { sub(/^[0-9]+ [0-9]+ /, ""); print }' | sort -u | head -n 2000 |
+  while IFS= read -r _f; do touch -c -d "@${TBSCALE_SINCE%.*}" -- "$_f" 2>/dev/null; printf 'TF\t%s\n' "$_f"; done
+  _outs=$(printf '%s\n' "$_bt" | while IFS= read -r _l; do case "$_l" in "o "*) printf '%s\n' "${_l#o }" ;; esac; done)
+  _srcs=$(printf '%s\n' "$_bt" | while IFS= read -r _l; do case "$_l" in "s "*) printf '%s\n' "${_l#s }" ;; esac; done)
+  printf '%s\n' "$_srcs" | while IFS= read -r _d; do
+    # cargo's own `target` here is skipped as the walk goes; the other build folders below
+    [ -n "$_d" ] && _bt_stat "$_d" -name .git -o -name node_modules -o -name CMakeFiles -o -path "$_d/target"
+  done | sed 's/^[0-9]* [0-9]* //' | sort -u | _O=$_outs _S=$_srcs awk '
+    BEGIN { n = split(ENVIRON["_O"], O, "\n"); m = split(ENVIRON["_S"], S, "\n"); for (j = 1; j <= m; j++) src[S[j]] = 1 }
+    { for (i = 1; i <= n; i++) if (O[i] != "" && !(O[i] in src) && index($0, O[i] "/") == 1) next; print }' |
+  head -n 5000 | { _t=0; set --; while IFS= read -r _f; do set -- "$@" "$_f"; _t=$((_t + 1))
+    [ $# -lt 200 ] || { touch -c -- "$@" 2>/dev/null; set --; }; done
+    [ $# -eq 0 ] || touch -c -- "$@" 2>/dev/null; [ "$_t" -eq 0 ] || printf 'TT\t%s\n' "$_t"; }
+fi
+'''
