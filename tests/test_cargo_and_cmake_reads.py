@@ -241,13 +241,21 @@ def test_the_sweep_touches_what_the_agent_changed_where_they_build_and_undates_t
         (app / path).write_text("x\n")
         if when:
             os.utime(app / path, (when, when))
+    # files written in bulk do not push one out (`zz.rs` comes last), and a link's target is touched
+    (app / "src" / "bulk").mkdir()
+    for i in range(5100):  # more than a cut-off of 5,000 would have kept
+        (app / "src" / "bulk" / f"{i}.rs").write_text("\n")
+    (tmp_path / "elsewhere.rs").write_text("x\n")
+    os.utime(tmp_path / "elsewhere.rs", (1_577_836_800, 1_577_836_800))
+    (app / "src" / "zz.rs").symlink_to(tmp_path / "elsewhere.rs")
     env = {"PATH": "/usr/bin:/bin", "TBSCALE_WORKDIR": str(app), "TBSCALE_SINCE": str(since),
            "TBSCALE_CARGO": "", "TBSCALE_CMAKE": "s:\nb:build"}
     out = subprocess.run(["sh", "-c", BUILD_TIMES], capture_output=True, text=True, check=True, env=env, timeout=60)
     snap = parse_snapshot(out.stdout)
     assert snap["build_times_forward"] == [f"{app}/build/answer.o", f"{app}/target/debug/.fingerprint/answer/lib"]
-    assert snap["build_sources_touched"] == 2  # src/lib.rs and src/new.rs: not the build folders' files
-    assert os.stat(app / "src" / "lib.rs").st_mtime >= since
+    # src/lib.rs, src/new.rs, the bulk and the link: not the build folders' files
+    assert snap["build_sources_touched"] == 2 + 5100 + 1
+    assert os.stat(app / "src" / "lib.rs").st_mtime >= since and os.stat(tmp_path / "elsewhere.rs").st_mtime >= since
     assert int(os.stat(app / "build" / "answer.o").st_mtime) == int(since)
     assert os.stat(app / "src" / "untouched.rs").st_mtime == 1_500_000_000
     assert os.stat(app / "target" / "debug" / "libanswer.rlib").st_mtime < os.stat(app / "src" / "lib.rs").st_mtime

@@ -37,7 +37,8 @@ def set_forward(snap: GuardSnapshot, actions: list[tuple[int, str]]) -> list[Tam
 # ---- the guard shell's part, run by the seal after the sweep with BYTECODE -------------------------
 # `TBSCALE_CARGO` and `TBSCALE_CMAKE` as runner/cargo_project.py and runner/cmake_project.py's
 # blocks read them; `TBSCALE_SINCE`, the baseline's clock. A `TF` line for each file dated in the
-# future (set to the baseline's time), and a `TT` line with how many files were touched.
+# future (set to the baseline's time; the first 200 named), and a `TT` line with how many files
+# were touched.
 BUILD_TIMES = r'''
 if [ -n "${TBSCALE_SINCE:-}" ] && { [ -n "${TBSCALE_CARGO+set}" ] || [ -n "${TBSCALE_CMAKE+set}" ]; }; then
   _w=${TBSCALE_WORKDIR:-$PWD}
@@ -62,16 +63,33 @@ if [ -n "${TBSCALE_SINCE:-}" ] && { [ -n "${TBSCALE_CARGO+set}" ] || [ -n "${TBS
   _bt_stat() {
     _d=$1; shift
     [ -d "$_d" ] || return 0
+    # a link too: touching one touches what it points to, which the build reads through it
     if [ -n "$_bt_nc" ]; then
-      find "$_d/" -xdev \( "$@" \) -prune -o -type f -newerct "@$TBSCALE_SINCE" -exec stat -c '%Y %Z %n' {} + 2>/dev/null
+      find "$_d/" -xdev \( "$@" \) -prune -o \( -type f -o -type l \) -newerct "@$TBSCALE_SINCE" \
+        -exec stat -c '%Y %Z %n' {} + 2>/dev/null
     else
-      find "$_d/" -xdev \( "$@" \) -prune -o -type f -exec stat -c '%Y %Z %n' {} + 2>/dev/null
+      find "$_d/" -xdev \( "$@" \) -prune -o \( -type f -o -type l \) -exec stat -c '%Y %Z %n' {} + 2>/dev/null
     fi | awk -v s="${TBSCALE_SINCE%.*}" '$2 >= s'
+  }
+  # `_bt_touch [TOUCH-OPTIONS]`: touch each path read, 200 at a time, however many (a cut-off
+  # would let files written in bulk push one out); `TAG COUNT` and the first 200 as `TAG PATH`
+  # when the tag is given after the options (`-- TAG`)
+  _bt_touch() {
+    _tag=; _o=
+    while [ $# -gt 0 ]; do case "$1" in --) _tag=$2; break ;; *) _o="$_o $1"; shift ;; esac; done
+    _t=0; set --
+    while IFS= read -r _f; do
+      set -- "$@" "$_f"; _t=$((_t + 1))
+      [ "$_tag" != TF ] || [ "$_t" -gt 200 ] || printf 'TF\t%s\n' "$_f"
+      [ $# -lt 200 ] || { touch -c $_o -- "$@" 2>/dev/null; set --; }
+    done
+    [ $# -eq 0 ] || touch -c $_o -- "$@" 2>/dev/null
+    [ "$_tag" != TT ] || [ "$_t" -eq 0 ] || printf 'TT\t%s\n' "$_t"
   }
   printf '%s\n' "$_bt" | while IFS= read -r _l; do
     _bt_stat "${_l#? }" -name .git -o -name node_modules
-  done | awk -v n="$_now" '$1 > n + 1 { sub(/^[0-9]+ [0-9]+ /, ""); print }' | sort -u | head -n 2000 |
-  while IFS= read -r _f; do touch -c -d "@${TBSCALE_SINCE%.*}" -- "$_f" 2>/dev/null; printf 'TF\t%s\n' "$_f"; done
+  done | awk -v n="$_now" '$1 > n + 1 { sub(/^[0-9]+ [0-9]+ /, ""); print }' | sort -u |
+  _bt_touch -d "@${TBSCALE_SINCE%.*}" -- TF
   _outs=$(printf '%s\n' "$_bt" | while IFS= read -r _l; do case "$_l" in "o "*) printf '%s\n' "${_l#o }" ;; esac; done)
   _srcs=$(printf '%s\n' "$_bt" | while IFS= read -r _l; do case "$_l" in "s "*) printf '%s\n' "${_l#s }" ;; esac; done)
   printf '%s\n' "$_srcs" | while IFS= read -r _d; do
@@ -80,8 +98,6 @@ if [ -n "${TBSCALE_SINCE:-}" ] && { [ -n "${TBSCALE_CARGO+set}" ] || [ -n "${TBS
   done | sed 's/^[0-9]* [0-9]* //' | sort -u | _O=$_outs _S=$_srcs awk '
     BEGIN { n = split(ENVIRON["_O"], O, "\n"); m = split(ENVIRON["_S"], S, "\n"); for (j = 1; j <= m; j++) src[S[j]] = 1 }
     { for (i = 1; i <= n; i++) if (O[i] != "" && !(O[i] in src) && index($0, O[i] "/") == 1) next; print }' |
-  head -n 5000 | { _t=0; set --; while IFS= read -r _f; do set -- "$@" "$_f"; _t=$((_t + 1))
-    [ $# -lt 200 ] || { touch -c -- "$@" 2>/dev/null; set --; }; done
-    [ $# -eq 0 ] || touch -c -- "$@" 2>/dev/null; [ "$_t" -eq 0 ] || printf 'TT\t%s\n' "$_t"; }
+  _bt_touch -- TT
 fi
 '''
