@@ -18,6 +18,7 @@ from tbscale.runner.cargo_project import CARGO, cargo_changed, cargo_folders, ca
 from tbscale.runner.cmake_project import CMAKE, cmake_changed, cmake_folders
 from tbscale.runner.go_project import GO
 from tbscale.runner.guard_shell import PROJECT, parse_snapshot
+from tbscale.runner.make_project import MAKE, make_changed, make_folders
 from tbscale.runner.npm_project import NPM
 from tbscale.runner.verifier_reads import read_verifier
 from tbscale.tasks.model import VerifierSpec
@@ -262,3 +263,32 @@ def test_the_sweep_touches_what_the_agent_changed_where_they_build_and_undates_t
     # the tool blocks unset: nothing
     env.pop("TBSCALE_CARGO"), env.pop("TBSCALE_CMAKE")
     assert subprocess.run(["sh", "-c", BUILD_TIMES], capture_output=True, text=True, env=env, timeout=60).stdout == ""
+
+
+def test_what_the_verifiers_own_make_reads_and_what_changing_it_is():
+    # DevEval's C++ tasks name their test makefile; GitHub-mined Harbor tasks run `make test` where they start
+    assert make_folders(["cd /app\nmake test -f makefile_test"]) == ["f:/app/makefile_test"]
+    assert make_folders(["make test"]) == ["d:"]
+    assert make_folders(["make -C src check", "make --file=mk/t.mk all"]) == ["d:src", "f:mk/t.mk"]
+    assert make_folders(["mkdir -p build && cd build\ncmake .. && make"]) == []  # cmake's build folder: CMAKE's
+    base = {"/app/GNUmakefile": "-", "/app/makefile": "-", "/app/Makefile": "a", "/app/makefile_test": "t"}
+
+    def kinds(changes: dict[str, str], before: dict[str, str] = base) -> list[str]:
+        return [e["kind"] for e in make_changed(before, {**before, **changes}, {}, {}, {}, [(1, "cmd")])]
+    assert kinds({"/app/Makefile": "b"}) == []  # the project's own makefile: the solution's to change
+    assert kinds({"/app/GNUmakefile": "c"}) == ["build_file_changed"]  # read ahead of the Makefile
+    assert kinds({"/app/makefile": "c"}) == ["build_file_changed"]
+    assert kinds({"/app/Makefile": "-"}) == ["build_file_changed"]  # none left: make fails, or another is read
+    assert kinds({"/app/makefile_test": "u"}) == ["build_file_changed"]  # the one the script names
+    fresh = {**base, "/app/Makefile": "-"}
+    assert kinds({"/app/GNUmakefile": "c"}, fresh) == []  # no makefile at the baseline: the project is the agent's
+
+
+def test_the_guard_shell_lists_the_makefiles_make_would_read(tmp_path):
+    (tmp_path / "Makefile").write_text("test:\n\t@false\n")
+    (tmp_path / "makefile_test").write_text("test:\n\t@false\n")
+    env = {"PATH": "/usr/bin:/bin", "TBSCALE_MAKE": "d:\nf:makefile_test", "TBSCALE_WORKDIR": str(tmp_path)}
+    found = parse_snapshot(subprocess.run(["sh", "-c", PROJECT + MAKE], capture_output=True, text=True, check=True,
+                                          env=env, timeout=60).stdout)["make"]
+    assert found[f"{tmp_path}/GNUmakefile"] == "-" and found[f"{tmp_path}/makefile"] == "-"
+    assert len(found[f"{tmp_path}/Makefile"]) == 64 and len(found[f"{tmp_path}/makefile_test"]) == 64

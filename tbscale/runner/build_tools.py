@@ -22,6 +22,7 @@ from typing import Any
 from tbscale.runner.cargo_project import CARGO, CARGO_READ, cargo_changed, cargo_folders, cargo_settings
 from tbscale.runner.cmake_project import CMAKE, cmake_changed, cmake_folders
 from tbscale.runner.go_project import GO, GO_READ, go_changed, go_folders, go_settings
+from tbscale.runner.make_project import MAKE, make_changed, make_folders
 from tbscale.types.guard import GuardSnapshot, Tampering
 
 
@@ -51,5 +52,6 @@ TOOLS: tuple[BuildTool, ...] = (
     # cargo starts rustc and rustdoc, and links with `cc`; cmake's Makefiles run make and the compilers
     BuildTool("cargo", "CG", cargo_folders, CARGO, CARGO_READ, cargo_settings, cargo_changed, ("rustc", "rustdoc", "cc")),
     BuildTool("cmake", "CM", cmake_folders, CMAKE, (), None, cmake_changed, ("make", "c++", "cc", "g++", "gcc")),
+    BuildTool("make", "MK", make_folders, MAKE, (), None, make_changed, ("make",)),
 )
 TAGS = {tool.tag: tool.key for tool in TOOLS}
