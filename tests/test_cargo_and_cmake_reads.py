@@ -269,7 +269,8 @@ def test_what_the_verifiers_own_make_reads_and_what_changing_it_is():
     # DevEval's C++ tasks name their test makefile; GitHub-mined Harbor tasks run `make test` where they start
     assert make_folders(["cd /app\nmake test -f makefile_test"]) == ["f:/app/makefile_test"]
     assert make_folders(["make test"]) == ["d:"]
-    assert make_folders(["make -C src check", "make --file=mk/t.mk all"]) == ["d:src", "f:mk/t.mk"]
+    assert make_folders(["make -C src check", "make --file=mk/t.mk all", "make -C /src -ft.mk"]) == ["d:src", "f:mk/t.mk", "f:/src/t.mk"]
+    assert make_folders(["make -f - test"]) == []  # its makefile comes on its input
     assert make_folders(["mkdir -p build && cd build\ncmake .. && make"]) == []  # cmake's build folder: CMAKE's
     base = {"/app/GNUmakefile": "-", "/app/makefile": "-", "/app/Makefile": "a", "/app/makefile_test": "t"}
 

@@ -44,21 +44,27 @@ def make_folders(texts: list[str], tests_mount: str | None = None) -> list[str]:
             continue
         named, folder, words, i = [], ".", inv.args, 0
         while i < len(words):
-            w = words[i]
-            if w in ("-f", "--file", "--makefile", "-C", "--directory") and i + 1 < len(words):
-                (named.append(words[i + 1]) if w not in ("-C", "--directory") else None)
-                folder = posixpath.join(folder, words[i + 1]) if w in ("-C", "--directory") else folder
-                i += 2
-                continue
-            if w.startswith(("--file=", "--makefile=")):
+            w, value = words[i], words[i + 1] if i + 1 < len(words) else None
+            if w in ("-f", "--file", "--makefile") and value is not None:
+                named.append(value)
+                i += 1
+            elif w in ("-C", "--directory") and value is not None:
+                folder = posixpath.join(folder, value)
+                i += 1
+            elif w.startswith(("--file=", "--makefile=")):
                 named.append(w.split("=", 1)[1])
             elif w.startswith("--directory="):
                 folder = posixpath.join(folder, w.split("=", 1)[1])
-            elif w.startswith("-f") and len(w) > 2:
-                named.append(w[2:])
-            elif w.startswith("-C") and len(w) > 2:
-                folder = posixpath.join(folder, w[2:])
+            elif w.startswith(("-f", "-C")) and len(w) > 2:
+                if w[1] == "f":
+                    named.append(w[2:])
+                else:
+                    folder = posixpath.join(folder, w[2:])
             i += 1
+        if "-" in named:  # `-f -`: a makefile on make's input, not from a folder
+            named = [f for f in named if f != "-"]
+            if not named:
+                continue
         for place in places:
             where = _join(place, folder)
             if not named and ("" if where == "." else where) in written:
