@@ -18,7 +18,7 @@ from tbscale.runner.cargo_project import CARGO, cargo_changed, cargo_folders, ca
 from tbscale.runner.cmake_project import CMAKE, cmake_changed, cmake_folders
 from tbscale.runner.go_project import GO
 from tbscale.runner.guard_shell import PROJECT, parse_snapshot
-from tbscale.runner.make_project import MAKE, make_changed, make_folders
+from tbscale.runner.make_project import MAKE, make_changed, make_folders, makefile_rules
 from tbscale.runner.npm_project import NPM
 from tbscale.runner.verifier_reads import read_verifier
 from tbscale.tasks.model import VerifierSpec
@@ -267,28 +267,41 @@ def test_the_sweep_touches_what_the_agent_changed_where_they_build_and_undates_t
 
 def test_what_the_verifiers_own_make_reads_and_what_changing_it_is():
     # DevEval's C++ tasks name their test makefile; GitHub-mined Harbor tasks run `make test` where they start
-    assert make_folders(["cd /app\nmake test -f makefile_test"]) == ["f:/app/makefile_test"]
-    assert make_folders(["make test"]) == ["d:"]
-    assert make_folders(["make -C src check", "make --file=mk/t.mk all", "make -C /src -ft.mk"]) == ["d:src", "f:mk/t.mk", "f:/src/t.mk"]
+    assert make_folders(["cd /app\nmake test -f makefile_test"]) == ["f:/app/makefile_test\ttest"]
+    assert make_folders(["make test CC=gcc"]) == ["d:\ttest"]
+    assert make_folders(["make -C src check", "make --file=mk/t.mk all", "make -C /src -ft.mk"]) == [
+        "d:src\tcheck", "f:mk/t.mk\tall", "f:/src/t.mk\t"]
     assert make_folders(["make -f - test"]) == []  # its makefile comes on its input
     assert make_folders(["mkdir -p build && cd build\ncmake .. && make"]) == []  # cmake's build folder: CMAKE's
     base = {"/app/GNUmakefile": "-", "/app/makefile": "-", "/app/Makefile": "a", "/app/makefile_test": "t"}
+    rules = makefile_rules("", b"all: answer\n\ttrue\nanswer: answer.cpp\n\tg++ -o $@ $^\ntest: answer\n\t./answer\n")
 
-    def kinds(changes: dict[str, str], before: dict[str, str] = base) -> list[str]:
-        return [e["kind"] for e in make_changed(before, {**before, **changes}, {}, {}, {}, [(1, "cmd")])]
-    assert kinds({"/app/Makefile": "b"}) == []  # the project's own makefile: the solution's to change
+    def kinds(changes: dict[str, str], before: dict[str, str] = base, now: bytes | None = None,
+              folders: tuple[str, ...] = ("d:\ttest",)) -> list[str]:
+        read = {"/app/Makefile": makefile_rules("", now)} if now else {"/app/Makefile": rules}
+        return [e["kind"] for e in make_changed(before, {**before, **changes}, {"/app/Makefile": rules}, read,
+                                                {"workdir": "/app"}, [(1, "cmd")], folders=list(folders))]
+    # the project's own makefile: the solution's to change, but for the rule the verifier runs
+    assert kinds({"/app/Makefile": "b"}, now=b"all: answer\n\ttrue\nanswer: answer.cpp x.cpp\n\tg++ -o $@ $^\n"
+                                          b"test: answer\n\t./answer\n") == []
+    assert kinds({"/app/Makefile": "b"}, now=b"all: answer\nanswer: answer.cpp\n\tg++ -o $@ $^\ntest:\n\ttrue\n") == [
+        "build_file_changed"]
+    assert kinds({"/app/Makefile": "b"}, now=b"all:\n\techo ok\ntest: answer\n\t./answer\n", folders=("d:\t",)) == [
+        "build_file_changed"]  # asked for no target: the first, `all`
     assert kinds({"/app/GNUmakefile": "c"}) == ["build_file_changed"]  # read ahead of the Makefile
     assert kinds({"/app/makefile": "c"}) == ["build_file_changed"]
     assert kinds({"/app/Makefile": "-"}) == ["build_file_changed"]  # none left: make fails, or another is read
     assert kinds({"/app/makefile_test": "u"}) == ["build_file_changed"]  # the one the script names
     fresh = {**base, "/app/Makefile": "-"}
     assert kinds({"/app/GNUmakefile": "c"}, fresh) == []  # no makefile at the baseline: the project is the agent's
+    assert makefile_rules("", b"X := 1\n.PHONY: t\nt u:: a\n\tr \\\n  s\nt: V = 2\n") == {
+        "rules": {".PHONY": ".PHONY: t", "t": "t u:: a\n\tr    s\nt: V = 2", "u": "t u:: a\n\tr    s"}, "first": "t"}
 
 
 def test_the_guard_shell_lists_the_makefiles_make_would_read(tmp_path):
     (tmp_path / "Makefile").write_text("test:\n\t@false\n")
     (tmp_path / "makefile_test").write_text("test:\n\t@false\n")
-    env = {"PATH": "/usr/bin:/bin", "TBSCALE_MAKE": "d:\nf:makefile_test", "TBSCALE_WORKDIR": str(tmp_path)}
+    env = {"PATH": "/usr/bin:/bin", "TBSCALE_MAKE": "d:\ttest\nf:makefile_test\t", "TBSCALE_WORKDIR": str(tmp_path)}
     found = parse_snapshot(subprocess.run(["sh", "-c", PROJECT + MAKE], capture_output=True, text=True, check=True,
                                           env=env, timeout=60).stdout)["make"]
     assert found[f"{tmp_path}/GNUmakefile"] == "-" and found[f"{tmp_path}/makefile"] == "-"

@@ -6,8 +6,10 @@ A tool module gives:
   block reads from `TBSCALE_<KEY>` (runner/verifier_reads.py asks it);
 * `shell`: the guard shell's block, printing a `<TAG>\\tPATH\\tDIGEST` line for each file the tool
   reads there (`_fd`, guard_shell.PROJECT's), at the baseline and after the sweep;
-* `read` and `parse`: the files read again from outside the environment, and what of them counts;
-* `changed(before, after, read_before, read_after, snapshot, actions)`: the tampering entries;
+* `read` and `parse`: the files read again from outside the environment (by name; None: every file
+  its block digested), and what of them counts;
+* `changed(before, after, read_before, read_after, snapshot, actions, folders=...)`: the tampering
+  entries, given the lines `folders` gave;
 * `programs`: what the tool itself starts by name from PATH (a compiler, a linker), digested with
   the programs the scripts name.
 npm has more than this protocol gives (the scripts it runs, its `node_modules` cleared by the
@@ -22,7 +24,7 @@ from typing import Any
 from tbscale.runner.cargo_project import CARGO, CARGO_READ, cargo_changed, cargo_folders, cargo_settings
 from tbscale.runner.cmake_project import CMAKE, cmake_changed, cmake_folders
 from tbscale.runner.go_project import GO, GO_READ, go_changed, go_folders, go_settings
-from tbscale.runner.make_project import MAKE, make_changed, make_folders
+from tbscale.runner.make_project import MAKE, make_changed, make_folders, makefile_rules
 from tbscale.types.guard import GuardSnapshot, Tampering
 
 
@@ -32,10 +34,9 @@ class BuildTool:
     tag: str  # its shell block's line tag
     folders: Callable[[list[str], str | None], list[str]]
     shell: str
-    read: tuple[str, ...]  # file names read from outside (`parse` of each)
+    read: tuple[str, ...] | None  # file names read from outside (`parse` of each); None: all of the tool's
     parse: Callable[[str, bytes], dict[str, Any]] | None
-    changed: Callable[[dict[str, str], dict[str, str], dict, dict, GuardSnapshot, list[tuple[int, str]]],
-                      list[Tampering]]
+    changed: Callable[..., list[Tampering]]  # (before, after, read_before, read_after, snapshot, actions, folders=)
     programs: tuple[str, ...] = ()
 
     @property
@@ -43,7 +44,7 @@ class BuildTool:
         return f"TBSCALE_{self.key.upper()}"
 
 
-def _go_changed(before, after, read_before, read_after, snap: GuardSnapshot, actions) -> list[Tampering]:
+def _go_changed(before, after, read_before, read_after, snap: GuardSnapshot, actions, folders=None) -> list[Tampering]:
     return go_changed(before, after, read_before, read_after, snap.get("go_test_mains", []), actions)
 
 
@@ -52,6 +53,6 @@ TOOLS: tuple[BuildTool, ...] = (
     # cargo starts rustc and rustdoc, and links with `cc`; cmake's Makefiles run make and the compilers
     BuildTool("cargo", "CG", cargo_folders, CARGO, CARGO_READ, cargo_settings, cargo_changed, ("rustc", "rustdoc", "cc")),
     BuildTool("cmake", "CM", cmake_folders, CMAKE, (), None, cmake_changed, ("make", "c++", "cc", "g++", "gcc")),
-    BuildTool("make", "MK", make_folders, MAKE, (), None, make_changed, ("make",)),
+    BuildTool("make", "MK", make_folders, MAKE, None, makefile_rules, make_changed, ("make",)),
 )
 TAGS = {tool.tag: tool.key for tool in TOOLS}

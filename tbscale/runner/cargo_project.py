@@ -91,7 +91,7 @@ _INIT: dict[str, Any] = {"build": {"package": {}}, "sources": []}  # `cargo_sett
 
 def cargo_changed(before: dict[str, str], after: dict[str, str], read_before: dict[str, dict | None],
                   read_after: dict[str, dict | None], snap: GuardSnapshot,
-                  actions: list[tuple[int, str]]) -> list[Tampering]:
+                  actions: list[tuple[int, str]], folders: list[str] | None = None) -> list[Tampering]:
     """The cargo files (`before`, `after`: path -> digest, `-` absent, `other` a link, not a plain
     file or over 4 MB; guard_shell `CG` lines) that changed, Cargo.toml read as `cargo_settings` at
     the baseline and after the sweep. A package the agent phase made where the verifier's cargo runs

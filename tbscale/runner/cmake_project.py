@@ -73,7 +73,7 @@ def cmake_folders(texts: list[str], tests_mount: str | None = None) -> list[str]
 
 
 def cmake_changed(before: dict[str, str], after: dict[str, str], read_before: dict, read_after: dict,
-                  snap: GuardSnapshot, actions: list[tuple[int, str]]) -> list[Tampering]:
+                  snap: GuardSnapshot, actions: list[tuple[int, str]], folders: list[str] | None = None) -> list[Tampering]:
     """The cmake files (`before`, `after`: path -> digest, `-` absent, `other`; guard_shell `CM`
     lines) that changed: build files of the sources, a makefile that make reads before cmake's. A
     source folder without a CMakeLists.txt at the baseline holds a project the agent phase made,

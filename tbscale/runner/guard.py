@@ -364,7 +364,8 @@ class VerifierGuard:
             was, now = (self.before or {}).get(tool.key) or {}, after.get(tool.key) or {}  # type: ignore[attr-defined]
             read = self._read_files(after, tool.key, tool.read, tool.parse,
                                     {p for p, d in now.items() if d != was.get(p)}) if tool.parse else {}
-            entries += tool.changed(was, now, self.tools_before.get(tool.key, {}), read, after, actions)
+            entries += tool.changed(was, now, self.tools_before.get(tool.key, {}), read, after, actions,
+                                    folders=self.tools[tool.key])
         entries += set_forward(after, actions)
         entries += self._venv_homes(before, after, actions)
         if outside:

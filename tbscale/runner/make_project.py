@@ -5,13 +5,17 @@ Public test scripts run make on the project's own makefiles: DevEval's C++ tasks
 rese1f/terminal-bench-datasets) run `make test -f makefile_test` in `/app`, where the agent
 worked and the task ships that file; 24 Harbor tasks mined from GitHub repositories
 (sjarmak/CodeContextBench_Dashboard) run `make test` where they start. A project's Makefile is often
-the solution's to change (a new source file, a flag), so it is not held to its baseline. What is:
-* a makefile the script names (`-f FILE`, `--file=FILE`, `--makefile=FILE`): the verifier's own
-  recipe for its tests; a change is `build_file_changed`;
+the solution's to change (a new source file, a flag), so it is not held to its baseline, except
+where the verifier's command is written. What is `build_file_changed`:
+* a makefile the script names (`-f FILE`, `--file=FILE`, `--makefile=FILE`), the verifier's own
+  recipe for its tests, changed;
 * which file make reads where it is given none: GNU make takes the first of `GNUmakefile`,
   `makefile` and `Makefile` there, so one added ahead of the baseline's shadows it (a `test:` rule
-  that only prints success); a different first file is `build_file_changed`. Where the baseline had
-  none, the project is the agent's, and its makefile its own.
+  that only prints success);
+* in the makefile it reads there, read from outside, the rule of a target the script asks for
+  (`make test`: `test`; none: the makefile's first), its recipe or prerequisites changed. The
+  rules of those prerequisites are the build's, and the solution's to change.
+Where the baseline had no makefile, the project is the agent's, and its makefile its own.
 The times make decides by are not reset here (runner/build_times.py covers cmake's build folders,
 where the outputs are known; in a plain make project they lie among the sources). The guard
 shell's part: `MAKE` below."""
@@ -19,6 +23,8 @@ shell's part: `MAKE` below."""
 from __future__ import annotations
 
 import posixpath
+import re
+from typing import Any
 
 from tbscale.runner.cmake_project import cmake_folders
 from tbscale.runner.findings import file_state, grouped_entries
@@ -26,6 +32,8 @@ from tbscale.runner.script_folders import located
 from tbscale.types.guard import GuardSnapshot, Tampering
 
 ORDER = ("GNUmakefile", "makefile", "Makefile")  # GNU make reads the first of these that exists
+# a rule's first line: its targets, then `:` or `::` (not `:=`, `::=`, `:::=`, an assignment)
+_RULE = re.compile(r"^([^\s:=#][^:=#]*?)\s*::?(?!=)(?!:=)")
 
 
 def _join(cwd: str, path: str) -> str:
@@ -35,14 +43,15 @@ def _join(cwd: str, path: str) -> str:
 
 def make_folders(texts: list[str], tests_mount: str | None = None) -> list[str]:
     """`d:FOLDER` for each folder the verifier's `make` runs in without naming a makefile, and
-    `f:PATH` for each makefile it names, as the scripts name them ("" or "." the workdir)."""
+    `f:PATH` for each makefile it names, as the scripts name them ("" the workdir), each followed by
+    a tab and the targets it asks for (none: the makefile's first)."""
     out: list[str] = []
     # a build folder cmake writes is cmake_project's (its makefiles are cmake's)
     written = {line[2:] for line in cmake_folders(texts, tests_mount) if line.startswith("b:")}
     for places, inv in located(texts, tests_mount):
         if inv.program not in ("make", "gmake"):
             continue
-        named, folder, words, i = [], ".", inv.args, 0
+        named, targets, folder, words, i = [], [], ".", inv.args, 0
         while i < len(words):
             w, value = words[i], words[i + 1] if i + 1 < len(words) else None
             if w in ("-f", "--file", "--makefile") and value is not None:
@@ -60,6 +69,8 @@ def make_folders(texts: list[str], tests_mount: str | None = None) -> list[str]:
                     named.append(w[2:])
                 else:
                     folder = posixpath.join(folder, w[2:])
+            elif not w.startswith("-") and "=" not in w:  # `NAME=value` sets a variable
+                targets.append(w)
             i += 1
         if "-" in named:  # `-f -`: a makefile on make's input, not from a folder
             named = [f for f in named if f != "-"]
@@ -69,36 +80,99 @@ def make_folders(texts: list[str], tests_mount: str | None = None) -> list[str]:
             where = _join(place, folder)
             if not named and ("" if where == "." else where) in written:
                 continue
-            lines = [f"f:{_join(where, f)}" for f in named] if named else [f"d:{'' if where == '.' else where}"]
+            lines = [f"f:{_join(where, f)}\t{' '.join(targets)}" for f in named] if named else \
+                [f"d:{'' if where == '.' else where}\t{' '.join(targets)}"]
             out += [line for line in lines if line not in out and not line.startswith(("f:..", "d:.."))]
     return out[:12]
 
 
+def makefile_rules(path: str, data: bytes) -> dict[str, Any]:
+    """A makefile's rules as text by target (`rules`: each line that names the target before its
+    `:`, a target-specific variable's too, with the recipe lines after it), and its first target
+    (`first`: what make builds when asked for none). Read from outside the environment."""
+    rules: dict[str, list[str]] = {}
+    first, current = None, []
+    for line in data.decode("utf-8", errors="replace").replace("\\\n", " ").splitlines():
+        if line.startswith("\t"):
+            for block in current:
+                block.append(line)
+            continue
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        current = []
+        head = _RULE.match(line)
+        if head:
+            for target in head.group(1).split():
+                block = rules.setdefault(target, [])
+                block.append(line)
+                current.append(block)
+                if first is None and not target.startswith(".") and "%" not in target:
+                    first = target
+    return {"rules": {t: "\n".join(b) for t, b in rules.items()}, "first": first}
+
+
 def make_changed(before: dict[str, str], after: dict[str, str], read_before: dict, read_after: dict,
-                 snap: GuardSnapshot, actions: list[tuple[int, str]]) -> list[Tampering]:
+                 snap: GuardSnapshot, actions: list[tuple[int, str]], folders: list[str] | None = None) -> list[Tampering]:
     """The makefiles (`before`, `after`: path -> digest, `-` absent, `other`; guard_shell `MK`
-    lines) that changed what the verifier's make reads: a makefile the script names changed, or a
-    folder whose first makefile is another than at the baseline. A named file with one of make's
-    own names (`-f Makefile`) counts as its folder's: the solution may change that one."""
+    lines) that changed what the verifier's make does: a makefile the script names changed, a
+    folder whose first makefile is another than at the baseline, or, in the one it reads there, the
+    rule of a target the script asks for (`folders`, `make_folders`' lines; the makefile's first
+    target when it asks for none), read from outside as `makefile_rules` (`read_before`,
+    `read_after`). A named file with one of make's own names (`-f Makefile`) counts as its folder's."""
     found = [f"{path} ({file_state(before.get(path, '-'), now)})" for path, now in after.items()
              if posixpath.basename(path) not in ORDER and now != before.get(path, "-")]
-    for folder in sorted({posixpath.dirname(p) for p in after if posixpath.basename(p) in ORDER}):
+    places = sorted({posixpath.dirname(p) for p in after if posixpath.basename(p) in ORDER})
+    asked = _targets(folders or [], places, snap.get("workdir"))
+    for folder in places:
         first = [next((n for n in ORDER if look.get(f"{folder}/{n}", "-") != "-"), None) for look in (before, after)]
         if first[0] is not None and first[1] != first[0]:
             found.append(f"{folder}/{first[1] or first[0]} (make now reads {first[1] or 'no makefile'} there, "
                          f"not the baseline's {first[0]})")
-    return grouped_entries([("build_file_changed", found, "what the verifier's make reads was changed: a makefile "
-                             "its script names, or which makefile it takes where it names none")], actions)
+        elif first[0] is not None:
+            path = f"{folder}/{first[0]}"
+            was, now = read_before.get(path) or {}, read_after.get(path) or {}
+            if before.get(path) == after.get(path) or not was or not now:
+                continue
+            for target in dict.fromkeys(t or was.get("first") for t in asked.get(folder) or [None]):
+                if target and was["rules"].get(target) != now["rules"].get(target):
+                    found.append(f"{path} (the rule of `{target}` the verifier's make runs)")
+    return grouped_entries([("build_file_changed", found, "what the verifier's make does was changed: a makefile "
+                             "its script names, which makefile it takes where it names none, or the rule of a "
+                             "target it asks for")], actions)
+
+
+def _targets(lines: list[str], places: list[str], workdir: str | None) -> dict[str, list[str | None]]:
+    """The targets each folder's make is asked for, from `make_folders`' `d:` lines (None: the
+    makefile's first); a relative folder is the one digested whose path ends with it, the workdir
+    ("") the exec's start folder, or else the one left."""
+    asked: dict[str, list[str | None]] = {}
+    for line in lines:
+        if line.startswith("d:"):
+            folder, _, targets = line[2:].partition("\t")
+            asked.setdefault(folder, []).extend(targets.split() or [None])
+    out: dict[str, list[str | None]] = {}
+    for folder in sorted(asked, key=len, reverse=True):
+        if folder.startswith("/"):
+            match = [posixpath.normpath(folder)]
+        elif folder:
+            match = [p for p in places if p not in out and p.endswith("/" + folder)]
+        else:
+            match = [p for p in places if p == workdir] or [p for p in places if p not in out]
+        for place in match[:1]:
+            out.setdefault(place, []).extend(asked[folder])
+    return out
 
 
 # ---- the guard shell's part (runner/guard.py runs it in its checks' exec) ----------------------------
-# `TBSCALE_MAKE`, one a line as `make_folders` names them: an `MK` line for a named makefile (`f:`)
-# and for each of the three names make looks for in a folder (`d:`); `_fd` is guard_shell.PROJECT's.
+# `TBSCALE_MAKE`, one a line as `make_folders` names them (the targets after a tab are make_changed's):
+# an `MK` line for a named makefile (`f:`) and for each of the three names make looks for in a folder
+# (`d:`); `_fd` is guard_shell.PROJECT's.
 MAKE = r'''
 if [ -n "${TBSCALE_MAKE+set}" ]; then
   _w=${TBSCALE_WORKDIR:-$PWD}
+  _tab=$(printf '\t')
   printf '%s\n' "$TBSCALE_MAKE" | while IFS= read -r _p; do
-    _k=${_p%%:*}; _p=${_p#*:}
+    _k=${_p%%:*}; _p=${_p#*:}; _p=${_p%%"$_tab"*}
     case "$_p" in /*) ;; ''|.) _p=$_w ;; *) _p=${_w%/}/$_p ;; esac
     if [ "$_k" = f ]; then _fd MK "$_p"; else for _f in __ORDER__; do _fd MK "${_p%/}/$_f"; done; fi
   done
