@@ -22,6 +22,7 @@ from tbscale.runner.make_project import MAKE, make_changed, make_folders, makefi
 from tbscale.runner.npm_project import NPM
 from tbscale.runner.verifier_reads import read_verifier
 from tbscale.tasks.model import VerifierSpec
+from tbscale.types.guard import ToolRun
 
 # The shapes of terminal-bench's Aider Polyglot Rust and C++ test scripts (rese1f/terminal-bench-datasets)
 RUST = """set -Eeuo pipefail
@@ -251,7 +252,7 @@ def test_the_sweep_touches_what_the_agent_changed_where_they_build_and_undates_t
     (app / "src" / "zz.rs").symlink_to(tmp_path / "elsewhere.rs")
     env = {"PATH": "/usr/bin:/bin", "TBSCALE_WORKDIR": str(app), "TBSCALE_SINCE": str(since),
            "TBSCALE_CARGO": "", "TBSCALE_CMAKE": "s:\nb:build"}
-    out = subprocess.run(["sh", "-c", BUILD_TIMES], capture_output=True, text=True, check=True, env=env, timeout=60)
+    out = subprocess.run(["sh", "-c", PROJECT + BUILD_TIMES], capture_output=True, text=True, check=True, env=env, timeout=60)
     snap = parse_snapshot(out.stdout)
     assert snap["build_times_forward"] == [f"{app}/build/answer.o", f"{app}/target/debug/.fingerprint/answer/lib"]
     # src/lib.rs, src/new.rs, the bulk and the link: not the build folders' files
@@ -262,7 +263,7 @@ def test_the_sweep_touches_what_the_agent_changed_where_they_build_and_undates_t
     assert os.stat(app / "target" / "debug" / "libanswer.rlib").st_mtime < os.stat(app / "src" / "lib.rs").st_mtime
     # the tool blocks unset: nothing
     env.pop("TBSCALE_CARGO"), env.pop("TBSCALE_CMAKE")
-    assert subprocess.run(["sh", "-c", BUILD_TIMES], capture_output=True, text=True, env=env, timeout=60).stdout == ""
+    assert subprocess.run(["sh", "-c", PROJECT + BUILD_TIMES], capture_output=True, text=True, env=env, timeout=60).stdout == ""
 
 
 def test_what_the_verifiers_own_make_reads_and_what_changing_it_is():
@@ -280,7 +281,7 @@ def test_what_the_verifiers_own_make_reads_and_what_changing_it_is():
               folders: tuple[str, ...] = ("d:\ttest",)) -> list[str]:
         read = {"/app/Makefile": makefile_rules("", now)} if now else {"/app/Makefile": rules}
         return [e["kind"] for e in make_changed(before, {**before, **changes}, {"/app/Makefile": rules}, read,
-                                                {"workdir": "/app"}, [(1, "cmd")], folders=list(folders))]
+                                                {}, [(1, "cmd")], ToolRun(list(folders), "/app"))]
     # the project's own makefile: the solution's to change, but for the rule the verifier runs
     assert kinds({"/app/Makefile": "b"}, now=b"all: answer\n\ttrue\nanswer: answer.cpp x.cpp\n\tg++ -o $@ $^\n"
                                           b"test: answer\n\t./answer\n") == []

@@ -41,43 +41,35 @@ def set_forward(snap: GuardSnapshot, actions: list[tuple[int, str]]) -> list[Tam
 # were touched.
 BUILD_TIMES = r'''
 if [ -n "${TBSCALE_SINCE:-}" ] && { [ -n "${TBSCALE_CARGO+set}" ] || [ -n "${TBSCALE_CMAKE+set}" ]; }; then
-  _w=${TBSCALE_WORKDIR:-$PWD}
   _now=$(date +%s)
-  # the folders: `s PATH` a source folder, `o PATH` a build folder
+  # the folders: `s PATH` a source folder, `o PATH` a build folder (`_at` is guard_shell.PROJECT's)
   _bt=$( {
     [ -n "${TBSCALE_CARGO+set}" ] && printf '%s\n' "$TBSCALE_CARGO" | while IFS= read -r _p; do
-      case "$_p" in /*) ;; '') _p=$_w ;; *) _p=${_w%/}/$_p ;; esac
-      printf 's %s\n' "${_p%/}"
-      _up=${_p%/}
+      _at "$_p"; _p=${_p%/}
+      printf 's %s\n' "$_p"
+      _up=$_p
       while [ -n "$_up" ]; do [ -d "$_up/target" ] && printf 'o %s\n' "$_up/target"; _up=${_up%/*}; done
     done
     case "${CARGO_TARGET_DIR:-}" in /*) printf 'o %s\n' "${CARGO_TARGET_DIR%/}" ;; esac
     [ -n "${TBSCALE_CMAKE+set}" ] && printf '%s\n' "$TBSCALE_CMAKE" | while IFS= read -r _p; do
-      _k=${_p%%:*}; _p=${_p#*:}
-      case "$_p" in /*) ;; '') _p=$_w ;; *) _p=${_w%/}/$_p ;; esac
+      _k=${_p%%:*}; _at "${_p#*:}"
       if [ "$_k" = b ]; then printf 'o %s\n' "${_p%/}"; else printf 's %s\n' "${_p%/}"; fi
     done; } | sort -u)
-  # `_bt_stat DIR FIND-TESTS...`: "MTIME CTIME PATH" for each file under DIR (not under what the
-  # tests match) whose status changed since the baseline
-  case "$TBSCALE_SINCE" in *.*) _bt_nc=1 ;; *) _bt_nc= ;; esac
-  _bt_stat() {
-    _d=$1; shift
-    [ -d "$_d" ] || return 0
-    # a link too: touching one touches what it points to, which the build reads through it
-    if [ -n "$_bt_nc" ]; then
-      find "$_d/" -xdev \( "$@" \) -prune -o \( -type f -o -type l \) -newerct "@$TBSCALE_SINCE" \
-        -exec stat -c '%Y %Z %n' {} + 2>/dev/null
-    else
-      find "$_d/" -xdev \( "$@" \) -prune -o \( -type f -o -type l \) -exec stat -c '%Y %Z %n' {} + 2>/dev/null
-    fi | awk -v s="${TBSCALE_SINCE%.*}" '$2 >= s'
-  }
-  # `_bt_touch [TOUCH-OPTIONS]`: touch each path read, 200 at a time, however many (a cut-off
-  # would let files written in bulk push one out); `TAG COUNT` and the first 200 as `TAG PATH`
-  # when the tag is given after the options (`-- TAG`)
+  # "MTIME CTIME PATH" for each file or link under those folders (not in .git or node_modules)
+  # whose status changed since the baseline: one walk for both uses below. A link too: touching
+  # one touches what it points to, which the build reads through it.
+  case "$TBSCALE_SINCE" in *.*) _bt_nc="-newerct @$TBSCALE_SINCE" ;; *) _bt_nc= ;; esac
+  _bt_all=$(printf '%s\n' "$_bt" | while IFS= read -r _l; do
+    [ -d "${_l#? }" ] && find "${_l#? }/" -xdev \( -name .git -o -name node_modules \) -prune -o \
+      \( -type f -o -type l \) $_bt_nc -exec stat -c '%Y %Z %n' {} + 2>/dev/null
+  done | awk -v s="${TBSCALE_SINCE%.*}" '$2 >= s' | sort -u)
+  # `_bt_touch [TOUCH-OPTIONS] -- TAG`: touch each path read, 200 at a time, however many (a
+  # cut-off would let files written in bulk push one out); the first 200 as `TF PATH` lines, or
+  # a `TT COUNT` line
   _bt_touch() {
-    _tag=; _o=
-    while [ $# -gt 0 ]; do case "$1" in --) _tag=$2; break ;; *) _o="$_o $1"; shift ;; esac; done
-    _t=0; set --
+    _o=
+    while [ "$1" != -- ]; do _o="$_o $1"; shift; done
+    _tag=$2; _t=0; set --
     while IFS= read -r _f; do
       set -- "$@" "$_f"; _t=$((_t + 1))
       [ "$_tag" != TF ] || [ "$_t" -gt 200 ] || printf 'TF\t%s\n' "$_f"
@@ -86,18 +78,17 @@ if [ -n "${TBSCALE_SINCE:-}" ] && { [ -n "${TBSCALE_CARGO+set}" ] || [ -n "${TBS
     [ $# -eq 0 ] || touch -c $_o -- "$@" 2>/dev/null
     [ "$_tag" != TT ] || [ "$_t" -eq 0 ] || printf 'TT\t%s\n' "$_t"
   }
-  printf '%s\n' "$_bt" | while IFS= read -r _l; do
-    _bt_stat "${_l#? }" -name .git -o -name node_modules
-  done | awk -v n="$_now" '$1 > n + 1 { sub(/^[0-9]+ [0-9]+ /, ""); print }' | sort -u |
-  _bt_touch -d "@${TBSCALE_SINCE%.*}" -- TF
+  [ -n "$_bt_all" ] && printf '%s\n' "$_bt_all" | awk -v n="$_now" '$1 > n + 1 { sub(/^[0-9]+ [0-9]+ /, ""); print }' |
+    _bt_touch -d "@${TBSCALE_SINCE%.*}" -- TF
+  # then what changed outside the build folders (a build folder that is also a source, as with
+  # `cmake . && make`, but for its CMakeFiles), and outside cargo's `target` in a source
   _outs=$(printf '%s\n' "$_bt" | while IFS= read -r _l; do case "$_l" in "o "*) printf '%s\n' "${_l#o }" ;; esac; done)
   _srcs=$(printf '%s\n' "$_bt" | while IFS= read -r _l; do case "$_l" in "s "*) printf '%s\n' "${_l#s }" ;; esac; done)
-  printf '%s\n' "$_srcs" | while IFS= read -r _d; do
-    # cargo's own `target` here is skipped as the walk goes; the other build folders below
-    [ -n "$_d" ] && _bt_stat "$_d" -name .git -o -name node_modules -o -name CMakeFiles -o -path "$_d/target"
-  done | sed 's/^[0-9]* [0-9]* //' | sort -u | _O=$_outs _S=$_srcs awk '
+  [ -n "$_bt_all" ] && printf '%s\n' "$_bt_all" | sed 's/^[0-9]* [0-9]* //' | _O=$_outs _S=$_srcs awk '
     BEGIN { n = split(ENVIRON["_O"], O, "\n"); m = split(ENVIRON["_S"], S, "\n"); for (j = 1; j <= m; j++) src[S[j]] = 1 }
-    { for (i = 1; i <= n; i++) if (O[i] != "" && !(O[i] in src) && index($0, O[i] "/") == 1) next; print }' |
-  _bt_touch -- TT
+    { for (j = 1; j <= m; j++) if (S[j] != "" && index($0, S[j] "/") == 1) break
+      if (j > m || index($0, S[j] "/target/") == 1 || index($0, "/CMakeFiles/") > 0) next
+      for (i = 1; i <= n; i++) if (O[i] != "" && !(O[i] in src) && index($0, O[i] "/") == 1) next
+      print }' | _bt_touch -- TT
 fi
 '''

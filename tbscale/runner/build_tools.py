@@ -8,8 +8,8 @@ A tool module gives:
   reads there (`_fd`, guard_shell.PROJECT's), at the baseline and after the sweep;
 * `read` and `parse`: the files read again from outside the environment (by name; None: every file
   its block digested), and what of them counts;
-* `changed(before, after, read_before, read_after, snapshot, actions, folders=...)`: the tampering
-  entries, given the lines `folders` gave;
+* `changed(before, after, read_before, read_after, snapshot, actions, run)`: the tampering
+  entries; `run` is a `ToolRun`, the lines `folders` gave and the workdir the shell took;
 * `programs`: what the tool itself starts by name from PATH (a compiler, a linker), digested with
   the programs the scripts name.
 npm has more than this protocol gives (the scripts it runs, its `node_modules` cleared by the
@@ -25,7 +25,7 @@ from tbscale.runner.cargo_project import CARGO, CARGO_READ, cargo_changed, cargo
 from tbscale.runner.cmake_project import CMAKE, cmake_changed, cmake_folders
 from tbscale.runner.go_project import GO, GO_READ, go_changed, go_folders, go_settings
 from tbscale.runner.make_project import MAKE, make_changed, make_folders, makefile_rules
-from tbscale.types.guard import GuardSnapshot, Tampering
+from tbscale.types.guard import GuardSnapshot, Tampering, ToolRun
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,8 @@ class BuildTool:
     shell: str
     read: tuple[str, ...] | None  # file names read from outside (`parse` of each); None: all of the tool's
     parse: Callable[[str, bytes], dict[str, Any]] | None
-    changed: Callable[..., list[Tampering]]  # (before, after, read_before, read_after, snapshot, actions, folders=)
+    changed: Callable[[dict[str, str], dict[str, str], dict, dict, GuardSnapshot, list[tuple[int, str]], ToolRun],
+                      list[Tampering]]
     programs: tuple[str, ...] = ()
 
     @property
@@ -44,15 +45,23 @@ class BuildTool:
         return f"TBSCALE_{self.key.upper()}"
 
 
-def _go_changed(before, after, read_before, read_after, snap: GuardSnapshot, actions, folders=None) -> list[Tampering]:
+def _go_changed(before, after, read_before, read_after, snap: GuardSnapshot, actions, run: ToolRun) -> list[Tampering]:
     return go_changed(before, after, read_before, read_after, snap.get("go_test_mains", []), actions)
+
+
+def _files_only(changed: Callable[..., list[Tampering]]) -> Callable[..., list[Tampering]]:
+    """A tool whose findings need only the files read (cargo, cmake), not where it runs."""
+    def run_changed(before, after, read_before, read_after, snap: GuardSnapshot, actions, run: ToolRun):
+        return changed(before, after, read_before, read_after, snap, actions)
+    return run_changed
 
 
 TOOLS: tuple[BuildTool, ...] = (
     BuildTool("go", "GO", go_folders, GO, GO_READ, go_settings, _go_changed),
     # cargo starts rustc and rustdoc, and links with `cc`; cmake's Makefiles run make and the compilers
-    BuildTool("cargo", "CG", cargo_folders, CARGO, CARGO_READ, cargo_settings, cargo_changed, ("rustc", "rustdoc", "cc")),
-    BuildTool("cmake", "CM", cmake_folders, CMAKE, (), None, cmake_changed, ("make", "c++", "cc", "g++", "gcc")),
+    BuildTool("cargo", "CG", cargo_folders, CARGO, CARGO_READ, cargo_settings, _files_only(cargo_changed),
+              ("rustc", "rustdoc", "cc")),
+    BuildTool("cmake", "CM", cmake_folders, CMAKE, (), None, _files_only(cmake_changed), ("make", "c++", "cc", "g++", "gcc")),
     BuildTool("make", "MK", make_folders, MAKE, None, makefile_rules, make_changed, ("make",)),
 )
 TAGS = {tool.tag: tool.key for tool in TOOLS}

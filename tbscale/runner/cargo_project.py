@@ -91,7 +91,7 @@ _INIT: dict[str, Any] = {"build": {"package": {}}, "sources": []}  # `cargo_sett
 
 def cargo_changed(before: dict[str, str], after: dict[str, str], read_before: dict[str, dict | None],
                   read_after: dict[str, dict | None], snap: GuardSnapshot,
-                  actions: list[tuple[int, str]], folders: list[str] | None = None) -> list[Tampering]:
+                  actions: list[tuple[int, str]]) -> list[Tampering]:
     """The cargo files (`before`, `after`: path -> digest, `-` absent, `other` a link, not a plain
     file or over 4 MB; guard_shell `CG` lines) that changed, Cargo.toml read as `cargo_settings` at
     the baseline and after the sweep. A package the agent phase made where the verifier's cargo runs
@@ -142,14 +142,13 @@ def _what_changed(old: dict, new: dict) -> str:
 # `cargo_folders` names them): a `CG` line for the user's cargo settings and rustup's (its directory
 # overrides name the toolchain a folder builds with) and, in each folder and each
 # folder above it (cargo and rustup look upwards), its Cargo.toml, `.cargo/config(.toml)` and
-# `rust-toolchain(.toml)`, and the folder's build.rs; `_fd` is guard_shell.PROJECT's.
+# `rust-toolchain(.toml)`, and the folder's build.rs; `_fd` and `_at` are guard_shell.PROJECT's.
 CARGO = r'''
 if [ -n "${TBSCALE_CARGO+set}" ]; then
-  _w=${TBSCALE_WORKDIR:-$PWD}
   _ch=${CARGO_HOME:-$HOME/.cargo}
   for _f in "$_ch/config.toml" "$_ch/config" "${RUSTUP_HOME:-$HOME/.rustup}/settings.toml"; do _fd CG "$_f"; done
   printf '%s\n' "$TBSCALE_CARGO" | while IFS= read -r _p; do
-    case "$_p" in /*) ;; '') _p=$_w ;; *) _p=${_w%/}/$_p ;; esac
+    _at "$_p"
     _fd CG "${_p%/}/build.rs"
     _up=${_p%/}
     while :; do

@@ -73,7 +73,7 @@ def cmake_folders(texts: list[str], tests_mount: str | None = None) -> list[str]
 
 
 def cmake_changed(before: dict[str, str], after: dict[str, str], read_before: dict, read_after: dict,
-                  snap: GuardSnapshot, actions: list[tuple[int, str]], folders: list[str] | None = None) -> list[Tampering]:
+                  snap: GuardSnapshot, actions: list[tuple[int, str]]) -> list[Tampering]:
     """The cmake files (`before`, `after`: path -> digest, `-` absent, `other`; guard_shell `CM`
     lines) that changed: build files of the sources, a makefile that make reads before cmake's. A
     source folder without a CMakeLists.txt at the baseline holds a project the agent phase made,
@@ -90,16 +90,15 @@ def cmake_changed(before: dict[str, str], after: dict[str, str], read_before: di
 # `TBSCALE_CMAKE`, one a line as `cmake_folders` names them: for a source folder (`s:`) a `CM` line for
 # each CMakeLists.txt and .cmake file in it and below it (four levels; not in cmake's CMakeFiles, a
 # build folder the scripts name below it, .git or node_modules; not what cmake writes); for a build folder
-# (`b:`) a `CM` line for its GNUmakefile and makefile. `_fd` is guard_shell.PROJECT's.
+# (`b:`) a `CM` line for its GNUmakefile and makefile. `_fd` and `_at` are guard_shell.PROJECT's.
 CMAKE = r'''
 if [ -n "${TBSCALE_CMAKE+set}" ]; then
-  _w=${TBSCALE_WORKDIR:-$PWD}
   _cb=$(printf '%s\n' "$TBSCALE_CMAKE" | while IFS= read -r _p; do
-    case "$_p" in b:/*) printf '%s\n' "${_p#b:}";; b:) printf '%s\n' "$_w";; b:*) printf '%s\n' "${_w%/}/${_p#b:}";; esac
+    case "$_p" in b:*) _at "${_p#b:}"; printf '%s\n' "$_p";; esac
   done)
   printf '%s\n' "$TBSCALE_CMAKE" | while IFS= read -r _p; do
     _k=${_p%%:*}; _p=${_p#*:}
-    case "$_p" in /*) ;; '') _p=$_w ;; *) _p=${_w%/}/$_p ;; esac
+    _at "$_p"
     if [ "$_k" = b ]; then
       for _f in __MAKEFILES__; do _fd CM "${_p%/}/$_f"; done
     else

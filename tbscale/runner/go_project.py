@@ -93,14 +93,13 @@ def go_changed(before: dict[str, str], after: dict[str, str], read_before: dict[
 # The folders where the verifier's go commands run (`TBSCALE_GO`, one a line, as
 # runner/go_project.go_folders names them): a `GO` line for go's settings files (the user's `go env -w`
 # file, `$GOROOT/go.env`) and, in each folder, its go.mod and vendor/modules.txt and the go.work there
-# or in a folder above it (go looks for one upwards); `_fd` is guard_shell.PROJECT's.
+# or in a folder above it (go looks for one upwards); `_fd` and `_at` are guard_shell.PROJECT's.
 GO = r'''
 if [ -n "${TBSCALE_GO+set}" ]; then
-  _w=${TBSCALE_WORKDIR:-$PWD}
   _groot=; _r=$(command -v go 2>/dev/null) && _r=$(readlink -f -- "$_r" 2>/dev/null) && _groot=${_r%/bin/go}
   for _f in "${XDG_CONFIG_HOME:-$HOME/.config}/go/env" ${_groot:+"$_groot/go.env"}; do _fd GO "$_f"; done
   printf '%s\n' "$TBSCALE_GO" | while IFS= read -r _p; do
-    case "$_p" in /*) ;; '') _p=$_w ;; *) _p=${_w%/}/$_p ;; esac
+    _at "$_p"
     _fd GO "${_p%/}/go.mod"; _fd GO "${_p%/}/vendor/modules.txt"
     _up=${_p%/}
     while :; do _fd GO "$_up/go.work"; [ -n "$_up" ] || break; _up=${_up%/*}; done

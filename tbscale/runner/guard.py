@@ -55,7 +55,7 @@ from tbscale.runner.build_times import BUILD_TIMES, set_forward
 from tbscale.runner.npm_project import NPM, NPM_CLEAR, NPM_READ, node_library_changed, npm_changed, npm_settings
 from tbscale.runner.verifier_reads import read_verifier
 from tbscale.types.guard import (AgentProcessInfo, GuardSnapshot, ProcessBaseline, ProcessInfo,
-                                 SweepRecord, Tampering)
+                                 SweepRecord, Tampering, ToolRun)
 
 # The programs the guard's own commands run: the outside check (`file_checks: outside`) reports one
 # of them written or added in a bin folder, since the checks inside would believe it.
@@ -364,8 +364,8 @@ class VerifierGuard:
             was, now = (self.before or {}).get(tool.key) or {}, after.get(tool.key) or {}  # type: ignore[attr-defined]
             read = self._read_files(after, tool.key, tool.read, tool.parse,
                                     {p for p, d in now.items() if d != was.get(p)}) if tool.parse else {}
-            entries += tool.changed(was, now, self.tools_before.get(tool.key, {}), read, after, actions,
-                                    folders=self.tools[tool.key])
+            run = ToolRun(self.tools[tool.key], self._workdir(self.box) or after.get("workdir"))
+            entries += tool.changed(was, now, self.tools_before.get(tool.key, {}), read, after, actions, run)
         entries += set_forward(after, actions)
         entries += self._venv_homes(before, after, actions)
         if outside:

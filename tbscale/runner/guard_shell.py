@@ -197,7 +197,7 @@ if [ -n "${TBSCALE_SINCE:-}" ]; then
   # wrote and that declare `TestMain` or an `init` function (go_project.go_changed): a `GT` line each.
   if [ -n "${TBSCALE_GO+set}" ]; then
     printf '%s\n' "$TBSCALE_GO" | while IFS= read -r _p; do
-      case "$_p" in /*) ;; '') _p=${TBSCALE_WORKDIR:-$PWD} ;; *) _p=${TBSCALE_WORKDIR:-$PWD}; _p=${_p%/}/$_p ;; esac
+      _at "$_p"
       _newer "${_p%/}/" -xdev -name '*_test.go' -type f | head -n 2000
     done | while IFS= read -r _f; do
       grep -qs -E '^func[[:space:]]+(TestMain|init)[[:space:]]*\(' "$_f" && printf 'GT\t%s\n' "$_f"
@@ -307,9 +307,12 @@ done
 # 4 MB). The workdir is the one `CHANGES` lists, else the folder the exec starts in (at the
 # baseline, the image's WORKDIR).
 # A changed one is read from outside and compared with the baseline's (findings.project_changed).
-# `_fd KIND FILE` prints a KIND line with FILE's digest, `-` absent, or `other`; it is defined here
-# for this block and for npm's and the build tools' after it (runner/npm_project.NPM, runner/build_tools.py).
+# `_fd KIND FILE` prints a KIND line with FILE's digest, `-` absent, or `other`, and `_at FOLDER`
+# sets `_p` to a folder as the verifier's scripts name it (absolute, "" the workdir, or relative
+# under it); both are defined here for this block and for npm's and the build tools' after it
+# (runner/npm_project.NPM, runner/build_tools.py, runner/build_times.py).
 PROJECT = r'''
+_at() { case "$1" in /*) _p=$1 ;; '') _p=${TBSCALE_WORKDIR:-$PWD} ;; *) _p=${TBSCALE_WORKDIR:-$PWD}; _p=${_p%/}/$1 ;; esac; }
 _fd() { if [ ! -e "$2" ] && [ ! -L "$2" ]; then _fdd=-
   elif [ -L "$2" ] || [ ! -f "$2" ] || [ "$(($(wc -c < "$2")))" -gt 4194304 ]; then _fdd=other
   else _fdd=$(sha256sum < "$2"); _fdd=${_fdd%% *}; fi

@@ -29,7 +29,7 @@ from typing import Any
 from tbscale.runner.cmake_project import cmake_folders
 from tbscale.runner.findings import file_state, grouped_entries
 from tbscale.runner.script_folders import located
-from tbscale.types.guard import GuardSnapshot, Tampering
+from tbscale.types.guard import GuardSnapshot, Tampering, ToolRun
 
 ORDER = ("GNUmakefile", "makefile", "Makefile")  # GNU make reads the first of these that exists
 # a rule's first line: its targets, then `:` or `::` (not `:=`, `::=`, `:::=`, an assignment)
@@ -112,17 +112,17 @@ def makefile_rules(path: str, data: bytes) -> dict[str, Any]:
 
 
 def make_changed(before: dict[str, str], after: dict[str, str], read_before: dict, read_after: dict,
-                 snap: GuardSnapshot, actions: list[tuple[int, str]], folders: list[str] | None = None) -> list[Tampering]:
+                 snap: GuardSnapshot, actions: list[tuple[int, str]], run: ToolRun) -> list[Tampering]:
     """The makefiles (`before`, `after`: path -> digest, `-` absent, `other`; guard_shell `MK`
     lines) that changed what the verifier's make does: a makefile the script names changed, a
     folder whose first makefile is another than at the baseline, or, in the one it reads there, the
-    rule of a target the script asks for (`folders`, `make_folders`' lines; the makefile's first
+    rule of a target the script asks for (`run.folders`, `make_folders`' lines; the makefile's first
     target when it asks for none), read from outside as `makefile_rules` (`read_before`,
     `read_after`). A named file with one of make's own names (`-f Makefile`) counts as its folder's."""
     found = [f"{path} ({file_state(before.get(path, '-'), now)})" for path, now in after.items()
              if posixpath.basename(path) not in ORDER and now != before.get(path, "-")]
     places = sorted({posixpath.dirname(p) for p in after if posixpath.basename(p) in ORDER})
-    asked = _targets(folders or [], places, snap.get("workdir"))
+    asked = _targets(run)
     for folder in places:
         first = [next((n for n in ORDER if look.get(f"{folder}/{n}", "-") != "-"), None) for look in (before, after)]
         if first[0] is not None and first[1] != first[0]:
@@ -141,39 +141,28 @@ def make_changed(before: dict[str, str], after: dict[str, str], read_before: dic
                              "target it asks for")], actions)
 
 
-def _targets(lines: list[str], places: list[str], workdir: str | None) -> dict[str, list[str | None]]:
-    """The targets each folder's make is asked for, from `make_folders`' `d:` lines (None: the
-    makefile's first); a relative folder is the one digested whose path ends with it, the workdir
-    ("") the exec's start folder, or else the one left."""
+def _targets(run: ToolRun) -> dict[str, list[str | None]]:
+    """The targets make is asked for in each folder (`d:` lines; None: the makefile's first), by
+    the folder's path as the guard shell resolved it."""
     asked: dict[str, list[str | None]] = {}
-    for line in lines:
+    for line in run.folders:
         if line.startswith("d:"):
             folder, _, targets = line[2:].partition("\t")
-            asked.setdefault(folder, []).extend(targets.split() or [None])
-    out: dict[str, list[str | None]] = {}
-    for folder in sorted(asked, key=len, reverse=True):
-        if folder.startswith("/"):
-            match = [posixpath.normpath(folder)]
-        elif folder:
-            match = [p for p in places if p not in out and p.endswith("/" + folder)]
-        else:
-            match = [p for p in places if p == workdir] or [p for p in places if p not in out]
-        for place in match[:1]:
-            out.setdefault(place, []).extend(asked[folder])
-    return out
+            path = folder if folder.startswith("/") else posixpath.join(run.workdir or "/", folder)
+            asked.setdefault(posixpath.normpath(path), []).extend(targets.split() or [None])
+    return asked
 
 
 # ---- the guard shell's part (runner/guard.py runs it in its checks' exec) ----------------------------
 # `TBSCALE_MAKE`, one a line as `make_folders` names them (the targets after a tab are make_changed's):
 # an `MK` line for a named makefile (`f:`) and for each of the three names make looks for in a folder
-# (`d:`); `_fd` is guard_shell.PROJECT's.
+# (`d:`); `_fd` and `_at` are guard_shell.PROJECT's.
 MAKE = r'''
 if [ -n "${TBSCALE_MAKE+set}" ]; then
-  _w=${TBSCALE_WORKDIR:-$PWD}
   _tab=$(printf '\t')
   printf '%s\n' "$TBSCALE_MAKE" | while IFS= read -r _p; do
     _k=${_p%%:*}; _p=${_p#*:}; _p=${_p%%"$_tab"*}
-    case "$_p" in /*) ;; ''|.) _p=$_w ;; *) _p=${_w%/}/$_p ;; esac
+    _at "$_p"
     if [ "$_k" = f ]; then _fd MK "$_p"; else for _f in __ORDER__; do _fd MK "${_p%/}/$_f"; done; fi
   done
 fi

@@ -216,12 +216,11 @@ def node_library_changed(changes: dict[str, int], roots: list[str], actions: lis
 # which the sweep removes if the agent phase made it (`NPM_CLEAR`).
 NPM = r'''
 if [ -n "${TBSCALE_NPM+set}" ]; then
-  _w=${TBSCALE_WORKDIR:-$PWD}
   _nb=; _n=$(command -v npm 2>/dev/null) && _n=$(readlink -f -- "$_n" 2>/dev/null) && _nb=${_n%/bin/*}/npmrc
   for _f in "$HOME/.npmrc" /etc/npmrc /usr/etc/npmrc /usr/local/etc/npmrc $_nb; do _fd G "$_f"; done
   printf '%s\n' "$TBSCALE_NPM" | while IFS= read -r _p; do
     _i=; case "$_p" in +*) _i=1; _p=${_p#+};; esac
-    case "$_p" in /*) ;; '') _p=$_w;; *) _p=${_w%/}/$_p;; esac
+    _at "$_p"
     for _f in __FILES__; do _fd G "${_p%/}/$_f"; done
     if [ -n "$_i" ] && [ -z "${TBSCALE_SINCE:-}" ]; then
       _d=${_p%/}

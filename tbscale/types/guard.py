@@ -8,6 +8,8 @@ through, docs/formats.md "Tampering entries"); these types say which keys each h
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from typing_extensions import NotRequired, Required, TypedDict
 
 
@@ -149,3 +151,12 @@ class Tampering(TypedDict, total=False):
     after: ToolState | str
     by_command: CommandAttribution | None
     paths: list[str]
+
+
+class ToolRun(NamedTuple):
+    """Where the verifier runs a build tool (runner/build_tools.py): the lines the tool's `folders`
+    gave, and the folder the guard shell took a relative one from (TBSCALE_WORKDIR, else the folder
+    its exec started in)."""
+
+    folders: list[str]
+    workdir: str | None
