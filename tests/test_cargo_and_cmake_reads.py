@@ -296,7 +296,16 @@ def test_what_the_verifiers_own_make_reads_and_what_changing_it_is():
     fresh = {**base, "/app/Makefile": "-"}
     assert kinds({"/app/GNUmakefile": "c"}, fresh) == []  # no makefile at the baseline: the project is the agent's
     assert makefile_rules("", b"X := 1\n.PHONY: t\nt u:: a\n\tr \\\n  s\nt: V = 2\n") == {
-        "rules": {".PHONY": ".PHONY: t", "t": "t u:: a\n\tr    s\nt: V = 2", "u": "t u:: a\n\tr    s"}, "first": "t"}
+        "rules": {".PHONY": ".PHONY: t", "t": "t u:: a\n\tr    s\nt: V = 2", "u": "t u:: a\n\tr    s"}, "first": "t",
+        "controls": []}
+    # what decides how every recipe runs: each of these made a failing `make test` exit 0
+    makefile = b"all: answer\n\ttrue\nanswer: answer.cpp\n\tg++ -o $@ $^\ntest: answer\n\t./answer\n"
+    for line in (b"MAKEFLAGS += -i", b".IGNORE:", b"SHELL = /bin/true", b"include evil.mk", b"override .SHELLFLAGS := -c true"):
+        assert kinds({"/app/Makefile": "b"}, now=line + b"\n" + makefile) == ["build_file_changed"], line
+    # asked for no target: a new first rule, or another default goal, is another target
+    assert kinds({"/app/Makefile": "b"}, now=b"fake:\n\t@true\n" + makefile, folders=("d:\t",)) == ["build_file_changed"]
+    assert kinds({"/app/Makefile": "b"}, now=makefile + b".DEFAULT_GOAL := fake\nfake:\n", folders=("d:\t",)) == [
+        "build_file_changed"]
 
 
 def test_the_guard_shell_lists_the_makefiles_make_would_read(tmp_path):

@@ -13,8 +13,10 @@ where the verifier's command is written. What is `build_file_changed`:
   `makefile` and `Makefile` there, so one added ahead of the baseline's shadows it (a `test:` rule
   that only prints success);
 * in the makefile it reads there, read from outside, the rule of a target the script asks for
-  (`make test`: `test`; none: the makefile's first), its recipe or prerequisites changed. The
-  rules of those prerequisites are the build's, and the solution's to change.
+  (`make test`: `test`; none: the default goal, which must stay the same target), its recipe or
+  prerequisites changed, or what decides how every recipe runs (`_CONTROL`: `MAKEFLAGS += -i`
+  ignores the tests' failure). The rules of those prerequisites are the build's, and the
+  solution's to change.
 Where the baseline had no makefile, the project is the agent's, and its makefile its own.
 The times make decides by are not reset here (runner/build_times.py covers cmake's build folders,
 where the outputs are known; in a plain make project they lie among the sources). The guard
@@ -34,6 +36,13 @@ from tbscale.types.guard import GuardSnapshot, Tampering, ToolRun
 ORDER = ("GNUmakefile", "makefile", "Makefile")  # GNU make reads the first of these that exists
 # a rule's first line: its targets, then `:` or `::` (not `:=`, `::=`, `:::=`, an assignment)
 _RULE = re.compile(r"^([^\s:=#][^:=#]*?)\s*::?(?!=)(?!:=)")
+# what decides how every recipe runs, whatever its rule says: the shell and flags make runs recipes
+# with (`MAKEFLAGS += -i` ignores their failures, `SHELL = /bin/true` runs none), the default goal,
+# makefiles read besides this one, and the special targets that ignore errors or change the shell
+_CONTROL = re.compile(r"^\s*(?:(?:override|export)\s+)*(?:(?:MAKEFLAGS|GNUMAKEFLAGS|SHELL|\.SHELLFLAGS|MAKESHELL|"
+                      r"MAKEFILES|\.DEFAULT_GOAL|\.RECIPEPREFIX)\s*(?:[:?+!]|::|:::)?=|-?include\s|sinclude\s)")
+_SPECIAL = frozenset({".IGNORE", ".DEFAULT", ".ONESHELL", ".POSIX"})
+_GOAL = re.compile(r"^\s*(?:override\s+)?\.DEFAULT_GOAL\s*(?:[:?+!]|::|:::)?=\s*(\S*)")
 
 
 def _join(cwd: str, path: str) -> str:
@@ -88,10 +97,14 @@ def make_folders(texts: list[str], tests_mount: str | None = None) -> list[str]:
 
 def makefile_rules(path: str, data: bytes) -> dict[str, Any]:
     """A makefile's rules as text by target (`rules`: each line that names the target before its
-    `:`, a target-specific variable's too, with the recipe lines after it), and its first target
-    (`first`: what make builds when asked for none). Read from outside the environment."""
+    `:`, a target-specific variable's too, with the recipe lines after it), the target make builds
+    when asked for none (`first`: its first, or `.DEFAULT_GOAL`), and what decides how every recipe
+    runs (`controls`: `_CONTROL`'s lines and the rules of `_SPECIAL`'s targets). Read from outside
+    the environment."""
     rules: dict[str, list[str]] = {}
-    first, current = None, []
+    controls: list[str] = []
+    first = goal = None
+    current: list[list[str]] = []
     for line in data.decode("utf-8", errors="replace").replace("\\\n", " ").splitlines():
         if line.startswith("\t"):
             for block in current:
@@ -100,6 +113,11 @@ def makefile_rules(path: str, data: bytes) -> dict[str, Any]:
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         current = []
+        if _CONTROL.match(line):
+            controls.append(line.strip())
+            named = _GOAL.match(line)
+            goal = named.group(1) if named and named.group(1) else goal
+            continue
         head = _RULE.match(line)
         if head:
             for target in head.group(1).split():
@@ -108,7 +126,8 @@ def makefile_rules(path: str, data: bytes) -> dict[str, Any]:
                 current.append(block)
                 if first is None and not target.startswith(".") and "%" not in target:
                     first = target
-    return {"rules": {t: "\n".join(b) for t, b in rules.items()}, "first": first}
+    controls += [line for target in sorted(_SPECIAL & set(rules)) for line in rules[target]]
+    return {"rules": {t: "\n".join(b) for t, b in rules.items()}, "first": goal or first, "controls": controls}
 
 
 def make_changed(before: dict[str, str], after: dict[str, str], read_before: dict, read_after: dict,
@@ -133,7 +152,13 @@ def make_changed(before: dict[str, str], after: dict[str, str], read_before: dic
             was, now = read_before.get(path) or {}, read_after.get(path) or {}
             if before.get(path) == after.get(path) or not was or not now:
                 continue
-            for target in dict.fromkeys(t or was.get("first") for t in asked.get(folder) or [None]):
+            if was.get("controls") != now.get("controls"):
+                found.append(f"{path} (how make runs every recipe: its shell, flags, default goal, special "
+                             f"targets or the makefiles it includes)")
+            targets = asked.get(folder) or [None]
+            if None in targets and was.get("first") != now.get("first"):
+                found.append(f"{path} (make's default goal is now `{now.get('first')}`, not `{was.get('first')}`)")
+            for target in dict.fromkeys(t or was.get("first") for t in targets):
                 if target and was["rules"].get(target) != now["rules"].get(target):
                     found.append(f"{path} (the rule of `{target}` the verifier's make runs)")
     return grouped_entries([("build_file_changed", found, "what the verifier's make does was changed: a makefile "
