@@ -1,0 +1,158 @@
+"""The verifier's own tests where the agent works: the test files and folders its scripts hand to
+pytest, and the test scripts they run by path, outside the tests folder the verifier copies in
+(docs/tasks.md, "Verification integrity", *Tests the agent can reach*).
+
+Public tasks keep their tests in the image, beside the solution:
+* DevEval's 63 tasks (rese1f/terminal-bench-datasets) run `pytest unit_tests` and `pytest
+  acceptance_tests` in `/app`, or `./acceptance_tests/test.sh`, from the folders the image ships;
+* LiveCodeBench Pro's 599 tasks run `python -m pytest /app/tests/test_outputs.py`, copied into
+  the image at build time.
+An agent that writes `assert True` into such a file, or removes the test that fails, passes.
+Where the baseline had such a file, or a folder with files, a change to it, a file added under it
+or one removed is `tests_written`. A path absent (or a folder empty) at the baseline is the
+agent's to write: DevEval's unit-testing tasks remove `unit_tests` and ask the agent for it.
+
+Not held to the baseline: a test file the script patches or checks out before it runs, and the
+pytest paths of a script that applies a patch to the repository (SWE-bench style: those are the
+repository's own tests, which SWE-bench lets a solution extend; its test runner run by path,
+Django's `tests/runtests.py`, is held); a path that is the folder the script runs in or above it
+(`pytest .`: the project, solution and all); and what pytest collects where it is given no path.
+The guard shell's part: `TESTS` below."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+
+from tbscale.runner.findings import file_state, grouped_entries, under
+from tbscale.runner.script_folders import located
+from tbscale.types.guard import GuardSnapshot, Tampering, ToolRun
+
+MAX_FILES = 500  # files listed under one folder; more are not listed (the folder's line says so)
+# pytest's options that take their value as the next word (`-k expr`, `-p plugin`, `--rootdir dir`)
+_PYTEST_VALUE = frozenset({"-k", "-m", "-p", "-c", "-o", "-W", "-n", "--rootdir", "--confcutdir", "--basetemp",
+                           "--deselect", "--ignore", "--ignore-glob", "--junitxml", "--junit-xml", "--log-file",
+                           "--durations", "--maxfail", "--tb", "--cov", "--cov-report", "--cov-config",
+                           "--json-report-file", "--html", "--timeout", "--import-mode", "--capture",
+                           "--override-ini", "--config-file", "--dist", "--numprocesses", "--reruns"})
+_PATH = re.compile(r"[A-Za-z0-9_.+/-]+")
+# a path component that says it holds or is a test: tests, unit_tests, test.sh, run-tests.sh, spec
+_TESTISH = re.compile(r"(^|[_.-])(tests?|specs?)([_.-]|$)", re.I)
+# the files a script's own test patch (`diff --git a/X b/X`, `+++ b/X`) or `git checkout` sets
+_PATCHED = re.compile(r"^(?:diff --git a/(\S+) b/|\+\+\+ b/(\S+))", re.M)
+# a script that applies a patch to the repository: SWE-bench style, whose pytest runs the repository's tests
+_APPLIES = re.compile(r"\bgit\s+apply\b|\bpatch\s+(?:-p|<|--)")
+
+
+def _pytest_paths(program: str, args: list[str]) -> list[str]:
+    """The paths a pytest command is given (`path::test` as its file). None where it collects
+    doctests: the paths are then the project's modules."""
+    if program in ("python", "python3") and args[:2] == ["-m", "pytest"]:
+        args = args[2:]
+    elif program not in ("pytest", "py.test"):
+        return []
+    if any(w.startswith(("--doctest-modules", "--doctest-glob")) for w in args):
+        return []
+    out, i = [], 0
+    while i < len(args):
+        word = args[i]
+        if word in _PYTEST_VALUE:
+            i += 2
+            continue
+        if not word.startswith("-"):
+            out.append(word.split("::", 1)[0])
+        i += 1
+    return out
+
+
+def _script_path(program: str, raw: str, args: list[str]) -> list[str]:
+    """A script the command runs by path: itself (`./acceptance_tests/test.sh`) or the first
+    argument of a shell (`bash tests/run.sh`)."""
+    if "/" in raw:
+        return [raw]
+    if program in ("bash", "sh", "dash", "zsh") and args and not args[0].startswith("-") and "/" in args[0]:
+        return [args[0]]
+    return []
+
+
+def _patched(texts: list[str]) -> set[str]:
+    out: set[str] = set()
+    for text in texts:
+        out |= {a or b for a, b in _PATCHED.findall(text)}
+    for _, inv in located(texts):
+        if inv.program == "git" and inv.args[:1] in (["checkout"], ["restore"]):
+            out |= {w for w in inv.args[1:] if not w.startswith("-")}
+    return {posixpath.normpath(p) for p in out}
+
+
+def named_tests(texts: list[str], tests_mount: str | None = None) -> list[str]:
+    """The test files and folders the verifier's scripts hand to pytest, and the test scripts they
+    run by path, as the scripts name them ("" the workdir's paths are relative), outside the tests
+    mount and `/logs`; not those the scripts patch or check out, nor the folder a command runs in
+    or one above it."""
+    patched, swe = _patched(texts), any(_APPLIES.search(text) for text in texts)
+    out: list[str] = []
+    for places, inv in located(texts, tests_mount):
+        named = [] if swe else [w for w in _pytest_paths(inv.program, inv.args)
+                                if "/" in w or w.endswith(".py") or _TESTISH.search(w)]
+        scripts = [] if named else [p for p in _script_path(inv.program, inv.raw_program, inv.args)
+                                    if any(_TESTISH.search(part) for part in p.split("/") if part not in ("", "."))]
+        for word in named + scripts:
+            if not _PATH.fullmatch(word):
+                continue  # a variable, a glob: not a path the scripts name
+            for place in places:
+                path = posixpath.normpath(word if word.startswith("/") else posixpath.join(place or ".", word))
+                relative = posixpath.normpath(word) if not word.startswith("/") else None
+                if path.startswith("..") or path == "." or (place and under(place, path)) \
+                        or under(path, "/logs") or (tests_mount and under(path, tests_mount)) \
+                        or path in patched or relative in patched:
+                    continue
+                line = "" if path == "." else path
+                if line not in out:
+                    out.append(line)
+    return out[:16]
+
+
+def changed_tests(before: dict[str, str], after: dict[str, str], read_before: dict, read_after: dict,
+                  snap: GuardSnapshot, actions: list[tuple[int, str]], run: ToolRun) -> list[Tampering]:
+    """Under each path of `run.folders`, as the guard shell resolved it, where the baseline had a
+    file or a folder with files: each file changed, added or removed (`before`, `after`: path ->
+    digest, `-` absent, `other` a folder, a link or over 4 MB, `many` a folder with more files than
+    the shell lists; `TESTS` lines)."""
+    found: list[str] = []
+    for line in run.folders:
+        root = posixpath.normpath(line if line.startswith("/") else posixpath.join(run.workdir or "/", line))
+        state, now_state = before.get(root, "-"), after.get(root, "-")
+        if state in ("-", "many"):
+            continue  # absent at the baseline (the agent's to write), or more files than are listed
+        was = {posixpath.normpath(p): d for p, d in before.items() if p != root and under(p, root)}
+        if state == "other" and not was:
+            continue  # a folder with no files at the baseline, or a link: the agent's to fill
+        if now_state == "many":
+            found.append(f"{root}/ (more than {MAX_FILES} files now)")
+            continue
+        now = {posixpath.normpath(p): d for p, d in after.items() if p != root and under(p, root)}
+        if state != "other":  # a file
+            was, now = {root: state}, {root: now_state}
+        for path in sorted(set(was) | set(now)):
+            if was.get(path, "-") != now.get(path, "-"):
+                found.append(f"{path} ({file_state(was.get(path, '-'), now.get(path, '-'))})")
+    return grouped_entries([("tests_written", found, "a test the verifier runs from where the agent worked (a "
+                             "file or folder its pytest is given, a test script it runs by path) was changed, "
+                             "added or removed")], actions)
+
+
+TESTS = r'''
+if [ -n "${TBSCALE_TESTS_HERE+set}" ]; then
+  printf '%s\n' "$TBSCALE_TESTS_HERE" | while IFS= read -r _p; do
+    _at "$_p"; _p=${_p%/}; [ -n "$_p" ] || _p=/
+    if [ -d "$_p" ] && [ ! -L "$_p" ]; then
+      _l=$(find "$_p/" -xdev \( -name __pycache__ -o -name .pytest_cache -o -name .git -o -name node_modules \) \
+        -prune -o \( -type f -o -type l \) -print 2>/dev/null | head -n __MORE__)
+      if [ -n "$_l" ] && [ "$(printf '%s\n' "$_l" | wc -l)" -gt __MAX__ ]; then printf 'WT\t%s\tmany\n' "$_p"
+      else printf 'WT\t%s\tother\n' "$_p"
+        [ -z "$_l" ] || printf '%s\n' "$_l" | while IFS= read -r _f; do _fd WT "$_f"; done; fi
+    else _fd WT "$_p"; fi
+  done
+fi
+'''.replace("__MAX__", str(MAX_FILES)).replace("__MORE__", str(MAX_FILES + 1))

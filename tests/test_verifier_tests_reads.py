@@ -1,0 +1,99 @@
+"""The verifier's own tests where the agent works (runner/verifier_tests.py), without an engine: the
+paths read off public test scripts' shapes, the findings from two looks, and the guard shell's part
+run here with `sh`. The same against a real pytest in containers:
+tests/test_verifier_tests_integrity.py."""
+
+from __future__ import annotations
+
+import subprocess
+
+from tbscale.runner.guard_shell import PROJECT, parse_snapshot
+from tbscale.runner.verifier_reads import read_verifier
+from tbscale.runner.verifier_tests import MAX_FILES, TESTS, named_tests, changed_tests
+from tbscale.tasks.model import VerifierSpec
+from tbscale.types.guard import ToolRun
+
+# DevEval's Python and C++ run-tests.sh (rese1f/terminal-bench-datasets), shortened
+DEVEVAL = """set -e
+cd /app
+export PYTHONPATH=$(pwd)
+if (pytest --cov=. --cov-report=json:unit_test_cov.json --json-report --json-report-file=unit_test_report.json unit_tests) > /app/unit_test.log 2>&1; then echo "ALL_PASSED" >> /app/unit_test.log; else echo "ALL_FAILED" >> /app/unit_test.log; fi
+if (chmod +x acceptance_tests/test.sh;./acceptance_tests/test.sh) > /app/acceptance_test.log 2>&1; then echo "ALL_PASSED" >> /app/acceptance_test.log; else echo "ALL_FAILED" >> /app/acceptance_test.log; fi
+source $TEST_DIR/setup-uv-pytest.sh
+bash $TEST_DIR/run-uv-pytest.sh
+"""
+# LiveCodeBench Pro's: its tests were copied into the image at /app/tests
+LCB = "set -euo pipefail\nexport PYTEST_DISABLE_PLUGIN_AUTOLOAD=1\npython -m pytest /app/tests/test_outputs.py --tb=short -rA\n"
+# SWE-bench Pro's Harbor adapter: the test patch applied to the repository's test file, then run
+SWE = """cd /app || cd /testbed || cd /workspace
+cat << 'TEST_PATCH_EOF' | git apply -v --allow-empty 2>&1
+diff --git a/test/units/utils/test_vars.py b/test/units/utils/test_vars.py
+--- a/test/units/utils/test_vars.py
++++ b/test/units/utils/test_vars.py
+TEST_PATCH_EOF
+python -m pytest test/units/utils/test_vars.py::TestVariableUtils::test_combine_vars_replace -v
+"""
+AIDER = "cd /app\npytest .\n"  # Aider Polyglot's Python tasks: the whole project, solution and all
+
+
+def test_the_tests_the_scripts_run_where_the_agent_works():
+    assert named_tests([DEVEVAL], "/tests") == ["/app/unit_tests", "/app/acceptance_tests/test.sh"]
+    assert named_tests([LCB], "/tests") == ["/app/tests/test_outputs.py"]
+    # the tests the verifier copies in, the project itself, a patched file: none
+    assert named_tests([SWE], "/tests") == [] and named_tests([AIDER], "/tests") == []
+    assert named_tests(["pytest /tests/test_outputs.py -rA\nbash /tests/run.sh\n"], "/tests") == []
+    # a script that patches the repository runs its tests (which a solution may extend), but its runner is held
+    assert named_tests([SWE.replace("python -m pytest", "./tests/runtests.py --parallel 1 utils_tests; pytest")]) == [
+        "/app/tests/runtests.py", "/testbed/tests/runtests.py", "/workspace/tests/runtests.py"]
+    # test ids that are no path (SWE-bench Pro's Go and JS ids handed to pytest)
+    assert named_tests(['python -m pytest "TestDB" "TestPersistence" is a\n']) == []
+    # where it starts (the workdir), a file's test id, options with values, doctests
+    assert named_tests(["pytest -k slow -p no:cacheprovider tests/test_a.py::test_b unit_tests\n"]) == ["tests/test_a.py", "unit_tests"]
+    assert named_tests(["pytest --doctest-modules src tests\n"]) == []
+    # a script run by path whose path says test; one that does not is the solution's to write
+    assert named_tests(["cd /app\nbash scripts/run_tests.sh\n./solve.sh\nsh ./check.sh\n"]) == ["/app/scripts/run_tests.sh"]
+    # the paths reach the guard through the verifier's reads
+    reads = read_verifier(VerifierSpec(command=DEVEVAL.replace("\n", "; ")), tests_dirs=[])
+    assert reads.tools["tests_here"] == ["/app/unit_tests", "/app/acceptance_tests/test.sh"]
+
+
+def kinds(before: dict[str, str], after: dict[str, str], folders=("/app/unit_tests", "/app/acceptance_tests/test.sh")):
+    entries = changed_tests(before, after, {}, {}, {}, [(1, "printf x > /app/unit_tests/test_a.py")],
+                            ToolRun(list(folders), "/app"))
+    return [(e["kind"], e["paths"]) for e in entries]
+
+
+def test_what_changed_in_the_tests_is_told():
+    base = {"/app/unit_tests": "other", "/app/unit_tests/test_a.py": "a", "/app/unit_tests/test_b.py": "b",
+            "/app/acceptance_tests/test.sh": "s"}
+    assert kinds(base, dict(base)) == []
+    for change, path in (({"/app/unit_tests/test_a.py": "x"}, "/app/unit_tests/test_a.py"),  # written
+                         ({"/app/unit_tests/conftest.py": "c"}, "/app/unit_tests/conftest.py"),  # added
+                         ({"/app/acceptance_tests/test.sh": "other"}, "/app/acceptance_tests/test.sh")):  # a link
+        assert kinds(base, {**base, **change}) == [("tests_written", [path])], change
+    removed = {k: v for k, v in base.items() if k != "/app/unit_tests/test_b.py"}
+    assert kinds(base, removed) == [("tests_written", ["/app/unit_tests/test_b.py"])]
+    # a flood of files hides nothing: a folder with more than the shell lists is a finding
+    assert kinds(base, {**base, "/app/unit_tests": "many"}) == [("tests_written", ["/app/unit_tests/"])]
+    # absent or empty at the baseline, the tests are the agent's to write (DevEval's unit-testing tasks)
+    assert kinds({"/app/unit_tests": "-", "/app/acceptance_tests/test.sh": "-"},
+                 {"/app/unit_tests": "other", "/app/unit_tests/test_a.py": "a", "/app/acceptance_tests/test.sh": "s"}) == []
+    assert kinds({"/app/unit_tests": "other"}, {"/app/unit_tests": "other", "/app/unit_tests/test_a.py": "a"}) == []
+    # a relative line is the workdir's
+    assert kinds({"/app/t/test_a.py": "a"}, {"/app/t/test_a.py": "b"}, folders=("t/test_a.py",)) == [
+        ("tests_written", ["/app/t/test_a.py"])]
+
+
+def test_the_guard_shell_lists_the_tests_and_their_files(tmp_path):
+    (tmp_path / "unit_tests" / "__pycache__").mkdir(parents=True)
+    (tmp_path / "unit_tests" / "test_a.py").write_text("def test_a():\n    assert False\n")
+    (tmp_path / "unit_tests" / "__pycache__" / "test_a.cpython-311.pyc").write_bytes(b"x")
+    (tmp_path / "many").mkdir()
+    for i in range(MAX_FILES + 1):
+        (tmp_path / "many" / f"test_{i}.py").write_text("")
+    env = {"PATH": "/usr/bin:/bin", "TBSCALE_TESTS_HERE": "unit_tests\nmany\nabsent/test.sh", "TBSCALE_WORKDIR": str(tmp_path)}
+    found = parse_snapshot(subprocess.run(["sh", "-c", PROJECT + TESTS], capture_output=True, text=True, check=True,
+                                          env=env, timeout=60).stdout)["tests_here"]
+    assert found == {f"{tmp_path}/unit_tests": "other", f"{tmp_path}/unit_tests/test_a.py": found[f"{tmp_path}/unit_tests/test_a.py"],
+                     f"{tmp_path}/many": "many", f"{tmp_path}/absent/test.sh": "-"}
+    assert len(found[f"{tmp_path}/unit_tests/test_a.py"]) == 64
