@@ -9,7 +9,7 @@ import subprocess
 
 from tbscale.runner.guard_shell import PROJECT, parse_snapshot
 from tbscale.runner.verifier_reads import read_verifier
-from tbscale.runner.verifier_tests import MAX_FILES, TESTS, named_tests, changed_tests
+from tbscale.runner.verifier_tests import CONFIGS, MAX_FILES, TESTS, changed_tests, named_tests, pytest_settings
 from tbscale.tasks.model import VerifierSpec
 from tbscale.types.guard import ToolRun
 
@@ -37,28 +37,29 @@ AIDER = "cd /app\npytest .\n"  # Aider Polyglot's Python tasks: the whole projec
 
 
 def test_the_tests_the_scripts_run_where_the_agent_works():
-    assert named_tests([DEVEVAL], "/tests") == ["/app/unit_tests", "/app/acceptance_tests/test.sh"]
-    assert named_tests([LCB], "/tests") == ["/app/tests/test_outputs.py"]
+    assert named_tests([DEVEVAL], "/tests") == ["p:/app/unit_tests", "s:/app/acceptance_tests/test.sh"]
+    assert named_tests([LCB], "/tests") == ["p:/app/tests/test_outputs.py"]
     # the tests the verifier copies in, the project itself, a patched file: none
     assert named_tests([SWE], "/tests") == [] and named_tests([AIDER], "/tests") == []
     assert named_tests(["pytest /tests/test_outputs.py -rA\nbash /tests/run.sh\n"], "/tests") == []
     # a script that patches the repository runs its tests (which a solution may extend), but its runner is held
     assert named_tests([SWE.replace("python -m pytest", "./tests/runtests.py --parallel 1 utils_tests; pytest")]) == [
-        "/app/tests/runtests.py", "/testbed/tests/runtests.py", "/workspace/tests/runtests.py"]
+        "s:/app/tests/runtests.py", "s:/testbed/tests/runtests.py", "s:/workspace/tests/runtests.py"]
     # test ids that are no path (SWE-bench Pro's Go and JS ids handed to pytest)
     assert named_tests(['python -m pytest "TestDB" "TestPersistence" is a\n']) == []
     # where it starts (the workdir), a file's test id, options with values, doctests
-    assert named_tests(["pytest -k slow -p no:cacheprovider tests/test_a.py::test_b unit_tests\n"]) == ["tests/test_a.py", "unit_tests"]
+    assert named_tests(["pytest -k slow -p no:cacheprovider tests/test_a.py::test_b unit_tests\n"]) == ["p:tests/test_a.py", "p:unit_tests"]
     assert named_tests(["pytest --doctest-modules src tests\n"]) == []
     # a script run by path whose path says test; one that does not is the solution's to write
-    assert named_tests(["cd /app\nbash scripts/run_tests.sh\n./solve.sh\nsh ./check.sh\n"]) == ["/app/scripts/run_tests.sh"]
+    assert named_tests(["cd /app\nbash scripts/run_tests.sh\n./solve.sh\nsh ./check.sh\n"]) == ["s:/app/scripts/run_tests.sh"]
     # the paths reach the guard through the verifier's reads
     reads = read_verifier(VerifierSpec(command=DEVEVAL.replace("\n", "; ")), tests_dirs=[])
-    assert reads.tools["tests_here"] == ["/app/unit_tests", "/app/acceptance_tests/test.sh"]
+    assert reads.tools["tests_here"] == ["p:/app/unit_tests", "s:/app/acceptance_tests/test.sh"]
 
 
-def kinds(before: dict[str, str], after: dict[str, str], folders=("/app/unit_tests", "/app/acceptance_tests/test.sh")):
-    entries = changed_tests(before, after, {}, {}, {}, [(1, "printf x > /app/unit_tests/test_a.py")],
+def kinds(before: dict[str, str], after: dict[str, str], folders=("p:/app/unit_tests", "s:/app/acceptance_tests/test.sh"),
+          read_before=None, read_after=None):
+    entries = changed_tests(before, after, read_before or {}, read_after or {}, {}, [(1, "printf x > /app/unit_tests/test_a.py")],
                             ToolRun(list(folders), "/app"))
     return [(e["kind"], e["paths"]) for e in entries]
 
@@ -80,7 +81,7 @@ def test_what_changed_in_the_tests_is_told():
                  {"/app/unit_tests": "other", "/app/unit_tests/test_a.py": "a", "/app/acceptance_tests/test.sh": "s"}) == []
     assert kinds({"/app/unit_tests": "other"}, {"/app/unit_tests": "other", "/app/unit_tests/test_a.py": "a"}) == []
     # a relative line is the workdir's
-    assert kinds({"/app/t/test_a.py": "a"}, {"/app/t/test_a.py": "b"}, folders=("t/test_a.py",)) == [
+    assert kinds({"/app/t/test_a.py": "a"}, {"/app/t/test_a.py": "b"}, folders=("p:t/test_a.py",)) == [
         ("tests_written", ["/app/t/test_a.py"])]
 
 
@@ -88,12 +89,39 @@ def test_the_guard_shell_lists_the_tests_and_their_files(tmp_path):
     (tmp_path / "unit_tests" / "__pycache__").mkdir(parents=True)
     (tmp_path / "unit_tests" / "test_a.py").write_text("def test_a():\n    assert False\n")
     (tmp_path / "unit_tests" / "__pycache__" / "test_a.cpython-311.pyc").write_bytes(b"x")
+    (tmp_path / "unit_tests" / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
     (tmp_path / "many").mkdir()
     for i in range(MAX_FILES + 1):
         (tmp_path / "many" / f"test_{i}.py").write_text("")
-    env = {"PATH": "/usr/bin:/bin", "TBSCALE_TESTS_HERE": "unit_tests\nmany\nabsent/test.sh", "TBSCALE_WORKDIR": str(tmp_path)}
+    env = {"PATH": "/usr/bin:/bin", "TBSCALE_TESTS_HERE": "p:unit_tests\ns:many\ns:absent/test.sh", "TBSCALE_WORKDIR": str(tmp_path)}
     found = parse_snapshot(subprocess.run(["sh", "-c", PROJECT + TESTS], capture_output=True, text=True, check=True,
                                           env=env, timeout=60).stdout)["tests_here"]
+    configs = {f"{str(d).rstrip('/')}/{c}": "-" for d in (tmp_path / "unit_tests", *tmp_path.parents) for c in CONFIGS}
+    configs[f"{tmp_path}/unit_tests/pytest.ini"] = found[f"{tmp_path}/unit_tests/pytest.ini"]
     assert found == {f"{tmp_path}/unit_tests": "other", f"{tmp_path}/unit_tests/test_a.py": found[f"{tmp_path}/unit_tests/test_a.py"],
-                     f"{tmp_path}/many": "many", f"{tmp_path}/absent/test.sh": "-"}
+                     f"{tmp_path}/many": "many", f"{tmp_path}/absent/test.sh": "-", **configs, f"{tmp_path}/pytest.ini": "-",
+                     f"{tmp_path}/pyproject.toml": found[f"{tmp_path}/pyproject.toml"], **{f"{tmp_path}/{c}": "-" for c in CONFIGS[2:] if c != "pyproject.toml"},
+                     f"{tmp_path}/.pytest.ini": "-"}
+    assert len(found[f"{tmp_path}/pyproject.toml"]) == 64
     assert len(found[f"{tmp_path}/unit_tests/test_a.py"]) == 64
+
+
+def test_what_pytest_reads_of_its_settings_where_it_runs_the_named_tests():
+    assert pytest_settings("/app/pytest.ini", b"") == {"settings": ""}  # pytest takes it, empty or not
+    assert pytest_settings("/app/pyproject.toml", b"[project]\nname = 'x'\n") == {"settings": None}
+    assert pytest_settings("/app/pyproject.toml", b"[tool.pytest.ini_options]\naddopts = '-x'\n")["settings"] == '{"ini_options": {"addopts": "-x"}}'
+    assert pytest_settings("/app/tox.ini", b"[tox]\nenvlist = py\n") == {"settings": None}
+    assert pytest_settings("/app/setup.cfg", b"[tool:pytest]\naddopts = --ignore=t\n") == {"settings": '{"addopts": "--ignore=t"}'}
+    base = {"/app/unit_tests": "other", "/app/unit_tests/test_a.py": "a", "/app/pyproject.toml": "p0", "/app/pytest.ini": "-"}
+    # a pytest.ini added where pytest looks (it ignores the failing test), a pyproject.toml's pytest section
+    assert kinds(base, {**base, "/app/pytest.ini": "i"}, read_after={"/app/pytest.ini": {"settings": "[pytest]\naddopts = --ignore=x"}}) == [
+        ("test_config_planted", ["/app/pytest.ini"])]
+    assert kinds(base, {**base, "/app/pyproject.toml": "p1"}, read_before={"/app/pyproject.toml": {"settings": None}},
+                 read_after={"/app/pyproject.toml": {"settings": '{"ini_options": {"addopts": "--ignore=x"}}'}}) == [
+        ("test_config_planted", ["/app/pyproject.toml"])]
+    # the project's own changes to pyproject.toml (a dependency) are the solution's; a script's tests are not pytest's
+    assert kinds(base, {**base, "/app/pyproject.toml": "p1"}, read_before={"/app/pyproject.toml": {"settings": None}},
+                 read_after={"/app/pyproject.toml": {"settings": None}}) == []
+    assert kinds(base, {**base, "/app/pytest.ini": "i"}, folders=("s:/app/unit_tests",),
+                 read_after={"/app/pytest.ini": {"settings": ""}}) == []

@@ -26,7 +26,7 @@ from tbscale.runner.cargo_project import CARGO, CARGO_READ, cargo_changed, cargo
 from tbscale.runner.cmake_project import CMAKE, cmake_changed, cmake_folders
 from tbscale.runner.go_project import GO, GO_READ, go_changed, go_folders, go_settings
 from tbscale.runner.make_project import MAKE, make_changed, make_folders, makefile_rules
-from tbscale.runner.verifier_tests import TESTS, named_tests, changed_tests
+from tbscale.runner.verifier_tests import CONFIGS, TESTS, changed_tests, named_tests, pytest_settings
 from tbscale.types.guard import GuardSnapshot, Tampering, ToolRun
 
 
@@ -66,6 +66,6 @@ TOOLS: tuple[BuildTool, ...] = (
     BuildTool("cmake", "CM", cmake_folders, CMAKE, (), None, _files_only(cmake_changed), ("make", "c++", "cc", "g++", "gcc")),
     BuildTool("make", "MK", make_folders, MAKE, None, makefile_rules, make_changed, ("make",)),
     # not a build tool: the test files pytest is given and the test scripts run by path, where the agent worked
-    BuildTool("tests_here", "WT", named_tests, TESTS, (), None, changed_tests),
+    BuildTool("tests_here", "WT", named_tests, TESTS, CONFIGS, pytest_settings, changed_tests),
 )
 TAGS = {tool.tag: tool.key for tool in TOOLS}
