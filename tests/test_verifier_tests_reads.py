@@ -9,7 +9,7 @@ import subprocess
 
 from tbscale.runner.guard_shell import PROJECT, parse_snapshot
 from tbscale.runner.verifier_reads import read_verifier
-from tbscale.runner.verifier_tests import CONFIGS, MAX_FILES, TESTS, changed_tests, named_tests, pytest_settings
+from tbscale.runner.verifier_tests import ABOVE, MAX_FILES, TESTS, changed_tests, named_tests, pytest_settings
 from tbscale.tasks.model import VerifierSpec
 from tbscale.types.guard import ToolRun
 
@@ -97,11 +97,11 @@ def test_the_guard_shell_lists_the_tests_and_their_files(tmp_path):
     env = {"PATH": "/usr/bin:/bin", "TBSCALE_TESTS_HERE": "p:unit_tests\ns:many\ns:absent/test.sh", "TBSCALE_WORKDIR": str(tmp_path)}
     found = parse_snapshot(subprocess.run(["sh", "-c", PROJECT + TESTS], capture_output=True, text=True, check=True,
                                           env=env, timeout=60).stdout)["tests_here"]
-    configs = {f"{str(d).rstrip('/')}/{c}": "-" for d in (tmp_path / "unit_tests", *tmp_path.parents) for c in CONFIGS}
+    configs = {f"{str(d).rstrip('/')}/{c}": "-" for d in (tmp_path / "unit_tests", *tmp_path.parents) for c in ABOVE}
     configs[f"{tmp_path}/unit_tests/pytest.ini"] = found[f"{tmp_path}/unit_tests/pytest.ini"]
     assert found == {f"{tmp_path}/unit_tests": "other", f"{tmp_path}/unit_tests/test_a.py": found[f"{tmp_path}/unit_tests/test_a.py"],
                      f"{tmp_path}/many": "many", f"{tmp_path}/absent/test.sh": "-", **configs, f"{tmp_path}/pytest.ini": "-",
-                     f"{tmp_path}/pyproject.toml": found[f"{tmp_path}/pyproject.toml"], **{f"{tmp_path}/{c}": "-" for c in CONFIGS[2:] if c != "pyproject.toml"},
+                     f"{tmp_path}/pyproject.toml": found[f"{tmp_path}/pyproject.toml"], **{f"{tmp_path}/{c}": "-" for c in ABOVE[2:] if c != "pyproject.toml"},
                      f"{tmp_path}/.pytest.ini": "-"}
     assert len(found[f"{tmp_path}/pyproject.toml"]) == 64
     assert len(found[f"{tmp_path}/unit_tests/test_a.py"]) == 64
@@ -123,5 +123,7 @@ def test_what_pytest_reads_of_its_settings_where_it_runs_the_named_tests():
     # the project's own changes to pyproject.toml (a dependency) are the solution's; a script's tests are not pytest's
     assert kinds(base, {**base, "/app/pyproject.toml": "p1"}, read_before={"/app/pyproject.toml": {"settings": None}},
                  read_after={"/app/pyproject.toml": {"settings": None}}) == []
+    # a conftest.py added above the tests: pytest loads it (one that deselects the failing test passed unseen)
+    assert kinds(base, {**base, "/app/conftest.py": "c"}) == [("test_config_planted", ["/app/conftest.py"])]
     assert kinds(base, {**base, "/app/pytest.ini": "i"}, folders=("s:/app/unit_tests",),
                  read_after={"/app/pytest.ini": {"settings": ""}}) == []
