@@ -51,7 +51,8 @@ def test_the_tests_the_scripts_run_where_the_agent_works():
     assert named_tests(["pytest -k slow -p no:cacheprovider tests/test_a.py::test_b unit_tests\n"]) == ["p:tests/test_a.py", "p:unit_tests"]
     assert named_tests(["pytest --doctest-modules src tests\n"]) == []
     # a script run by path whose path says test; one that does not is the solution's to write
-    assert named_tests(["cd /app\nbash scripts/run_tests.sh\n./solve.sh\nsh ./check.sh\n"]) == ["s:/app/scripts/run_tests.sh"]
+    assert named_tests(["cd /app\nbash scripts/run_tests.sh\n./solve.sh\nsh ./check.sh\npython3 calc.py\n"
+                        "python3 tests/runtests.py -v\n"]) == ["s:/app/scripts/run_tests.sh", "s:/app/tests/runtests.py"]
     # the paths reach the guard through the verifier's reads
     reads = read_verifier(VerifierSpec(command=DEVEVAL.replace("\n", "; ")), tests_dirs=[])
     assert reads.tools["tests_here"] == ["p:/app/unit_tests", "s:/app/acceptance_tests/test.sh"]

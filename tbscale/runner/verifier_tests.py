@@ -9,8 +9,11 @@ Public tasks keep their tests in the image, beside the solution:
   the image at build time.
 An agent that writes `assert True` into such a file, or removes the test that fails, passes.
 Where the baseline had such a file, or a folder with files, a change to it, a file added under it
-or one removed is `tests_written`. A path absent (or a folder empty) at the baseline is the
-agent's to write: DevEval's unit-testing tasks remove `unit_tests` and ask the agent for it.
+or one removed is `tests_written`. From the folder of the tests pytest is given up to `/`, what
+pytest reads of its settings (`pytest_settings`, read from outside) and the conftest.py files it
+loads there, changed, are `test_config_planted`. A path absent (or a folder empty) at the
+baseline is the agent's to write, and so are the settings around it: DevEval's unit-testing
+tasks remove `unit_tests` and ask the agent for it.
 
 Not held to the baseline: a test file the script patches or checks out before it runs, and the
 pytest paths of a script that applies a patch to the repository (SWE-bench style: those are the
@@ -71,10 +74,11 @@ def _pytest_paths(program: str, args: list[str]) -> list[str]:
 
 def _script_path(program: str, raw: str, args: list[str]) -> list[str]:
     """A script the command runs by path: itself (`./acceptance_tests/test.sh`) or the first
-    argument of a shell (`bash tests/run.sh`)."""
+    argument of a shell or of Python (`bash tests/run.sh`, `python3 tests/runtests.py`)."""
     if "/" in raw:
         return [raw]
-    if program in ("bash", "sh", "dash", "zsh") and args and not args[0].startswith("-") and "/" in args[0]:
+    if program in ("bash", "sh", "dash", "zsh", "python", "python3") and args and not args[0].startswith("-") \
+            and "/" in args[0]:
         return [args[0]]
     return []
 
@@ -111,7 +115,7 @@ def named_tests(texts: list[str], tests_mount: str | None = None) -> list[str]:
                         or under(path, "/logs") or (tests_mount and under(path, tests_mount)) \
                         or path in patched or relative in patched:
                     continue
-                line = f"{'p' if word in named else 's'}:{'' if path == '.' else path}"
+                line = f"{'p' if word in named else 's'}:{path}"
                 if line not in out:
                     out.append(line)
     return out[:16]
