@@ -81,6 +81,8 @@ def test_what_changed_in_the_tests_is_told():
     assert kinds({"/app/unit_tests": "-", "/app/acceptance_tests/test.sh": "-"},
                  {"/app/unit_tests": "other", "/app/unit_tests/test_a.py": "a", "/app/acceptance_tests/test.sh": "s"}) == []
     assert kinds({"/app/unit_tests": "other"}, {"/app/unit_tests": "other", "/app/unit_tests/test_a.py": "a"}) == []
+    # a compiled test program run by path is the build's to remake
+    assert kinds({"/app/build/run_tests": "binary"}, {"/app/build/run_tests": "x"}, folders=("s:/app/build/run_tests",)) == []
     # a relative line is the workdir's
     assert kinds({"/app/t/test_a.py": "a"}, {"/app/t/test_a.py": "b"}, folders=("p:t/test_a.py",)) == [
         ("tests_written", ["/app/t/test_a.py"])]
@@ -95,13 +97,15 @@ def test_the_guard_shell_lists_the_tests_and_their_files(tmp_path):
     (tmp_path / "many").mkdir()
     for i in range(MAX_FILES + 1):
         (tmp_path / "many" / f"test_{i}.py").write_text("")
-    env = {"PATH": "/usr/bin:/bin", "TBSCALE_TESTS_HERE": "p:unit_tests\ns:many\ns:absent/test.sh", "TBSCALE_WORKDIR": str(tmp_path)}
+    (tmp_path / "run_tests").write_bytes(b"\x7fELF\x02\x01\x01")  # a test program the build made
+    env = {"PATH": "/usr/bin:/bin", "TBSCALE_TESTS_HERE": "p:unit_tests\ns:many\ns:absent/test.sh\ns:run_tests",
+           "TBSCALE_WORKDIR": str(tmp_path)}
     found = parse_snapshot(subprocess.run(["sh", "-c", PROJECT + TESTS], capture_output=True, text=True, check=True,
                                           env=env, timeout=60).stdout)["tests_here"]
     configs = {f"{str(d).rstrip('/')}/{c}": "-" for d in (tmp_path / "unit_tests", *tmp_path.parents) for c in ABOVE}
     configs[f"{tmp_path}/unit_tests/pytest.ini"] = found[f"{tmp_path}/unit_tests/pytest.ini"]
     assert found == {f"{tmp_path}/unit_tests": "other", f"{tmp_path}/unit_tests/test_a.py": found[f"{tmp_path}/unit_tests/test_a.py"],
-                     f"{tmp_path}/many": "many", f"{tmp_path}/absent/test.sh": "-", **configs, f"{tmp_path}/pytest.ini": "-",
+                     f"{tmp_path}/many": "many", f"{tmp_path}/absent/test.sh": "-", f"{tmp_path}/run_tests": "binary", **configs, f"{tmp_path}/pytest.ini": "-",
                      f"{tmp_path}/pyproject.toml": found[f"{tmp_path}/pyproject.toml"], **{f"{tmp_path}/{c}": "-" for c in ABOVE[2:] if c != "pyproject.toml"},
                      f"{tmp_path}/.pytest.ini": "-"}
     assert len(found[f"{tmp_path}/pyproject.toml"]) == 64

@@ -155,15 +155,16 @@ def changed_tests(before: dict[str, str], after: dict[str, str], read_before: di
     """Under each path of `run.folders`, as the guard shell resolved it, where the baseline had a
     file or a folder with files: each file changed, added or removed (`before`, `after`: path ->
     digest, `-` absent, `other` a folder, a link or over 4 MB, `many` a folder with more files than
-    the shell lists; `TESTS` lines)."""
+    the shell lists, `binary` a compiled program run by path, which the build remakes; `TESTS`
+    lines)."""
     found: list[str] = []
     configs: list[str] = []
     for line in run.folders:
         kind, _, line = line.partition(":")
         root = posixpath.normpath(line if line.startswith("/") else posixpath.join(run.workdir or "/", line))
         state, now_state = before.get(root, "-"), after.get(root, "-")
-        if state in ("-", "many"):
-            continue  # absent at the baseline (the agent's to write), or more files than are listed
+        if state in ("-", "many", "binary"):
+            continue  # absent at the baseline (the agent's to write), more files than are listed, or a built program
         if kind == "p":  # pytest's settings where it looks for them, from the tests up
             folder = root if state == "other" else posixpath.dirname(root)
             for path in sorted(p for p in before.keys() | after.keys() if posixpath.basename(p) in ABOVE
@@ -207,6 +208,7 @@ if [ -n "${TBSCALE_TESTS_HERE+set}" ]; then
       if [ -n "$_l" ] && [ "$(printf '%s\n' "$_l" | wc -l)" -gt __MAX__ ]; then printf 'WT\t%s\tmany\n' "$_p"
       else printf 'WT\t%s\tother\n' "$_p"
         [ -z "$_l" ] || printf '%s\n' "$_l" | while IFS= read -r _f; do _fd WT "$_f"; done; fi
+    elif [ "$_k" = s ] && [ -f "$_p" ] && head -c 4 "$_p" 2>/dev/null | grep -q ELF; then printf 'WT\t%s\tbinary\n' "$_p"
     else _fd WT "$_p"; fi
   done
 fi
