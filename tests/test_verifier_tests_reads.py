@@ -92,6 +92,9 @@ def test_the_guard_shell_lists_the_tests_and_their_files(tmp_path):
     (tmp_path / "unit_tests" / "__pycache__").mkdir(parents=True)
     (tmp_path / "unit_tests" / "test_a.py").write_text("def test_a():\n    assert False\n")
     (tmp_path / "unit_tests" / "__pycache__" / "test_a.cpython-311.pyc").write_bytes(b"x")
+    (tmp_path / "unit_tests" / ".hypothesis" / "examples").mkdir(parents=True)  # what running the tests leaves
+    (tmp_path / "unit_tests" / ".hypothesis" / "examples" / "e").write_bytes(b"x")
+    (tmp_path / "unit_tests" / ".coverage").write_bytes(b"x")
     (tmp_path / "unit_tests" / "pytest.ini").write_text("[pytest]\n")
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
     (tmp_path / "many").mkdir()
@@ -132,3 +135,23 @@ def test_what_pytest_reads_of_its_settings_where_it_runs_the_named_tests():
     assert kinds(base, {**base, "/app/conftest.py": "c"}) == [("test_config_planted", ["/app/conftest.py"])]
     assert kinds(base, {**base, "/app/pytest.ini": "i"}, folders=("s:/app/unit_tests",),
                  read_after={"/app/pytest.ini": {"settings": ""}}) == []
+
+
+def test_after_the_sweep_pytests_compiled_tests_are_removed(tmp_path):
+    """pytest takes a compiled test for its source when the time and size it records match: the
+    sweep's check removes them (and the compiled conftest.py files above), pytest compiles them again."""
+    cache = tmp_path / "unit_tests" / "__pycache__"
+    cache.mkdir(parents=True)
+    (cache / "test_a.cpython-311-pytest-8.3.3.pyc").write_bytes(b"x")
+    (tmp_path / "__pycache__").mkdir()
+    (tmp_path / "__pycache__" / "conftest.cpython-311-pytest-8.3.3.pyc").write_bytes(b"x")
+    (tmp_path / "__pycache__" / "calc.cpython-311.pyc").write_bytes(b"x")  # the solution's: not the tests'
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__pycache__").mkdir()
+    (tmp_path / "tests" / "__pycache__" / "test_b.cpython-311-pytest-8.3.3.pyc").write_bytes(b"x")
+    env = {"PATH": "/usr/bin:/bin", "TBSCALE_TESTS_HERE": "p:unit_tests\np:tests/test_b.py", "TBSCALE_WORKDIR": str(tmp_path)}
+    subprocess.run(["sh", "-c", PROJECT + TESTS], check=True, env=env, timeout=60)  # the baseline removes nothing
+    assert (cache / "test_a.cpython-311-pytest-8.3.3.pyc").exists()
+    subprocess.run(["sh", "-c", PROJECT + TESTS], check=True, env={**env, "TBSCALE_SINCE": "1"}, timeout=60)
+    assert not cache.exists() and not (tmp_path / "tests" / "__pycache__" / "test_b.cpython-311-pytest-8.3.3.pyc").exists()
+    assert sorted(p.name for p in (tmp_path / "__pycache__").iterdir()) == ["calc.cpython-311.pyc"]

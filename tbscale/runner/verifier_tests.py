@@ -11,7 +11,10 @@ An agent that writes `assert True` into such a file, or removes the test that fa
 Where the baseline had such a file, or a folder with files, a change to it, a file added under it
 or one removed is `tests_written`. From the folder of the tests pytest is given up to `/`, what
 pytest reads of its settings (`pytest_settings`, read from outside) and the conftest.py files it
-loads there, changed, are `test_config_planted`. A path absent (or a folder empty) at the
+loads there, changed, are `test_config_planted`. After the sweep, pytest's compiled forms of the
+tests and of those conftest.py files are removed: pytest takes one for its source when the time
+and size it records match, so one compiled from another test passed with the source put back.
+A path absent (or a folder empty) at the
 baseline is the agent's to write, and so are the settings around it: DevEval's unit-testing
 tasks remove `unit_tests` and ask the agent for it.
 
@@ -36,6 +39,9 @@ from tbscale.runner.script_folders import located
 from tbscale.types.guard import GuardSnapshot, Tampering, ToolRun
 
 MAX_FILES = 500  # files listed under one folder; more are not listed (the folder's line says so)
+# what running the tests leaves beside them (caches, coverage data), and what is no test: not listed
+SKIPPED = ("__pycache__", ".pytest_cache", ".hypothesis", ".mypy_cache", ".ruff_cache", ".tox", ".nox", ".git",
+           "node_modules", ".coverage", ".coverage.*")
 # pytest's options that take their value as the next word (`-k expr`, `-p plugin`, `--rootdir dir`)
 _PYTEST_VALUE = frozenset({"-k", "-m", "-p", "-c", "-o", "-W", "-n", "--rootdir", "--confcutdir", "--basetemp",
                            "--deselect", "--ignore", "--ignore-glob", "--junitxml", "--junit-xml", "--log-file",
@@ -200,11 +206,20 @@ if [ -n "${TBSCALE_TESTS_HERE+set}" ]; then
     _k=${_p%%:*}; _at "${_p#*:}"; _p=${_p%/}; [ -n "$_p" ] || _p=/
     if [ "$_k" = p ]; then  # pytest's settings and conftest.py, in the tests' folder and each one above it
       _d=$_p; [ -d "$_d" ] || _d=${_d%/*}
-      while :; do for _f in __CONFIGS__; do _fd WT "$_d/$_f"; done; [ -n "$_d" ] || break; _d=${_d%/*}; done
+      while :; do
+        for _f in __CONFIGS__; do _fd WT "$_d/$_f"; done
+        [ -z "${TBSCALE_SINCE:-}" ] || rm -f "$_d/__pycache__/"conftest.*.pyc 2>/dev/null
+        [ -n "$_d" ] || break; _d=${_d%/*}
+      done
+      # after the sweep: pytest's compiled tests, which it takes for the source when the time and size
+      # they record match (one compiled from another test, the source put back, passed); it compiles them again
+      if [ -n "${TBSCALE_SINCE:-}" ]; then
+        if [ -d "$_p" ] && [ ! -L "$_p" ]; then find "$_p/" -xdev -type d -name __pycache__ -prune -exec rm -rf {} + 2>/dev/null
+        else _b=${_p##*/}; rm -f "${_p%/*}/__pycache__/${_b%.py}".*.pyc 2>/dev/null; fi
+      fi
     fi
     if [ -d "$_p" ] && [ ! -L "$_p" ]; then
-      _l=$(find "$_p/" -xdev \( -name __pycache__ -o -name .pytest_cache -o -name .git -o -name node_modules \) \
-        -prune -o \( -type f -o -type l \) -print 2>/dev/null | head -n __MORE__)
+      _l=$(find "$_p/" -xdev \( __SKIP__ \) -prune -o \( -type f -o -type l \) -print 2>/dev/null | head -n __MORE__)
       if [ -n "$_l" ] && [ "$(printf '%s\n' "$_l" | wc -l)" -gt __MAX__ ]; then printf 'WT\t%s\tmany\n' "$_p"
       else printf 'WT\t%s\tother\n' "$_p"
         [ -z "$_l" ] || printf '%s\n' "$_l" | while IFS= read -r _f; do _fd WT "$_f"; done; fi
@@ -213,4 +228,4 @@ if [ -n "${TBSCALE_TESTS_HERE+set}" ]; then
   done
 fi
 '''.replace("__MAX__", str(MAX_FILES)).replace("__MORE__", str(MAX_FILES + 1))\
-    .replace("__CONFIGS__", " ".join(ABOVE))
+    .replace("__CONFIGS__", " ".join(ABOVE)).replace("__SKIP__", " -o ".join(f"-name '{n}'" for n in SKIPPED))
