@@ -109,7 +109,7 @@ def test_the_guard_shell_lists_the_tests_and_their_files(tmp_path):
     configs[f"{tmp_path}/unit_tests/pytest.ini"] = found[f"{tmp_path}/unit_tests/pytest.ini"]
     assert found == {f"{tmp_path}/unit_tests": "other", f"{tmp_path}/unit_tests/test_a.py": found[f"{tmp_path}/unit_tests/test_a.py"],
                      f"{tmp_path}/many": "many", f"{tmp_path}/absent/test.sh": "-", f"{tmp_path}/run_tests": "binary", **configs, f"{tmp_path}/pytest.ini": "-",
-                     f"{tmp_path}/pyproject.toml": found[f"{tmp_path}/pyproject.toml"], **{f"{tmp_path}/{c}": "-" for c in ABOVE[2:] if c != "pyproject.toml"},
+                     f"{tmp_path}/pyproject.toml": found[f"{tmp_path}/pyproject.toml"], **{f"{tmp_path}/{c}": "-" for c in ABOVE if c not in ("pytest.ini", ".pytest.ini", "pyproject.toml")},
                      f"{tmp_path}/.pytest.ini": "-"}
     assert len(found[f"{tmp_path}/pyproject.toml"]) == 64
     assert len(found[f"{tmp_path}/unit_tests/test_a.py"]) == 64

@@ -34,7 +34,7 @@ import re
 import tomllib
 from typing import Any
 
-from tbscale.runner.findings import file_state, grouped_entries, under
+from tbscale.runner.findings import PYTEST_CONFIGS, file_state, grouped_entries, under
 from tbscale.runner.script_folders import located
 from tbscale.types.guard import GuardSnapshot, Tampering, ToolRun
 
@@ -127,9 +127,10 @@ def named_tests(texts: list[str], tests_mount: str | None = None) -> list[str]:
     return out[:16]
 
 
-CONFIGS = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")  # where pytest reads its settings
-# read from the named tests' folder up: the settings, and the conftest.py files pytest loads there
-ABOVE = (*CONFIGS, "conftest.py")
+# read from the named tests' folder up: pytest's settings (`CONFIGS`, read from outside), and the
+# conftest.py files it loads there
+ABOVE = PYTEST_CONFIGS
+CONFIGS = tuple(name for name in ABOVE if name != "conftest.py")
 
 
 def pytest_settings(path: str, data: bytes) -> dict[str, Any]:
@@ -178,7 +179,7 @@ def changed_tests(before: dict[str, str], after: dict[str, str], read_before: di
                                and before.get(p, "-") != after.get(p, "-")):
                 was, now = (read_before.get(path) or {}).get("settings"), (read_after.get(path) or {}).get("settings")
                 finding = f"{path} ({file_state(before.get(path, '-'), after.get(path, '-'))})"
-                if (posixpath.basename(path) == "conftest.py" or was != now) and finding not in configs:
+                if (posixpath.basename(path) not in CONFIGS or was != now) and finding not in configs:
                     configs.append(finding)
         was = {posixpath.normpath(p): d for p, d in before.items() if p != root and under(p, root) and d != "-"}
         if state == "other" and not was:
