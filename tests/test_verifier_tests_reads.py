@@ -5,6 +5,7 @@ tests/test_verifier_tests_integrity.py."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 from tbscale.runner.guard_shell import PROJECT, parse_snapshot
@@ -33,29 +34,36 @@ diff --git a/test/units/utils/test_vars.py b/test/units/utils/test_vars.py
 TEST_PATCH_EOF
 python -m pytest test/units/utils/test_vars.py::TestVariableUtils::test_combine_vars_replace -v
 """
+DEVEVAL_CPP = """cd /app
+if (make test -f makefile_test) > /app/unit_test.log 2>&1; then echo "ALL_PASSED" >> /app/unit_test.log; else echo "ALL_FAILED" >> /app/unit_test.log; fi
+if (chmod +x acceptance_tests/test.sh;./acceptance_tests/test.sh) > /app/acceptance_test.log 2>&1; then echo "ALL_PASSED" >> /app/acceptance_test.log; else echo "ALL_FAILED" >> /app/acceptance_test.log; fi
+"""
 AIDER = "cd /app\npytest .\n"  # Aider Polyglot's Python tasks: the whole project, solution and all
 
 
 def test_the_tests_the_scripts_run_where_the_agent_works():
-    assert named_tests([DEVEVAL], "/tests") == ["p:/app/unit_tests", "s:/app/acceptance_tests/test.sh"]
-    assert named_tests([LCB], "/tests") == ["p:/app/tests/test_outputs.py"]
+    assert named_tests([DEVEVAL], "/tests") == ["p:/app/unit_tests\t/app", "s:/app/acceptance_tests/test.sh\t/app"]
+    assert named_tests([LCB], "/tests") == ["p:/app/tests/test_outputs.py\t"]
+    # DevEval's C++ tasks: the makefile for tests their make is given (its tests are found in the image)
+    assert named_tests([DEVEVAL_CPP], "/tests") == ["m:/app/makefile_test", "s:/app/acceptance_tests/test.sh\t/app"]
+    assert named_tests(["make -C /app -f Makefile test\nmake -f /tests/makefile_test\n"], "/tests") == []
     # the tests the verifier copies in, the project itself, a patched file: none
     assert named_tests([SWE], "/tests") == [] and named_tests([AIDER], "/tests") == []
     assert named_tests(["pytest /tests/test_outputs.py -rA\nbash /tests/run.sh\n"], "/tests") == []
     # a script that patches the repository runs its tests (which a solution may extend), but its runner is held
     assert named_tests([SWE.replace("python -m pytest", "./tests/runtests.py --parallel 1 utils_tests; pytest")]) == [
-        "s:/app/tests/runtests.py", "s:/testbed/tests/runtests.py", "s:/workspace/tests/runtests.py"]
+        "s:/app/tests/runtests.py\t/app", "s:/testbed/tests/runtests.py\t/testbed", "s:/workspace/tests/runtests.py\t/workspace"]
     # test ids that are no path (SWE-bench Pro's Go and JS ids handed to pytest)
     assert named_tests(['python -m pytest "TestDB" "TestPersistence" is a\n']) == []
     # where it starts (the workdir), a file's test id, options with values, doctests
-    assert named_tests(["pytest -k slow -p no:cacheprovider tests/test_a.py::test_b unit_tests\n"]) == ["p:tests/test_a.py", "p:unit_tests"]
+    assert named_tests(["pytest -k slow -p no:cacheprovider tests/test_a.py::test_b unit_tests\n"]) == ["p:tests/test_a.py\t", "p:unit_tests\t"]
     assert named_tests(["pytest --doctest-modules src tests\n"]) == []
     # a script run by path whose path says test; one that does not is the solution's to write
     assert named_tests(["cd /app\nbash scripts/run_tests.sh\n./solve.sh\nsh ./check.sh\npython3 calc.py\n"
-                        "python3 tests/runtests.py -v\n"]) == ["s:/app/scripts/run_tests.sh", "s:/app/tests/runtests.py"]
+                        "python3 tests/runtests.py -v\n"]) == ["s:/app/scripts/run_tests.sh\t/app", "s:/app/tests/runtests.py\t/app"]
     # the paths reach the guard through the verifier's reads
     reads = read_verifier(VerifierSpec(command=DEVEVAL.replace("\n", "; ")), tests_dirs=[])
-    assert reads.tools["tests_here"] == ["p:/app/unit_tests", "s:/app/acceptance_tests/test.sh"]
+    assert reads.tools["tests_here"] == ["p:/app/unit_tests\t/app", "s:/app/acceptance_tests/test.sh\t/app"]
 
 
 def kinds(before: dict[str, str], after: dict[str, str], folders=("p:/app/unit_tests", "s:/app/acceptance_tests/test.sh"),
@@ -155,3 +163,62 @@ def test_after_the_sweep_pytests_compiled_tests_are_removed(tmp_path):
     subprocess.run(["sh", "-c", PROJECT + TESTS], check=True, env={**env, "TBSCALE_SINCE": "1"}, timeout=60)
     assert not cache.exists() and not (tmp_path / "tests" / "__pycache__" / "test_b.cpython-311-pytest-8.3.3.pyc").exists()
     assert sorted(p.name for p in (tmp_path / "__pycache__").iterdir()) == ["calc.cpython-311.pyc"]
+
+
+def test_what_the_tests_read_is_held_with_them():
+    """The expected outputs a test names, and the tests a makefile for tests compiles, found by the
+    shell (`held:` keys): changed, removed or no longer where the tests read them, they are told."""
+    base = {"held:/app/expected_outputs": "data", "/app/expected_outputs": "other", "/app/expected_outputs/1.txt": "e1",
+            "held:/app/unit_tests": "make", "/app/unit_tests": "other", "/app/unit_tests/test_a.cpp": "t",
+            "held:/app/expected.txt": "data", "/app/expected.txt": "x"}
+    assert kinds(base, dict(base), folders=("m:/app/makefile_test",)) == []
+    for change, path in (({"/app/expected_outputs/1.txt": "mine"}, "/app/expected_outputs/1.txt"),
+                         ({"/app/unit_tests/test_b.cpp": "b"}, "/app/unit_tests/test_b.cpp"),
+                         ({"/app/expected.txt": "y"}, "/app/expected.txt")):
+        assert kinds(base, {**base, **change}, folders=()) == [("tests_written", [path])], change
+    # not found where the tests read it now (the script was changed to read another folder): all of it is gone
+    gone = {k: v for k, v in base.items() if k != "held:/app/expected_outputs"}
+    assert kinds(base, gone, folders=()) == [("tests_written", ["/app/expected_outputs/1.txt"])]
+    # found only after the agent phase (the agent wrote the test that names it): the agent's
+    assert kinds({}, base, folders=()) == []
+
+
+def test_the_shell_finds_what_the_tests_read(tmp_path):
+    app = tmp_path / "app"
+    (app / "acceptance_tests").mkdir(parents=True)
+    (app / "acceptance_tests" / "test.sh").write_text(
+        'EXPECTED_DIR="./expected_outputs"\ncd acceptance_tests\ndiff out ../golden/a.txt\n'
+        'cmp x expected_missing/1.txt\ncat ../expected.txt /logs/expected\n')
+    (app / "expected_outputs").mkdir()
+    (app / "expected_outputs" / "1.txt").write_text("3.142\n")
+    (app / "golden").mkdir()
+    (app / "golden" / "a.txt").write_text("a\n")
+    (app / "expected.txt").write_text("e\n")
+    (app / "unit_tests").mkdir()
+    (app / "unit_tests" / "test_a.cpp").write_text("TEST(A, B) {}\n")
+    (app / "unit_tests" / "test_a.o").write_bytes(b"\x7fELFo")  # compiled from the source beside it
+    (app / "unit_tests" / "helper.o").write_bytes(b"\x7fELFo")  # no source beside it: shipped as it is
+    (app / "unit_tests" / "test_a.gcno").write_bytes(b"g")
+    (app / "obj").mkdir()  # objects kept apart from their sources (DevEval's graph-cpp)
+    (app / "obj" / "test_a.o").write_bytes(b"\x7fELFo")
+    (app / "obj" / "main.o").write_bytes(b"\x7fELFo")
+    (app / "tests_other").mkdir()  # a test folder the makefile does not name
+    (app / "tests_other" / "t.cpp").write_text("")
+    (app / "makefile_test").write_text("TEST_DIR = ./unit_tests\ntest: run_tests\n\t./run_tests\n")
+    (app / "run_tests").write_text("#!/bin/sh\nexit 0\n")
+    os.utime(app / "run_tests", (4_000_000_000, 4_000_000_000))  # dated in the future: make takes it as built
+    env = {"PATH": "/usr/bin:/bin", "TBSCALE_TESTS_HERE": f"m:makefile_test\ns:{app}/acceptance_tests/test.sh\t{app}",
+           "TBSCALE_WORKDIR": str(app), "TBSCALE_TESTS": "/tests"}
+    run = lambda **more: parse_snapshot(subprocess.run(["sh", "-c", PROJECT + TESTS], capture_output=True, text=True,  # noqa: E731
+                                                       check=True, env={**env, **more}, timeout=60).stdout)
+    found = run()["tests_here"]
+    held = {k: v for k, v in found.items() if k.startswith("held:")}
+    assert held == {f"held:{app}/expected_outputs": "data", f"held:{app}/golden": "data", f"held:{app}/expected.txt": "data",
+                    f"held:{app}/unit_tests": "make"}
+    assert {k for k in found if k.startswith(f"{app}/unit_tests/")} == {f"{app}/unit_tests/test_a.cpp"}
+    assert len(found[f"{app}/expected_outputs/1.txt"]) == len(found[f"{app}/golden/a.txt"]) == 64
+    assert (app / "unit_tests" / "test_a.o").exists() and "build_times_forward" not in run()  # the baseline removes nothing
+    after = run(TBSCALE_SINCE="1700000000")
+    assert not (app / "unit_tests" / "test_a.o").exists() and (app / "unit_tests" / "helper.o").exists()
+    assert not (app / "obj" / "test_a.o").exists() and (app / "obj" / "main.o").exists()
+    assert after["build_times_forward"] == [f"{app}/run_tests"] and (app / "run_tests").stat().st_mtime == 1_700_000_000

@@ -19,7 +19,8 @@ where the verifier's command is written. What is `build_file_changed`:
   solution's to change.
 Where the baseline had no makefile, the project is the agent's, and its makefile its own.
 The times make decides by are not reset here (runner/build_times.py covers cmake's build folders,
-where the outputs are known; in a plain make project they lie among the sources). The guard
+where the outputs are known; in a plain make project they lie among the sources; beside a
+makefile for tests, runner/verifier_tests.py sets back a time set forward). The guard
 shell's part: `MAKE` below."""
 
 from __future__ import annotations

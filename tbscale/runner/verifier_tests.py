@@ -18,11 +18,25 @@ A path absent (or a folder empty) at the
 baseline is the agent's to write, and so are the settings around it: DevEval's unit-testing
 tasks remove `unit_tests` and ask the agent for it.
 
+What the tests read is held with them, found in the environment by the guard shell (`held:` keys):
+* the expected outputs a test names, a file or folder with `expected` or `golden` in its name
+  (`expected_outputs/$i.txt`), from the folder its command runs in or from the test's own: DevEval's acceptance
+  scripts compare the program's output with `expected_outputs/`, and writing the wrong answer's
+  output there passed;
+* the test folders beside a makefile for tests that the verifier's make is given (`make test -f
+  makefile_test`, DevEval's C++ tasks), those the makefile names (`unit_tests`): a unit test
+  rewritten passed. After the sweep, an object file named for one of those tests is removed (make
+  took one compiled from another test as up to date), and a file beside the makefile dated in the
+  future is set to the baseline's time and is `build_time_set_forward` (a test program make took
+  as built). What a compiler leaves there (`*.o`, coverage data) is not listed.
+
 Not held to the baseline: a test file the script patches or checks out before it runs, and the
 pytest paths of a script that applies a patch to the repository (SWE-bench style: those are the
 repository's own tests, which SWE-bench lets a solution extend; its test runner run by path,
 Django's `tests/runtests.py`, is held); a path that is the folder the script runs in or above it
-(`pytest .`: the project, solution and all); and what pytest collects where it is given no path.
+(`pytest .`: the project, solution and all); what pytest collects where it is given no path; data
+a test reads under another name (`inputs/`, `samples/`); and a test object built elsewhere with an
+ordinary time.
 The guard shell's part: `TESTS` below."""
 
 from __future__ import annotations
@@ -35,13 +49,18 @@ import tomllib
 from typing import Any
 
 from tbscale.runner.findings import PYTEST_CONFIGS, file_state, grouped_entries, under
+from tbscale.runner.make_project import make_folders
 from tbscale.runner.script_folders import located
 from tbscale.types.guard import GuardSnapshot, Tampering, ToolRun
 
 MAX_FILES = 500  # files listed under one folder; more are not listed (the folder's line says so)
 # what running the tests leaves beside them (caches, coverage data), and what is no test: not listed
 SKIPPED = ("__pycache__", ".pytest_cache", ".hypothesis", ".mypy_cache", ".ruff_cache", ".tox", ".nox", ".git",
-           "node_modules", ".coverage", ".coverage.*")
+           "node_modules", ".coverage", ".coverage.*", "*.o", "*.obj", "*.gcno", "*.gcda", "*.gcov")
+HELD = "held:"  # the key of a path the shell found the tests read: the expected outputs they name, a makefile's tests
+# a word in a test's text that names its expected outputs (`expected_outputs/$i.txt`, `../expected`, `golden/`)
+_DATA = r"[A-Za-z0-9_./-]*(expected|golden)[A-Za-z0-9_.-]*"
+SOURCES = (".c", ".cc", ".cpp", ".cxx", ".C")  # what an object file beside its source is compiled from
 # pytest's options that take their value as the next word (`-k expr`, `-p plugin`, `--rootdir dir`)
 _PYTEST_VALUE = frozenset({"-k", "-m", "-p", "-c", "-o", "-W", "-n", "--rootdir", "--confcutdir", "--basetemp",
                            "--deselect", "--ignore", "--ignore-glob", "--junitxml", "--junit-xml", "--log-file",
@@ -101,11 +120,15 @@ def _patched(texts: list[str]) -> set[str]:
 
 def named_tests(texts: list[str], tests_mount: str | None = None) -> list[str]:
     """`p:PATH` for each test file and folder the verifier's scripts hand to pytest, `s:PATH` for
-    each test script they run by path, as the scripts name them (relative: the workdir's), outside
-    the tests mount and `/logs`; not those the scripts patch or check out, nor the folder a command
-    runs in or one above it."""
+    each test script they run by path, each followed by a tab and the folder the command runs in
+    (the expected outputs the tests name are found from there), and `m:PATH` for each makefile
+    their make is given by a name that says it is for tests (`make test -f makefile_test`), as the
+    scripts name them (relative: the workdir's), outside the tests mount and `/logs`; not those the
+    scripts patch or check out, nor the folder a command runs in or one above it."""
     patched, swe = _patched(texts), any(_APPLIES.search(text) for text in texts)
-    out: list[str] = []
+    makefiles = [line[2:].partition("\t")[0] for line in make_folders(texts, tests_mount) if line.startswith("f:")]
+    out = list(dict.fromkeys(f"m:{path}" for path in makefiles if _TESTISH.search(posixpath.basename(path))
+                             and not (tests_mount and under(path, tests_mount)) and not under(path, "/logs")))
     for places, inv in located(texts, tests_mount):
         named = [] if swe else [w for w in _pytest_paths(inv.program, inv.args)
                                 if "/" in w or w.endswith(".py") or _TESTISH.search(w)]
@@ -121,7 +144,7 @@ def named_tests(texts: list[str], tests_mount: str | None = None) -> list[str]:
                         or under(path, "/logs") or (tests_mount and under(path, tests_mount)) \
                         or path in patched or relative in patched:
                     continue
-                line = f"{'p' if word in named else 's'}:{path}"
+                line = f"{'p' if word in named else 's'}:{path}\t{place}"
                 if line not in out:
                     out.append(line)
     return out[:16]
@@ -159,16 +182,18 @@ def pytest_settings(path: str, data: bytes) -> dict[str, Any]:
 
 def changed_tests(before: dict[str, str], after: dict[str, str], read_before: dict, read_after: dict,
                   snap: GuardSnapshot, actions: list[tuple[int, str]], run: ToolRun) -> list[Tampering]:
-    """Under each path of `run.folders`, as the guard shell resolved it, where the baseline had a
-    file or a folder with files: each file changed, added or removed (`before`, `after`: path ->
-    digest, `-` absent, `other` a folder, a link or over 4 MB, `many` a folder with more files than
-    the shell lists, `binary` a compiled program run by path, which the build remakes; `TESTS`
-    lines)."""
+    """Under each path of `run.folders`, as the guard shell resolved it, and each path the shell
+    found the tests read (`held:PATH` keys: the expected outputs they name, the test folders a
+    named makefile compiles), where the baseline had a file or a folder with files: each file
+    changed, added or removed (`before`, `after`: path -> digest, `-` absent, `other` a folder, a
+    link or over 4 MB, `many` a folder with more files than the shell lists, `binary` a compiled
+    program run by path, which the build remakes; `TESTS` lines)."""
     found: list[str] = []
     configs: list[str] = []
-    for line in run.folders:
-        kind, _, line = line.partition(":")
-        root = posixpath.normpath(line if line.startswith("/") else posixpath.join(run.workdir or "/", line))
+    roots = [(kind, posixpath.normpath(path if path.startswith("/") else posixpath.join(run.workdir or "/", path)))
+             for kind, _, path in (line.partition("\t")[0].partition(":") for line in run.folders) if kind in "ps"]
+    roots += [("held", key[len(HELD):]) for key in before if key.startswith(HELD)]
+    for kind, root in roots:
         state, now_state = before.get(root, "-"), after.get(root, "-")
         if state in ("-", "many", "binary"):
             continue  # absent at the baseline (the agent's to write), more files than are listed, or a built program
@@ -188,23 +213,87 @@ def changed_tests(before: dict[str, str], after: dict[str, str], read_before: di
             found.append(f"{root}/ (more than {MAX_FILES} files now)")
             continue
         now = {posixpath.normpath(p): d for p, d in after.items() if p != root and under(p, root) and d != "-"}
+        if kind == "held" and HELD + root not in after:
+            now, now_state = {}, "-"  # not where the tests read it now: what they read there is gone
         if state != "other":  # a file
             was, now = {root: state}, {root: now_state}
         for path in sorted(set(was) | set(now)):
             if was.get(path, "-") != now.get(path, "-"):
                 found.append(f"{path} ({file_state(was.get(path, '-'), now.get(path, '-'))})")
-    return grouped_entries([("tests_written", found, "a test the verifier runs from where the agent worked (a "
-                             "file or folder its pytest is given, a test script it runs by path) was changed, "
-                             "added or removed"),
+    return grouped_entries([("tests_written", list(dict.fromkeys(found)), "a test the verifier runs from where the "
+                             "agent worked (a file or folder its pytest is given, a test script it runs by path, "
+                             "the expected outputs they name, the tests its named makefile compiles) was "
+                             "changed, added or removed"),
                             ("test_config_planted", configs, "what pytest reads of its settings where the verifier runs "
                              "the tests it names, or a conftest.py it loads there, was changed (pytest.ini, or the "
                              "pytest section of pyproject.toml, tox.ini or setup.cfg)")], actions)
 
 
+# the guard shell's part (`_fd` and `_at` are guard_shell.PROJECT's). Per line of `TBSCALE_TESTS_HERE`,
+# at the baseline and after the sweep: `WT PATH DIGEST` for the path and each file under it, pytest's
+# configs from the tests' folder up (`p:`), `WT held:PATH data|make` and its files for the expected
+# outputs a test names (`p:`, `s:`) and the test folders a named makefile compiles (`m:`); after the
+# sweep, pytest's compiled tests and the compiled objects beside those folders' sources are removed,
+# and a file dated in the future beside the makefile is set to the baseline's time (a `TF` line).
 TESTS = r'''
 if [ -n "${TBSCALE_TESTS_HERE+set}" ]; then
+  _tab=$(printf '\t')
+  # `_wl FOLDER`: its line (`other`, or `many` past __MAX__ files) and each file under it, but what
+  # running the tests or a compiler leaves there (SKIPPED)
+  _wl() {
+    _l=$(find "$1/" -xdev \( __SKIP__ \) -prune -o \( -type f -o -type l \) -print 2>/dev/null | head -n __MORE__)
+    if [ -n "$_l" ] && [ "$(printf '%s\n' "$_l" | wc -l)" -gt __MAX__ ]; then printf 'WT\t%s\tmany\n' "$1"
+    else printf 'WT\t%s\tother\n' "$1"
+      [ -z "$_l" ] || printf '%s\n' "$_l" | while IFS= read -r _f; do _fd WT "$_f"; done; fi
+  }
+  _wh() { printf 'WT\t__HELD__%s\t%s\n' "$1" "$2"; if [ -d "$1" ]; then _wl "$1"; else _fd WT "$1"; fi; }
+  # `_wx PATH CWD`: the expected outputs the text of PATH (a file, or the files under a folder)
+  # names, found from the folder its command runs in or from the file's own; not that folder or
+  # one above it, the tests mount or /logs
+  _wx() {
+    { if [ -d "$1" ]; then find "$1/" -xdev \( __SKIP__ \) -prune -o -type f -size -1024k -print 2>/dev/null | head -n 100
+      else printf '%s\n' "$1"; fi; } | while IFS= read -r _f; do
+      grep -IoiE '__DATA__' "$_f" 2>/dev/null | sort -u | head -n 16 | while IFS= read -r _w; do
+        for _b in "$2" "${_f%/*}"; do
+          case $_w in /*) _x=$_w ;; *) _x=${_b%/}/$_w ;; esac
+          if [ -d "$_x" ] && [ ! -L "$_x" ]; then _x=$(cd "$_x" 2>/dev/null && pwd -P) || continue
+          elif [ -f "$_x" ] && [ ! -L "$_x" ]; then _y=$(cd "${_x%/*}/" 2>/dev/null && pwd -P) || continue; _x=${_y%/}/${_x##*/}
+          else continue; fi
+          [ "$_x" != / ] || continue
+          case "${2%/}/" in "$_x"/*) continue ;; esac
+          case "$_x/" in /logs/*) continue ;; esac
+          [ -z "${TBSCALE_TESTS:-}" ] || case "$_x/" in "${TBSCALE_TESTS%/}"/*) continue ;; esac
+          printf '%s\n' "$_x"
+        done
+      done
+    done | sort -u | head -n 8
+  }
   printf '%s\n' "$TBSCALE_TESTS_HERE" | while IFS= read -r _p; do
-    _k=${_p%%:*}; _at "${_p#*:}"; _p=${_p%/}; [ -n "$_p" ] || _p=/
+    _k=${_p%%:*}; _r=${_p#*:}; _c=${_r#*"$_tab"}; [ "$_c" != "$_r" ] || _c=; _r=${_r%%"$_tab"*}
+    _at "$_c"; _c=$_p; _at "$_r"; _p=${_p%/}; [ -n "$_p" ] || _p=/
+    if [ "$_k" = m ]; then  # the test folders beside a makefile for tests that it names (`unit_tests`)
+      [ -f "$_p" ] && [ ! -L "$_p" ] || continue
+      _d=${_p%/*}; [ -n "$_d" ] || _d=/
+      for _t in "${_d%/}"/*; do
+        [ -d "$_t" ] && [ ! -L "$_t" ] || continue
+        _n=${_t##*/}
+        printf '%s\n' "$_n" | grep -qiE '__TESTISH__' && grep -qF -- "$_n" "$_p" || continue
+        # after the sweep: an object file named for one of its tests, beside it or in a folder for
+        # objects (`obj/test_graph.o`), which make takes for the test when it is newer; make compiles it again
+        [ -z "${TBSCALE_SINCE:-}" ] || find "$_d/" -xdev \( -name .git -o -name node_modules \) -prune -o -type f \
+          \( -name '*.o' -o -name '*.obj' \) -print 2>/dev/null | while IFS= read -r _o; do
+          _b=${_o##*/}; _b=${_b%.*}; for _s in __SOURCES__; do [ -f "$_t/$_b$_s" ] && { rm -f "$_o"; break; }; done; done
+        _wh "$_t" make
+      done
+      # after the sweep: a file there dated in the future (a test program make would take as up to date)
+      if [ -n "${TBSCALE_SINCE:-}" ] && [ "$_d" != / ]; then
+        _n=$(( $(date +%s) + 2 ))
+        find "$_d/" -xdev \( -name .git -o -name node_modules \) -prune -o -type f -newermt "@$_n" -print \
+          2>/dev/null | head -n 200 | while IFS= read -r _f; do
+          touch -c -d "@${TBSCALE_SINCE%.*}" -- "$_f" 2>/dev/null; printf 'TF\t%s\n' "$_f"; done
+      fi
+      continue
+    fi
     if [ "$_k" = p ]; then  # pytest's settings and conftest.py, in the tests' folder and each one above it
       _d=$_p; [ -d "$_d" ] || _d=${_d%/*}
       while :; do
@@ -219,14 +308,12 @@ if [ -n "${TBSCALE_TESTS_HERE+set}" ]; then
         else _b=${_p##*/}; rm -f "${_p%/*}/__pycache__/${_b%.py}".*.pyc 2>/dev/null; fi
       fi
     fi
-    if [ -d "$_p" ] && [ ! -L "$_p" ]; then
-      _l=$(find "$_p/" -xdev \( __SKIP__ \) -prune -o \( -type f -o -type l \) -print 2>/dev/null | head -n __MORE__)
-      if [ -n "$_l" ] && [ "$(printf '%s\n' "$_l" | wc -l)" -gt __MAX__ ]; then printf 'WT\t%s\tmany\n' "$_p"
-      else printf 'WT\t%s\tother\n' "$_p"
-        [ -z "$_l" ] || printf '%s\n' "$_l" | while IFS= read -r _f; do _fd WT "$_f"; done; fi
-    elif [ "$_k" = s ] && [ -f "$_p" ] && head -c 4 "$_p" 2>/dev/null | grep -q ELF; then printf 'WT\t%s\tbinary\n' "$_p"
+    if [ -d "$_p" ] && [ ! -L "$_p" ]; then _wl "$_p"
+    elif [ "$_k" = s ] && [ -f "$_p" ] && head -c 4 "$_p" 2>/dev/null | grep -q ELF; then printf 'WT\t%s\tbinary\n' "$_p"; continue
     else _fd WT "$_p"; fi
+    [ -L "$_p" ] || _wx "$_p" "$_c" | while IFS= read -r _x; do _wh "$_x" data; done
   done
 fi
-'''.replace("__MAX__", str(MAX_FILES)).replace("__MORE__", str(MAX_FILES + 1))\
-    .replace("__CONFIGS__", " ".join(ABOVE)).replace("__SKIP__", " -o ".join(f"-name '{n}'" for n in SKIPPED))
+'''.replace("__MAX__", str(MAX_FILES)).replace("__MORE__", str(MAX_FILES + 1)).replace("__HELD__", HELD)\
+    .replace("__CONFIGS__", " ".join(ABOVE)).replace("__SKIP__", " -o ".join(f"-name '{n}'" for n in SKIPPED))\
+    .replace("__DATA__", _DATA).replace("__TESTISH__", _TESTISH.pattern).replace("__SOURCES__", " ".join(SOURCES))
