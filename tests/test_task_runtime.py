@@ -230,7 +230,8 @@ def test_tasks_check_reasons(tmp_path: Path):
     assert reasons["quiet-net"][1] == ("the image build (a download) needs the internet: "
                                        "curl: (6) Could not resolve host: example.org")
     assert reasons["gpu"][1] == "[environment].gpus = 1: no GPUs"
-    assert "Could not resolve host" in reasons["net"][1]
+    assert reasons["net"][1] == ("its test or solution needs the internet: curl: (6) Could not resolve host: astral.sh; "
+                                 "its tests ran and gave reward 0.0")
     assert reasons["bare"][1] == "task X has no reference solution; its nop failed with a verdict (reward 0.0)"
     assert reasons["bare-easy"][1] == "reward 1.0 (and it has no reference solution)"
     assert reasons["bare-broken"][1] == "reward_missing: verifier: reward_missing (and it has no reference solution)"

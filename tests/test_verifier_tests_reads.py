@@ -218,7 +218,9 @@ def test_the_shell_finds_what_the_tests_read(tmp_path):
     assert {k for k in found if k.startswith(f"{app}/unit_tests/")} == {f"{app}/unit_tests/test_a.cpp"}
     assert len(found[f"{app}/expected_outputs/1.txt"]) == len(found[f"{app}/golden/a.txt"]) == 64
     assert (app / "unit_tests" / "test_a.o").exists() and "build_times_forward" not in run()  # the baseline removes nothing
+    os.utime(app / "unit_tests" / "test_a.cpp", (1_600_000_000, 1_600_000_000))
     after = run(TBSCALE_SINCE="1700000000")
+    assert (app / "unit_tests" / "test_a.cpp").stat().st_mtime > 1_700_000_000  # touched: what make built from it is older
     assert not (app / "unit_tests" / "test_a.o").exists() and (app / "unit_tests" / "helper.o").exists()
     assert not (app / "obj" / "test_a.o").exists() and (app / "obj" / "main.o").exists()
     assert after["build_times_forward"] == [f"{app}/run_tests"] and (app / "run_tests").stat().st_mtime == 1_700_000_000

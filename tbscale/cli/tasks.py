@@ -84,7 +84,8 @@ def check_reasons(rows: list[TrialResult], tasks: list, run_dir: Path, network: 
     "environment error" or "crashed" (a trial left no result: tbscale itself failed; `crashes`
     maps (setting, task id) to what the runner recorded of it, and crashes.log has the traceback).
     A failure whose output
-    shows a failed download or name lookup is "needs internet", told apart from a real failure.
+    shows a failed download or name lookup is "needs internet", told apart from a real failure;
+    where the verifier still gave a verdict, the detail says so (the download may not be the cause).
     A task with no reference solution (whole datasets ship without one) is judged by its nop alone:
     "no solution" says the nop failed with a verdict; a nop that passed, or whose image, container
     or verifier failed, gets that category instead, which "no solution" would otherwise hide."""
@@ -133,7 +134,10 @@ def check_reasons(rows: list[TrialResult], tasks: list, run_dir: Path, network: 
             note = " (it runs with no internet: --network no-network)" if network == "no-network" else \
                 " (its own policy gives it no internet)" if offline and not pull else ""
             line = re.split(r'\\n|\n|"', text[m.start():m.start() + 300])[0]
-            out[task_id] = ("needs internet", f"{where} needs the internet{note}: {line[:120]}")
+            # the verifier still gave a verdict: its tests ran, and may have failed for their own reason
+            # (a failed `curl ... | sh` that the script goes past, then a test that fails)
+            verdict = f"; its tests ran and gave reward {r.reward}" if r.ending == "wrong_submission" else ""
+            out[task_id] = ("needs internet", f"{where} needs the internet{note}: {line[:120]}{verdict}")
         elif r.error is not None and r.error.type == "BuilderUnsupported":  # errors.py: "needs X: why\n..."
             needs, _, why = message.split("\n", 1)[0].partition(": ")
             out[task_id] = (needs, why)

@@ -26,17 +26,17 @@ What the tests read is held with them, found in the environment by the guard she
 * the test folders beside a makefile for tests that the verifier's make is given (`make test -f
   makefile_test`, DevEval's C++ tasks), those the makefile names (`unit_tests`): a unit test
   rewritten passed. After the sweep, an object file named for one of those tests is removed (make
-  took one compiled from another test as up to date), and a file beside the makefile dated in the
-  future is set to the baseline's time and is `build_time_set_forward` (a test program make took
-  as built). What a compiler leaves there (`*.o`, coverage data) is not listed.
+  took one compiled from another test as up to date) and the tests are touched (make took a test
+  program the agent wrote after its build as up to date); a file beside the makefile dated in the
+  future is set to the baseline's time and is `build_time_set_forward` (a test program dated 2099).
+  What a compiler leaves there (`*.o`, coverage data) is not listed.
 
 Not held to the baseline: a test file the script patches or checks out before it runs, and the
 pytest paths of a script that applies a patch to the repository (SWE-bench style: those are the
 repository's own tests, which SWE-bench lets a solution extend; its test runner run by path,
 Django's `tests/runtests.py`, is held); a path that is the folder the script runs in or above it
 (`pytest .`: the project, solution and all); what pytest collects where it is given no path; data
-a test reads under another name (`inputs/`, `samples/`); and a test object built elsewhere with an
-ordinary time.
+a test reads under another name (`inputs/`, `samples/`).
 The guard shell's part: `TESTS` below."""
 
 from __future__ import annotations
@@ -279,10 +279,15 @@ if [ -n "${TBSCALE_TESTS_HERE+set}" ]; then
         _n=${_t##*/}
         printf '%s\n' "$_n" | grep -qiE '__TESTISH__' && grep -qF -- "$_n" "$_p" || continue
         # after the sweep: an object file named for one of its tests, beside it or in a folder for
-        # objects (`obj/test_graph.o`), which make takes for the test when it is newer; make compiles it again
-        [ -z "${TBSCALE_SINCE:-}" ] || find "$_d/" -xdev \( -name .git -o -name node_modules \) -prune -o -type f \
-          \( -name '*.o' -o -name '*.obj' \) -print 2>/dev/null | while IFS= read -r _o; do
-          _b=${_o##*/}; _b=${_b%.*}; for _s in __SOURCES__; do [ -f "$_t/$_b$_s" ] && { rm -f "$_o"; break; }; done; done
+        # objects (`obj/test_graph.o`), which make takes for the test when it is newer, is removed;
+        # and the tests are touched, so that whatever make built from them (a test program) is older
+        # and built again
+        if [ -n "${TBSCALE_SINCE:-}" ]; then
+          find "$_d/" -xdev \( -name .git -o -name node_modules \) -prune -o -type f \( -name '*.o' -o -name '*.obj' \) \
+            -print 2>/dev/null | while IFS= read -r _o; do
+            _b=${_o##*/}; _b=${_b%.*}; for _s in __SOURCES__; do [ -f "$_t/$_b$_s" ] && { rm -f "$_o"; break; }; done; done
+          find "$_t/" -xdev -type f -exec touch -c {} + 2>/dev/null
+        fi
         _wh "$_t" make
       done
       # after the sweep: a file there dated in the future (a test program make would take as up to date)
