@@ -232,9 +232,10 @@ def changed_tests(before: dict[str, str], after: dict[str, str], read_before: di
 # the guard shell's part (`_fd` and `_at` are guard_shell.PROJECT's). Per line of `TBSCALE_TESTS_HERE`,
 # at the baseline and after the sweep: `WT PATH DIGEST` for the path and each file under it, pytest's
 # configs from the tests' folder up (`p:`), `WT held:PATH data|make` and its files for the expected
-# outputs a test names (`p:`, `s:`) and the test folders a named makefile compiles (`m:`); after the
-# sweep, pytest's compiled tests and the compiled objects beside those folders' sources are removed,
-# and a file dated in the future beside the makefile is set to the baseline's time (a `TF` line).
+# outputs a test names (`p:`, `s:`) and the test folders a named makefile compiles (`m:`). After the
+# sweep: pytest's compiled tests, and the object files named for those folders' tests, are removed;
+# those tests are touched; and a file dated in the future beside the makefile is set to the
+# baseline's time (a `TF` line).
 TESTS = r'''
 if [ -n "${TBSCALE_TESTS_HERE+set}" ]; then
   _tab=$(printf '\t')
@@ -292,7 +293,7 @@ if [ -n "${TBSCALE_TESTS_HERE+set}" ]; then
       done
       # after the sweep: a file there dated in the future (a test program make would take as up to date)
       if [ -n "${TBSCALE_SINCE:-}" ] && [ "$_d" != / ]; then
-        _n=$(( $(date +%s) + 2 ))
+        _n=$(( $(date +%s) + 1 ))  # past the second `date` rounds down to, as build_times.BUILD_TIMES
         find "$_d/" -xdev \( -name .git -o -name node_modules \) -prune -o -type f -newermt "@$_n" -print \
           2>/dev/null | head -n 200 | while IFS= read -r _f; do
           touch -c -d "@${TBSCALE_SINCE%.*}" -- "$_f" 2>/dev/null; printf 'TF\t%s\n' "$_f"; done
