@@ -195,7 +195,9 @@ def test_the_shell_finds_what_the_tests_read(tmp_path):
     (app / "golden" / "a.txt").write_text("a\n")
     (app / "expected.txt").write_text("e\n")
     (app / "unit_tests").mkdir()
-    (app / "unit_tests" / "test_a.cpp").write_text("TEST(A, B) {}\n")
+    (app / "unit_tests" / "test_a.cpp").write_text('TEST(A, B) { std::ifstream in("testdata/in.txt"); }\n')
+    (app / "testdata").mkdir()  # the data a makefile's test reads, from where make runs it
+    (app / "testdata" / "in.txt").write_text("3\n")
     (app / "unit_tests" / "test_a.o").write_bytes(b"\x7fELFo")  # compiled from the source beside it
     (app / "unit_tests" / "helper.o").write_bytes(b"\x7fELFo")  # no source beside it: shipped as it is
     (app / "unit_tests" / "test_a.gcno").write_bytes(b"g")
@@ -214,7 +216,7 @@ def test_the_shell_finds_what_the_tests_read(tmp_path):
     found = run()["tests_here"]
     held = {k: v for k, v in found.items() if k.startswith("held:")}
     assert held == {f"held:{app}/expected_outputs": "data", f"held:{app}/golden": "data", f"held:{app}/expected.txt": "data",
-                    f"held:{app}/unit_tests": "make"}
+                    f"held:{app}/unit_tests": "make", f"held:{app}/testdata": "data"}
     assert {k for k in found if k.startswith(f"{app}/unit_tests/")} == {f"{app}/unit_tests/test_a.cpp"}
     assert len(found[f"{app}/expected_outputs/1.txt"]) == len(found[f"{app}/golden/a.txt"]) == 64
     assert (app / "unit_tests" / "test_a.o").exists() and "build_times_forward" not in run()  # the baseline removes nothing

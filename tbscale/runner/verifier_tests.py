@@ -19,10 +19,11 @@ baseline is the agent's to write, and so are the settings around it: DevEval's u
 tasks remove `unit_tests` and ask the agent for it.
 
 What the tests read is held with them, found in the environment by the guard shell (`held:` keys):
-* the expected outputs a test names, a file or folder with `expected` or `golden` in its name
-  (`expected_outputs/$i.txt`), from the folder its command runs in or from the test's own: DevEval's acceptance
-  scripts compare the program's output with `expected_outputs/`, and writing the wrong answer's
-  output there passed;
+* the expected outputs and data a test names, a file or folder with `expected`, `golden`,
+  `sample(s)`, `fixture(s)`, `testdata` or `test_data` in its name (`expected_outputs/$i.txt`,
+  `acceptance_samples/hooli_renko_4.csv`), from the folder its command runs in or from the test's
+  own: DevEval's acceptance scripts compare the program's output with `expected_outputs/`, and
+  writing the wrong answer's output there passed;
 * the test folders beside a makefile for tests that the verifier's make is given (`make test -f
   makefile_test`, DevEval's C++ tasks), those the makefile names (`unit_tests`): a unit test
   rewritten passed. After the sweep, an object file named for one of those tests is removed (make
@@ -36,7 +37,7 @@ pytest paths of a script that applies a patch to the repository (SWE-bench style
 repository's own tests, which SWE-bench lets a solution extend; its test runner run by path,
 Django's `tests/runtests.py`, is held); a path that is the folder the script runs in or above it
 (`pytest .`: the project, solution and all); what pytest collects where it is given no path; data
-a test reads under another name (`inputs/`, `samples/`).
+a test reads under another name (`inputs/`, hone's `data_file/`).
 The guard shell's part: `TESTS` below."""
 
 from __future__ import annotations
@@ -58,8 +59,9 @@ MAX_FILES = 500  # files listed under one folder; more are not listed (the folde
 SKIPPED = ("__pycache__", ".pytest_cache", ".hypothesis", ".mypy_cache", ".ruff_cache", ".tox", ".nox", ".git",
            "node_modules", ".coverage", ".coverage.*", "*.o", "*.obj", "*.gcno", "*.gcda", "*.gcov")
 HELD = "held:"  # the key of a path the shell found the tests read: the expected outputs they name, a makefile's tests
-# a word in a test's text that names its expected outputs (`expected_outputs/$i.txt`, `../expected`, `golden/`)
-_DATA = r"[A-Za-z0-9_./-]*(expected|golden)[A-Za-z0-9_.-]*"
+# a word in a test's text that names its expected outputs or the data it reads, by the names tests
+# give them (`expected_outputs/$i.txt`, `../golden`, `acceptance_samples/hooli_renko_4.csv`, `testdata/`)
+_DATA = r"[A-Za-z0-9_./-]*(expected|golden|samples?|fixtures?|testdata|test_data)[A-Za-z0-9_.-]*"
 SOURCES = (".c", ".cc", ".cpp", ".cxx", ".C")  # what an object file beside its source is compiled from
 # pytest's options that take their value as the next word (`-k expr`, `-p plugin`, `--rootdir dir`)
 _PYTEST_VALUE = frozenset({"-k", "-m", "-p", "-c", "-o", "-W", "-n", "--rootdir", "--confcutdir", "--basetemp",
@@ -290,6 +292,7 @@ if [ -n "${TBSCALE_TESTS_HERE+set}" ]; then
           find "$_t/" -xdev -type f -exec touch -c {} + 2>/dev/null
         fi
         _wh "$_t" make
+        _wx "$_t" "$_d" | while IFS= read -r _x; do _wh "$_x" data; done
       done
       # after the sweep: a file there dated in the future (a test program make would take as up to date)
       if [ -n "${TBSCALE_SINCE:-}" ] && [ "$_d" != / ]; then
