@@ -181,6 +181,13 @@ def test_what_the_tests_read_is_held_with_them():
     assert kinds(base, gone, folders=()) == [("tests_written", ["/app/expected_outputs/1.txt"])]
     # found only after the agent phase (the agent wrote the test that names it): the agent's
     assert kinds({}, base, folders=()) == []
+    # the test library the makefile's tests link, changed or removed; one installed is not a finding
+    lib = {"lib:/usr/lib/x86_64-linux-gnu/libgtest_main.a": "g", "lib:/usr/include/gtest/gtest.h": "h"}
+    assert kinds(lib, {**lib, "lib:/usr/lib/x86_64-linux-gnu/libgtest_main.a": "mine"}, folders=()) == [
+        ("test_library_changed", ["/usr/lib/x86_64-linux-gnu/libgtest_main.a"])]
+    assert kinds(lib, {"lib:/usr/lib/x86_64-linux-gnu/libgtest_main.a": "g"}, folders=()) == [
+        ("test_library_changed", ["/usr/include/gtest/gtest.h"])]
+    assert kinds({}, lib, folders=()) == [] and kinds(lib, {**lib, "lib:/usr/local/lib/libgtest.a": "new"}, folders=()) == []
 
 
 def test_the_shell_finds_what_the_tests_read(tmp_path):
