@@ -47,6 +47,9 @@ def test_the_tests_the_scripts_run_where_the_agent_works():
     # DevEval's C++ tasks: the makefile for tests their make is given (its tests are found in the image)
     assert named_tests([DEVEVAL_CPP], "/tests") == ["m:/app/makefile_test", "s:/app/acceptance_tests/test.sh\t/app"]
     assert named_tests(["make -C /app -f Makefile test\nmake -f /tests/makefile_test\n"], "/tests") == []
+    # the compilers make starts for a makefile for tests are digested with the programs the scripts name
+    assert {"g++", "cc"} <= set(read_verifier(VerifierSpec(command=DEVEVAL_CPP.replace("\n", "; ")), tests_dirs=[]).names)
+    assert "g++" not in read_verifier(VerifierSpec(command=DEVEVAL.replace("\n", "; ")), tests_dirs=[]).names
     # the tests the verifier copies in, the project itself, a patched file: none
     assert named_tests([SWE], "/tests") == [] and named_tests([AIDER], "/tests") == []
     assert named_tests(["pytest /tests/test_outputs.py -rA\nbash /tests/run.sh\n"], "/tests") == []

@@ -12,7 +12,8 @@ A tool module gives:
 * `changed(before, after, read_before, read_after, snapshot, actions, run)`: the tampering
   entries; `run` is a `ToolRun`, the lines `folders` gave and the workdir the shell took;
 * `programs`: what the tool itself starts by name from PATH (a compiler, a linker), digested with
-  the programs the scripts name.
+  the programs the scripts name; or a function of the lines `folders` gave, where that depends on
+  what it runs (`started`).
 npm has more than this protocol gives (the scripts it runs, its `node_modules` cleared by the
 sweep, its own library) and stays in runner/npm_project.py, wired into the guard by hand."""
 
@@ -26,7 +27,7 @@ from tbscale.runner.cargo_project import CARGO, CARGO_READ, cargo_changed, cargo
 from tbscale.runner.cmake_project import CMAKE, cmake_changed, cmake_folders
 from tbscale.runner.go_project import GO, GO_READ, go_changed, go_folders, go_settings
 from tbscale.runner.make_project import MAKE, make_changed, make_folders, makefile_rules
-from tbscale.runner.verifier_tests import CONFIGS, TESTS, changed_tests, named_tests, pytest_settings
+from tbscale.runner.verifier_tests import CONFIGS, TESTS, changed_tests, compilers, named_tests, pytest_settings
 from tbscale.types.guard import GuardSnapshot, Tampering, ToolRun
 
 
@@ -40,7 +41,11 @@ class BuildTool:
     parse: Callable[[str, bytes], dict[str, Any]] | None
     changed: Callable[[dict[str, str], dict[str, str], dict, dict, GuardSnapshot, list[tuple[int, str]], ToolRun],
                       list[Tampering]]
-    programs: tuple[str, ...] = ()
+    programs: tuple[str, ...] | Callable[[list[str]], tuple[str, ...]] = ()
+
+    def started(self, lines: list[str]) -> tuple[str, ...]:
+        """The programs it starts by name where the verifier's scripts run it as `lines` say."""
+        return self.programs(lines) if callable(self.programs) else self.programs
 
     @property
     def env(self) -> str:
@@ -65,7 +70,8 @@ TOOLS: tuple[BuildTool, ...] = (
               ("rustc", "rustdoc", "cc")),
     BuildTool("cmake", "CM", cmake_folders, CMAKE, (), None, _files_only(cmake_changed), ("make", "c++", "cc", "g++", "gcc")),
     BuildTool("make", "MK", make_folders, MAKE, None, makefile_rules, make_changed, ("make",)),
-    # not a build tool: the test files pytest is given and the test scripts run by path, where the agent worked
-    BuildTool("tests_here", "WT", named_tests, TESTS, CONFIGS, pytest_settings, changed_tests),
+    # not a build tool: the test files pytest is given and the test scripts run by path, where the agent worked;
+    # a makefile for tests compiles them with the C and C++ compilers make starts by name
+    BuildTool("tests_here", "WT", named_tests, TESTS, CONFIGS, pytest_settings, changed_tests, compilers),
 )
 TAGS = {tool.tag: tool.key for tool in TOOLS}

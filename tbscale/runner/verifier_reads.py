@@ -277,7 +277,7 @@ def read_verifier(verifier, tests_dirs: list[Path] | None = None) -> VerifierRea
     if npm and "node" not in names:
         names.append("node")  # npm and npx start by `#!/usr/bin/env node`: the first `node` on PATH
     tools = {t.key: f for t in TOOLS if (f := t.folders(texts, mount))}
-    names += [p for t in TOOLS if t.key in tools for p in t.programs if p not in names]
+    names += list(dict.fromkeys(p for t in TOOLS if t.key in tools for p in t.started(tools[t.key]) if p not in names))
     envs = project_envs(texts, mount)
     run = [n for n in _program_names(texts, [], ("python", "python3"))
            if "/" not in n and n not in _NOT_IN_FOLDERS and n not in ("uv", "uvx")]

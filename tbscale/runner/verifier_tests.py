@@ -33,7 +33,8 @@ What the tests read is held with them, found in the environment by the guard she
   What a compiler leaves there (`*.o`, coverage data) is not listed. The files of the C and C++
   test libraries (googletest, gmock, Catch2, doctest) where the system keeps them, there at the
   baseline, changed or removed, are `test_library_changed`: `libgtest_main.a` made a main() that
-  runs no test passed. One added is an install (DevEval's set-up installs googletest).
+  runs no test passed. One added is an install (DevEval's set-up installs googletest). The
+  compilers make starts are digested with the programs the scripts name (`compilers`).
 
 Not held to the baseline: a test file the script patches or checks out before it runs, and the
 pytest paths of a script that applies a patch to the repository (SWE-bench style: those are the
@@ -158,6 +159,13 @@ def named_tests(texts: list[str], tests_mount: str | None = None) -> list[str]:
                 if line not in out:
                     out.append(line)
     return out[:16]
+
+
+def compilers(lines: list[str]) -> tuple[str, ...]:
+    """What make starts by name to compile the tests of a makefile for tests (`m:` lines): its
+    built-in rules' `cc` and `g++`, and the names makefiles give them. A compiler that rewrote the
+    tests it was given (`unit_tests/*.cpp` swapped for a passing one) passed unseen."""
+    return ("cc", "c++", "g++", "gcc") if any(line.startswith("m:") for line in lines) else ()
 
 
 # read from the named tests' folder up: pytest's settings (`CONFIGS`, read from outside), and the
