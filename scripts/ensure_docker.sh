@@ -80,6 +80,18 @@ build_standin() {
       extra='RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends tmux asciinema ca-certificates >/dev/null \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app' ;;
+    # DevEval's image (terminal-bench's deveval adapter): its tasks run pytest (with pytest-cov and
+    # pytest-json-report), source uv's `~/.local/bin/env`, and build C++ with make, cmake and
+    # googletest, which their scripts otherwise clone from GitHub at verification time
+    ghcr.io/laude-institute/t-bench/deveval:*)
+      extra='RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends python3 python3-pip python3-venv \
+ ca-certificates g++ make cmake git libgtest-dev libsqlite3-dev >/dev/null \
+ && ln -sf /usr/bin/python3 /usr/local/bin/python && ln -sf /usr/bin/pip3 /usr/local/bin/pip \
+ && rm -f /usr/lib/python3*/EXTERNALLY-MANAGED && rm -rf /var/lib/apt/lists/* \
+ && pip install -q --no-cache-dir pytest pytest-cov pytest-json-report uv \
+ && mkdir -p /root/.local/bin && ln -s "$(command -v uv)" /root/.local/bin/uv && ln -s "$(command -v uvx)" /root/.local/bin/uvx \
+ && printf "export PATH=\"\$HOME/.local/bin:\$PATH\"\\n" > /root/.local/bin/env
+WORKDIR /app' ;;
     debian:*|ubuntu:*) extra='' ;;
     *) log "no recipe for a stand-in of $image"; rm -rf "$ctx"; return 1 ;;
   esac
