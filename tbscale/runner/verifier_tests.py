@@ -205,11 +205,12 @@ def changed_tests(before: dict[str, str], after: dict[str, str], read_before: di
     named makefile compiles), where the baseline had a file or a folder with files: each file
     changed, added or removed (`before`, `after`: path -> digest, `-` absent, `other` a folder, a
     link or over 4 MB, `many` a folder with more files than the shell lists, `binary` a compiled
-    program run by path, which the build remakes; `TESTS` lines)."""
+    program run by path, which the build remakes; `TESTS` lines). And the files of the test
+    library a makefile's tests compile with (`lib:PATH` keys) that changed or went."""
     found: list[str] = []
     configs: list[str] = []
     roots = [(kind, posixpath.normpath(path if path.startswith("/") else posixpath.join(run.workdir or "/", path)))
-             for kind, _, path in (line.partition("\t")[0].partition(":") for line in run.folders) if kind in "ps"]
+             for kind, _, path in (line.partition("\t")[0].partition(":") for line in run.folders) if kind in ("p", "s")]
     roots += [("held", key[len(HELD):]) for key in before if key.startswith(HELD)]
     for kind, root in roots:
         state, now_state = before.get(root, "-"), after.get(root, "-")
