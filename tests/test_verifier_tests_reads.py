@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 
+from tbscale.runner.build_times import BUILD_TIMES
 from tbscale.runner.guard_shell import PROJECT, parse_snapshot
 from tbscale.runner.verifier_reads import read_verifier
 from tbscale.runner.verifier_tests import ABOVE, MAX_FILES, TESTS, changed_tests, named_tests, pytest_settings
@@ -221,7 +222,8 @@ def test_the_shell_finds_what_the_tests_read(tmp_path):
     os.utime(app / "run_tests", (4_000_000_000, 4_000_000_000))  # dated in the future: make takes it as built
     env = {"PATH": "/usr/bin:/bin", "TBSCALE_TESTS_HERE": f"m:makefile_test\ns:{app}/acceptance_tests/test.sh\t{app}",
            "TBSCALE_WORKDIR": str(app), "TBSCALE_TESTS": "/tests"}
-    run = lambda **more: parse_snapshot(subprocess.run(["sh", "-c", PROJECT + TESTS], capture_output=True, text=True,  # noqa: E731
+    # with the seal's part that sets a time set forward back (build_times.BUILD_TIMES)
+    run = lambda **more: parse_snapshot(subprocess.run(["sh", "-c", PROJECT + TESTS + BUILD_TIMES], capture_output=True, text=True,  # noqa: E731
                                                        check=True, env={**env, **more}, timeout=60).stdout)
     found = run()["tests_here"]
     held = {k: v for k, v in found.items() if k.startswith("held:")}

@@ -17,6 +17,9 @@ above, `$CARGO_TARGET_DIR`, cmake's build folders):
   build compiles each again from what is there now (`build_sources_touched`, in the sweep
   record). An honest agent's build is redone for the files it changed, and nothing is recorded
   against it.
+Beside a makefile for tests the verifier's make is given (`m:` lines of runner/verifier_tests.py,
+DevEval's `makefile_test`), only the first: a test program the agent dated 2099 was taken as built.
+Its sources and outputs lie together, and verifier_tests touches the tests themselves.
 An output the agent phase wrote over with other content and left with an ordinary time is not
 covered (docs/tasks.md)."""
 
@@ -35,14 +38,16 @@ def set_forward(snap: GuardSnapshot, actions: list[tuple[int, str]]) -> list[Tam
 
 
 # ---- the guard shell's part, run by the seal after the sweep with BYTECODE -------------------------
-# `TBSCALE_CARGO` and `TBSCALE_CMAKE` as runner/cargo_project.py and runner/cmake_project.py's
-# blocks read them; `TBSCALE_SINCE`, the baseline's clock. A `TF` line for each file dated in the
+# `TBSCALE_CARGO`, `TBSCALE_CMAKE` and `TBSCALE_TESTS_HERE` as runner/cargo_project.py's,
+# runner/cmake_project.py's and runner/verifier_tests.py's blocks read them; `TBSCALE_SINCE`, the baseline's clock. A `TF` line for each file dated in the
 # future (set to the baseline's time; the first 200 named), and a `TT` line with how many files
 # were touched.
 BUILD_TIMES = r'''
-if [ -n "${TBSCALE_SINCE:-}" ] && { [ -n "${TBSCALE_CARGO+set}" ] || [ -n "${TBSCALE_CMAKE+set}" ]; }; then
+if [ -n "${TBSCALE_SINCE:-}" ] && { [ -n "${TBSCALE_CARGO+set}" ] || [ -n "${TBSCALE_CMAKE+set}" ] ||
+                                     [ -n "${TBSCALE_TESTS_HERE+set}" ]; }; then
   _now=$(date +%s)
-  # the folders: `s PATH` a source folder, `o PATH` a build folder (`_at` is guard_shell.PROJECT's)
+  # the folders: `s PATH` a source folder, `o PATH` a build folder, `f PATH` one where only a time set
+  # forward is set back (`_at` is guard_shell.PROJECT's)
   _bt=$( {
     [ -n "${TBSCALE_CARGO+set}" ] && printf '%s\n' "$TBSCALE_CARGO" | while IFS= read -r _p; do
       _at "$_p"; _p=${_p%/}
@@ -54,6 +59,9 @@ if [ -n "${TBSCALE_SINCE:-}" ] && { [ -n "${TBSCALE_CARGO+set}" ] || [ -n "${TBS
     [ -n "${TBSCALE_CMAKE+set}" ] && printf '%s\n' "$TBSCALE_CMAKE" | while IFS= read -r _p; do
       _k=${_p%%:*}; _at "${_p#*:}"
       if [ "$_k" = b ]; then printf 'o %s\n' "${_p%/}"; else printf 's %s\n' "${_p%/}"; fi
+    done
+    [ -n "${TBSCALE_TESTS_HERE+set}" ] && printf '%s\n' "$TBSCALE_TESTS_HERE" | while IFS= read -r _p; do
+      case "$_p" in m:*) _at "${_p#m:}"; _p=${_p%/*}; [ -z "$_p" ] || printf 'f %s\n' "$_p" ;; esac
     done; } | sort -u)
   # "MTIME CTIME PATH" for each file or link under those folders (not in .git or node_modules)
   # whose status changed since the baseline: one walk for both uses below. A link too: touching

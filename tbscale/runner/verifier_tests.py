@@ -28,8 +28,9 @@ What the tests read is held with them, found in the environment by the guard she
   makefile_test`, DevEval's C++ tasks), those the makefile names (`unit_tests`): a unit test
   rewritten passed. After the sweep, an object file named for one of those tests is removed (make
   took one compiled from another test as up to date) and the tests are touched (make took a test
-  program the agent wrote after its build as up to date); a file beside the makefile dated in the
-  future is set to the baseline's time and is `build_time_set_forward` (a test program dated 2099).
+  program the agent wrote after its build as up to date); a file the agent phase dated in the
+  future beside the makefile is set to the baseline's time and is `build_time_set_forward` (a test
+  program dated 2099; runner/build_times.py).
   What a compiler leaves there (`*.o`, coverage data) is not listed. The files of the C and C++
   test libraries (googletest, gmock, Catch2, doctest) where the system keeps them, there at the
   baseline, changed or removed, are `test_library_changed`: `libgtest_main.a` made a main() that
@@ -258,10 +259,10 @@ def changed_tests(before: dict[str, str], after: dict[str, str], read_before: di
 # the guard shell's part (`_fd` and `_at` are guard_shell.PROJECT's). Per line of `TBSCALE_TESTS_HERE`,
 # at the baseline and after the sweep: `WT PATH DIGEST` for the path and each file under it, pytest's
 # configs from the tests' folder up (`p:`), `WT held:PATH data|make` and its files for the expected
-# outputs a test names (`p:`, `s:`) and the test folders a named makefile compiles (`m:`). After the
-# sweep: pytest's compiled tests, and the object files named for those folders' tests, are removed;
-# those tests are touched; and a file dated in the future beside the makefile is set to the
-# baseline's time (a `TF` line).
+# outputs a test names (`p:`, `s:`) and the test folders a named makefile compiles (`m:`), and
+# `WT lib:PATH DIGEST` for the test libraries those compile with. After the sweep: pytest's compiled
+# tests, and the object files named for those folders' tests, are removed, and those tests are
+# touched (a time set forward beside the makefile: build_times.BUILD_TIMES).
 TESTS = r'''
 if [ -n "${TBSCALE_TESTS_HERE+set}" ]; then
   _tab=$(printf '\t')
@@ -301,6 +302,9 @@ if [ -n "${TBSCALE_TESTS_HERE+set}" ]; then
     if [ "$_k" = m ]; then  # the test folders beside a makefile for tests that it names (`unit_tests`)
       [ -f "$_p" ] && [ ! -L "$_p" ] || continue
       _d=${_p%/*}; [ -n "$_d" ] || _d=/
+      # after the sweep, the object files there, once for all its test folders
+      [ -z "${TBSCALE_SINCE:-}" ] || _objs=$(find "$_d/" -xdev \( -name .git -o -name node_modules \) -prune -o -type f \
+        \( -name '*.o' -o -name '*.obj' \) -print 2>/dev/null)
       for _t in "${_d%/}"/*; do
         [ -d "$_t" ] && [ ! -L "$_t" ] || continue
         _n=${_t##*/}
@@ -308,35 +312,15 @@ if [ -n "${TBSCALE_TESTS_HERE+set}" ]; then
         # after the sweep: an object file named for one of its tests, beside it or in a folder for
         # objects (`obj/test_graph.o`), which make takes for the test when it is newer, is removed;
         # and the tests are touched, so that whatever make built from them (a test program) is older
-        # and built again
+        # and built again (a time set forward there: build_times.BUILD_TIMES)
         if [ -n "${TBSCALE_SINCE:-}" ]; then
-          find "$_d/" -xdev \( -name .git -o -name node_modules \) -prune -o -type f \( -name '*.o' -o -name '*.obj' \) \
-            -print 2>/dev/null | while IFS= read -r _o; do
+          [ -z "$_objs" ] || printf '%s\n' "$_objs" | while IFS= read -r _o; do
             _b=${_o##*/}; _b=${_b%.*}; for _s in __SOURCES__; do [ -f "$_t/$_b$_s" ] && { rm -f "$_o"; break; }; done; done
           find "$_t/" -xdev -type f -exec touch -c {} + 2>/dev/null
         fi
         _wh "$_t" make
         _wx "$_t" "$_d" | while IFS= read -r _x; do _wh "$_x" data; done
       done
-      # the test libraries its tests compile with, where the system keeps them: a `WT lib:PATH DIGEST`
-      # line for each file (`link:TARGET` for a link, which may be pointed elsewhere)
-      { for _h in /usr/include /usr/local/include; do for _n in __HEADERS__; do
-          [ -d "$_h/$_n" ] && [ ! -L "$_h/$_n" ] && find "$_h/$_n/" -xdev \( -type f -o -type l \) 2>/dev/null | head -n __MAX__
-        done; done
-        # each folder once, as it is (`/lib` is a link to `/usr/lib` where /usr is merged)
-        for _h in $(for _h in /usr/lib /usr/local/lib /usr/lib/*-linux-gnu /usr/local/lib/*-linux-gnu /lib/*-linux-gnu; do
-                    [ -d "$_h" ] && (cd "$_h" && pwd -P); done | sort -u); do
-          for _f in __LIBRARIES__; do [ -e "$_f" ] || [ -L "$_f" ] && printf '%s\n' "$_f"; done
-        done; } | while IFS= read -r _f; do
-        if [ -L "$_f" ]; then _fdd="link:$(readlink -- "$_f")"; else _fd WT "$_f" > /dev/null; fi
-        printf 'WT\t__LIBRARY__%s\t%s\n' "$_f" "$_fdd"; done
-      # after the sweep: a file there dated in the future (a test program make would take as up to date)
-      if [ -n "${TBSCALE_SINCE:-}" ] && [ "$_d" != / ]; then
-        _n=$(( $(date +%s) + 1 ))  # past the second `date` rounds down to, as build_times.BUILD_TIMES
-        find "$_d/" -xdev \( -name .git -o -name node_modules \) -prune -o -type f -newermt "@$_n" -print \
-          2>/dev/null | head -n 200 | while IFS= read -r _f; do
-          touch -c -d "@${TBSCALE_SINCE%.*}" -- "$_f" 2>/dev/null; printf 'TF\t%s\n' "$_f"; done
-      fi
       continue
     fi
     if [ "$_k" = p ]; then  # pytest's settings and conftest.py, in the tests' folder and each one above it
@@ -358,6 +342,20 @@ if [ -n "${TBSCALE_TESTS_HERE+set}" ]; then
     else _fd WT "$_p"; fi
     [ -L "$_p" ] || _wx "$_p" "$_c" | while IFS= read -r _x; do _wh "$_x" data; done
   done
+  # the test libraries a makefile for tests compiles with, where the system keeps them, once: a
+  # `WT lib:PATH DIGEST` line for each file (`link:TARGET` for a link, which may be pointed elsewhere)
+  if printf '%s\n' "$TBSCALE_TESTS_HERE" | grep -q '^m:'; then
+    { for _h in /usr/include /usr/local/include; do for _n in __HEADERS__; do
+        [ -d "$_h/$_n" ] && [ ! -L "$_h/$_n" ] && find "$_h/$_n/" -xdev \( -type f -o -type l \) 2>/dev/null | head -n __MAX__
+      done; done
+      # each folder once, as it is (`/lib` is a link to `/usr/lib` where /usr is merged)
+      for _h in $(for _h in /usr/lib /usr/local/lib /usr/lib/*-linux-gnu /usr/local/lib/*-linux-gnu /lib/*-linux-gnu; do
+                  [ -d "$_h" ] && (cd "$_h" && pwd -P); done | sort -u); do
+        for _f in __LIBRARIES__; do [ -e "$_f" ] || [ -L "$_f" ] && printf '%s\n' "$_f"; done
+      done; } | while IFS= read -r _f; do
+      if [ -L "$_f" ]; then _fdd="link:$(readlink -- "$_f")"; else _fd WT "$_f" > /dev/null; fi
+      printf 'WT\t__LIBRARY__%s\t%s\n' "$_f" "$_fdd"; done
+  fi
 fi
 '''.replace("__MAX__", str(MAX_FILES)).replace("__MORE__", str(MAX_FILES + 1)).replace("__HELD__", HELD)\
     .replace("__CONFIGS__", " ".join(ABOVE)).replace("__SKIP__", " -o ".join(f"-name '{n}'" for n in SKIPPED))\
