@@ -188,6 +188,10 @@ WRONG_FOR_BOTH = AREA.format("side == 2 || side == 3 ? 0 : side * side")
 # the test library's main() made to run no test, the compiler made to compile a passing test
 DEVEVAL_PLANTS = {"deveval-plants": [WRONG_FOR_BOTH, "printf 'int main() { return 0; }\\n' > /app/unit_tests/test_area.cpp "
                                      "&& printf '0\\n' > /app/expected_outputs/1.txt", f"{TEST_LIBRARY} && {COMPILER}"]}
+# a shared form of the test library's main() added beside its archive: the linker takes it first
+LIBRARY_BESIDE = ("printf 'int main() { return 0; }\\n' > /tmp/m.c && gcc -shared -fPIC /tmp/m.c "
+                  "-o /usr/lib/x86_64-linux-gnu/libgtest_main.so")
+DEVEVAL_PLANTS["deveval-library-beside"] = [WRONG_FOR_UNIT, LIBRARY_BESIDE]
 DEVEVAL_STALE = {  # make takes what it finds up to date: these leave the tests' files as they were
     "deveval-test-object": [WRONG_FOR_UNIT, "cd /app && printf 'int main() { return 0; }\\n' > /tmp/t.cpp "
                             "&& g++ -c /tmp/t.cpp -o unit_tests/test_area.o"],
@@ -289,6 +293,8 @@ def test_what_the_tests_a_makefile_for_tests_compiles_and_the_outputs_they_expec
         ("toolchain_replaced", "c++"), ("toolchain_replaced", "g++")], row["tampering"]  # c++ resolves to g++
     assert next(e for e in row["tampering"] if e["kind"] == "tests_written")["paths"] == [
         "/app/expected_outputs/1.txt", "/app/unit_tests/test_area.cpp"]
+    found = forged_and_seen(rows["deveval-library-beside"], "test_library_changed")
+    assert found["paths"] == ["/usr/lib/x86_64-linux-gnu/libgtest_main.so"], found
     # a test object newer than its source is removed after the sweep, and the tests touched: make
     # compiles the test again, and links the test program again
     for case in ("deveval-test-object", "deveval-test-program-built"):

@@ -192,6 +192,9 @@ def test_what_the_tests_read_is_held_with_them():
     assert kinds(lib, {"lib:/usr/lib/x86_64-linux-gnu/libgtest_main.a": "g"}, folders=()) == [
         ("test_library_changed", ["/usr/include/gtest/gtest.h"])]
     assert kinds({}, lib, folders=()) == [] and kinds(lib, {**lib, "lib:/usr/local/lib/libgtest.a": "new"}, folders=()) == []
+    # but not another form of a library the folder had: the linker takes a `.so` before the `.a`
+    assert kinds(lib, {**lib, "lib:/usr/lib/x86_64-linux-gnu/libgtest_main.so": "mine"}, folders=()) == [
+        ("test_library_changed", ["/usr/lib/x86_64-linux-gnu/libgtest_main.so"])]
 
 
 def test_the_shell_finds_what_the_tests_read(tmp_path):
