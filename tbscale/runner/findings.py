@@ -408,7 +408,8 @@ UNRUNNABLE = ("tests_not_run", "reward_missing", "no_tests_parsed")
 
 def review(verdict, sealed: list[Tampering], *, writers_kept: bool = False, peers_kept: bool = False):
     """The verdict of one verification and the tampering its run revealed: what the fresh
-    /logs/verifier had to undo, tests that changed while they ran. A verifier that gave no
+    /logs/verifier had to undo, tests that changed while they ran, what a SWE-bench patch changes
+    that the tests read besides the solution. A verifier that gave no
     verdict after the agent changed what it depends on was obstructed by the agent: a failed
     attempt (reward 0, `details.obstructed_by_agent`), not an infrastructure error. So is a
     reward file missing or unreadable (`reward_missing`) when the agent wrote reward files and
@@ -435,6 +436,7 @@ def review(verdict, sealed: list[Tampering], *, writers_kept: bool = False, peer
     elif any(f.endswith("/") and PurePosixPath(f.rstrip("/")).name in REWARD_FILES for f in logs.get("found", [])):
         found.append(entry("verifier_path_obstructed", "a reward path was a folder: "
                            + ", ".join(f for f in logs["found"] if f.endswith("/"))))
+    found += verdict.details.get("patch_tampering") or []  # a SWE-bench patch's (verifiers/swebench_review.py)
     if verdict.details.get("tests_changed"):
         found.append(entry("tests_modified_during_verification", "the tests changed while they ran",
                            **verdict.details["tests_changed"]))

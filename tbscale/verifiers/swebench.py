@@ -7,10 +7,13 @@ Right after the agent's attempt ends (any ending), in the attempt's container:
    applied with swebench's own chain of apply commands (run_evaluation.GIT_APPLY_CMDS), as
    `python -m swebench.harness.run_evaluation` does with a predictions file; with
    `grading_container: same`, the agent's container as it stands.
-3. the evaluation: swebench's TestSpec from the instance (make_test_spec: the instance's
+3. the review: what the patch changes that the tests read besides the solution (a conftest.py,
+   pytest's settings, test files the eval script does not reset: swebench_review.py), as tampering
+   entries in `details.patch_tampering`; the verdict stays swebench's, the attempt is `tampered`.
+4. the evaluation: swebench's TestSpec from the instance (make_test_spec: the instance's
    eval_script, which applies the test patch, runs the tests between swebench's markers and
    records their exit code), run as /eval.sh under the eval time limit.
-4. the verdict: swebench's get_eval_report on that test log (its log parser, its FAIL_TO_PASS /
+5. the verdict: swebench's get_eval_report on that test log (its log parser, its FAIL_TO_PASS /
    PASS_TO_PASS rules, resolved = RESOLVED_FULL). Reward 1.0 when resolved, else 0.0.
    Infrastructure failures (swebench's environment-tier log signatures, a container that cannot
    start, an exec that fails) carry error "sandbox_error"; an eval past its time limit carries
@@ -22,8 +25,10 @@ runs them anyway).
 
 from __future__ import annotations
 
+import base64
 import io
 import logging
+import shlex
 import tarfile
 import tempfile
 import time
@@ -38,6 +43,7 @@ from tbscale.errors import SandboxError
 from tbscale.tasks.swebench.row import SWEbenchRow
 from tbscale.verifiers.result import VerifierContext, VerifierResult
 from tbscale.verifiers.swebench_patch import extract_patch
+from tbscale.verifiers.swebench_review import review_patch
 
 MODEL_NAME = "tbscale"
 
@@ -101,6 +107,25 @@ def apply_patch(box: Environment, patch: str, repo_dir: str) -> tuple[bool, str,
     if res.exit_code == 0:
         return True, "\n".join(log) + "\n(already applied)", "already applied"
     return False, "\n".join(log), None
+
+
+def read_at_base_and_now(box: Environment, repo_dir: str, base_commit: str,
+                         paths: list[str]) -> dict[str, tuple[str | None, str | None]]:
+    """Each file's text at the base commit and as it is now (None: absent), in one exec."""
+    git = f"git -C {shlex.quote(repo_dir)} -c safe.directory='*'"
+    lines = [f'if {git} cat-file -e {shlex.quote(f"{base_commit}:{p}")} 2>/dev/null; '
+             f'then {git} show {shlex.quote(f"{base_commit}:{p}")} | base64 -w0; else printf -; fi; echo; '
+             f'if [ -f {shlex.quote(p)} ]; then base64 -w0 < {shlex.quote(p)}; else printf -; fi; echo'
+             for p in paths]
+    res = box.exec("; ".join(lines), 120, workdir=repo_dir)
+    got = res.output.split("\n")
+    if res.exit_code != 0 or len(got) < 2 * len(paths):
+        raise SandboxError(f"reading {', '.join(paths)} at the base commit failed (exit {res.exit_code})")
+
+    def text(b64: str) -> str | None:
+        return None if b64.strip() == "-" else base64.b64decode(b64.strip()).decode("utf-8", errors="replace")
+
+    return {p: (text(got[2 * i]), text(got[2 * i + 1])) for i, p in enumerate(paths)}
 
 
 class _AsSdkContainer:
@@ -188,8 +213,14 @@ def _verify(ctx: VerifierContext, details: dict[str, Any]) -> VerifierResult:
                 details.update(apply_command=how, apply_log=apply_log[-5000:])
                 if not applied:
                     return done(0.0, False, apply_log, None, "patch_failed")
-        t = time.monotonic()
         spec = make_spec(inst)
+        if patch.strip():
+            t = time.monotonic()
+            review = review_patch(patch, spec.eval_script, lambda paths: read_at_base_and_now(
+                grader, repo_dir, inst["base_commit"], paths))
+            details.update(review.as_details())
+            took("review_patch", t)
+        t = time.monotonic()
         script = _stage_assets(grader, spec, g.get("task_repo"), spec.eval_script)
         grader.put_archive({"eval.sh": script.encode()}, "/")
         res = grader.exec("/bin/bash /eval.sh", timeout_sec)
