@@ -128,9 +128,11 @@ def test_the_guard_shell_lists_the_tests_and_their_files(tmp_path):
 
 
 def test_what_pytest_reads_of_its_settings_where_it_runs_the_named_tests():
-    assert pytest_settings("/app/pytest.ini", b"") == {"settings": ""}  # pytest takes it, empty or not
+    assert pytest_settings("/app/pytest.ini", b"") == {"settings": "{}"}  # pytest takes it, empty or not
+    # a mark only lets a test name it (a gold patch of SWE-bench Pro adds one to qutebrowser's pytest.ini)
+    assert pytest_settings("/app/pytest.ini", b"[pytest]\nmarkers =\n    slow: s\n") == {"settings": "{}"}
     assert pytest_settings("/app/pyproject.toml", b"[project]\nname = 'x'\n") == {"settings": None}
-    assert pytest_settings("/app/pyproject.toml", b"[tool.pytest.ini_options]\naddopts = '-x'\n")["settings"] == '{"ini_options": {"addopts": "-x"}}'
+    assert pytest_settings("/app/pyproject.toml", b"[tool.pytest.ini_options]\naddopts = '-x'\n")["settings"] == '{"addopts": "-x"}'
     assert pytest_settings("/app/tox.ini", b"[tox]\nenvlist = py\n") == {"settings": None}
     assert pytest_settings("/app/setup.cfg", b"[tool:pytest]\naddopts = --ignore=t\n") == {"settings": '{"addopts": "--ignore=t"}'}
     base = {"/app/unit_tests": "other", "/app/unit_tests/test_a.py": "a", "/app/pyproject.toml": "p0", "/app/pytest.ini": "-"}

@@ -27,6 +27,7 @@ from tbscale.runner.cargo_project import CARGO, CARGO_READ, cargo_changed, cargo
 from tbscale.runner.cmake_project import CMAKE, cmake_changed, cmake_folders
 from tbscale.runner.go_project import GO, GO_READ, go_changed, go_folders, go_settings
 from tbscale.runner.make_project import MAKE, make_changed, make_folders, makefile_rules
+from tbscale.runner.repository_tests import READ, REPOSITORY, read_text, repository_changed, repository_folders
 from tbscale.runner.verifier_tests import CONFIGS, TESTS, changed_tests, compilers, named_tests, pytest_settings
 from tbscale.types.guard import GuardSnapshot, Tampering, ToolRun
 
@@ -73,5 +74,7 @@ TOOLS: tuple[BuildTool, ...] = (
     # not a build tool: the test files pytest is given and the test scripts run by path, where the agent worked;
     # a makefile for tests compiles them with the C and C++ compilers make starts by name
     BuildTool("tests_here", "WT", named_tests, TESTS, CONFIGS, pytest_settings, changed_tests, compilers),
+    # nor this: what the tests read, besides the tests, in a repository the verifier patches and tests (SWE-bench style)
+    BuildTool("repository_tests", "RT", repository_folders, REPOSITORY, READ, read_text, repository_changed),
 )
 TAGS = {tool.tag: tool.key for tool in TOOLS}

@@ -41,23 +41,23 @@ What the tests read is held with them, found in the environment by the guard she
 Not held to the baseline: a test file the script patches or checks out before it runs, and the
 pytest paths of a script that applies a patch to the repository (SWE-bench style: those are the
 repository's own tests, which SWE-bench lets a solution extend; its test runner run by path,
-Django's `tests/runtests.py`, is held); a path that is the folder the script runs in or above it
+Django's `tests/runtests.py`, is held, and what else of the repository the tests read is held by
+repository_tests.py); a path that is the folder the script runs in or above it
 (`pytest .`: the project, solution and all); what pytest collects where it is given no path; data
 a test reads under another name (`inputs/`, hone's `data_file/`).
 The guard shell's part: `TESTS` below."""
 
 from __future__ import annotations
 
-import configparser
 import json
 import posixpath
 import re
-import tomllib
 from typing import Any
 
 from tbscale.runner.findings import PYTEST_CONFIGS, file_state, grouped_entries, under
 from tbscale.runner.make_project import make_folders
 from tbscale.runner.script_folders import located
+from tbscale.verifiers import pytest_reads as reads
 from tbscale.types.guard import GuardSnapshot, Tampering, ToolRun
 
 MAX_FILES = 500  # files listed under one folder; more are not listed (the folder's line says so)
@@ -177,27 +177,11 @@ CONFIGS = tuple(name for name in ABOVE if name != "conftest.py")
 
 
 def pytest_settings(path: str, data: bytes) -> dict[str, Any]:
-    """What of a config file pytest reads (`settings`; None: none): all of a pytest.ini (pytest takes
-    one even when empty), `[tool.pytest.ini_options]` of a pyproject.toml, `[pytest]` of a tox.ini,
-    `[tool:pytest]` of a setup.cfg. Read from outside the environment."""
-    text = data.decode("utf-8", errors="replace")
-    name = posixpath.basename(path)
-    if name in ("pytest.ini", ".pytest.ini"):
-        return {"settings": text.strip()}
-    if name == "pyproject.toml":
-        try:
-            tool = tomllib.loads(text).get("tool") or {}
-        except (tomllib.TOMLDecodeError, AttributeError):
-            return {"settings": "unreadable"}
-        found = tool.get("pytest") if isinstance(tool, dict) else None
-        return {"settings": None if found is None else json.dumps(found, sort_keys=True, default=str)}
-    parser = configparser.RawConfigParser(strict=False, interpolation=None)
-    try:
-        parser.read_string(text)
-    except configparser.Error:
-        return {"settings": "unreadable"}
-    section = "pytest" if name == "tox.ini" else "tool:pytest"
-    return {"settings": json.dumps(dict(parser.items(section)), sort_keys=True) if parser.has_section(section) else None}
+    """What of a config file pytest reads (`settings`; None: none), as verifiers/pytest_reads.py
+    reads it: its pytest section (all of a pytest.ini, which pytest takes even when empty), as
+    parsed, but for `markers`. Read from outside the environment."""
+    found = reads.pytest_settings(posixpath.basename(path), data.decode("utf-8", errors="replace"))
+    return {"settings": None if found is None else json.dumps(found, sort_keys=True, default=str)}
 
 
 def _library_stem(key: str) -> str:
