@@ -38,7 +38,8 @@ TEST_MODULE = re.compile(r"^(test_.*|.*_tests?)\.py$")
 SETTINGS_SECTIONS = {"tox.ini": "pytest", "setup.cfg": "tool:pytest", "pyproject.toml": "tool.pytest"}
 WHOLE_SETTINGS = frozenset({"pytest.ini", ".pytest.ini"})
 PLUGIN_FILES = frozenset({"setup.py", "setup.cfg", "pyproject.toml", "entry_points.txt"})
-_PATCHED = re.compile(r"^diff --git a/(\S+) b/", re.M)
+# a file a test patch in the script names; the first may follow the `echo '` that writes the patch
+_PATCHED = re.compile(r"^(?:\s*echo ')?diff --git a/(\S+) b/", re.M)
 CHECKOUT = re.compile(r"^\s*git\s+(?:-c\s+\S+\s+)*checkout\s+[0-9a-f]{7,40}\s+(?:--\s+)?(.+)$")
 START_MARKER = ">>>>> Start Test Output"  # swebench.harness.constants.START_TEST_OUTPUT
 
