@@ -15,7 +15,7 @@ verifier script patches (runner/repository_tests.py) share them.
 Not: the files the script resets (checks out at a commit) before its tests; test modules added
 (`test_*.py`: the script runs the files it names); other sections of the settings files; the test
 files of other languages (SWE-bench Pro's gold patches change Go and TypeScript test helpers the
-eval does not reset: 17 of 731).
+eval does not reset: 16 of 731).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def reset_paths(eval_script: str) -> set[str]:
 
 def is_test_path(path: str) -> bool:
     """A Python file of the tests or their runner (`bin/test`). Only Python's: SWE-bench Pro's gold
-    patches change Go and TypeScript test helpers the eval does not reset (17 of 731), and so
+    patches change Go and TypeScript test helpers the eval does not reset (16 of 731), and so
     would be recorded."""
     parts = PurePosixPath(path).parts
     if not parts[-1].endswith(".py") and parts[-1] != "test":
