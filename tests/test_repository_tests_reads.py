@@ -8,7 +8,8 @@ from __future__ import annotations
 import subprocess
 
 from tbscale.runner.guard_shell import PROJECT, parse_snapshot
-from tbscale.runner.repository_tests import MAX_FILES, READ, REPOSITORY, repository_changed, repository_folders
+from tbscale.runner.repository_tests import (MAX_FILES, READ, REPOSITORY, repository_changed, repository_folders,
+                                             settings_file)
 from tbscale.types.guard import ToolRun
 
 BASE = "0123456789abcdef0123456789abcdef01234567"
@@ -104,3 +105,10 @@ def test_what_the_agent_phase_changed_there_is_told():
         "test_plugin_added": ["setup.py"]}
     assert _changed(base, {root: "many"}, adapter) == {"tests_written": [root]}
     assert _changed({root: "many"}, {root: "many"}, adapter) == {}  # more than can be held at the baseline
+
+
+def test_what_is_read_again_from_outside():
+    assert settings_file("/testbed/setup.cfg") and settings_file("/testbed/pkg/tests/pytest.ini")
+    assert settings_file("/testbed/setup.py")  # the package's: a plugin it declares is loaded
+    assert not settings_file("/testbed/tests/data/packages/x/setup.py")  # test data
+    assert not settings_file("/testbed/pkg/core.py")

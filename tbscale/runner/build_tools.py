@@ -7,8 +7,8 @@ A tool module gives:
   block reads from `TBSCALE_<KEY>` (runner/verifier_reads.py asks it);
 * `shell`: the guard shell's block, printing a `<TAG>\\tPATH\\tDIGEST` line for each file the tool
   reads there (`_fd`, guard_shell.PROJECT's), at the baseline and after the sweep;
-* `read` and `parse`: the files read again from outside the environment (by name; None: every file
-  its block digested), and what of them counts;
+* `read` and `parse`: the files read again from outside the environment (by name, or a function
+  of the path; None: every file its block digested), and what of them counts;
 * `changed(before, after, read_before, read_after, snapshot, actions, run)`: the tampering
   entries; `run` is a `ToolRun`, the lines `folders` gave and the workdir the shell took;
 * `programs`: what the tool itself starts by name from PATH (a compiler, a linker), digested with
@@ -27,7 +27,7 @@ from tbscale.runner.cargo_project import CARGO, CARGO_READ, cargo_changed, cargo
 from tbscale.runner.cmake_project import CMAKE, cmake_changed, cmake_folders
 from tbscale.runner.go_project import GO, GO_READ, go_changed, go_folders, go_settings
 from tbscale.runner.make_project import MAKE, make_changed, make_folders, makefile_rules
-from tbscale.runner.repository_tests import READ, REPOSITORY, read_text, repository_changed, repository_folders
+from tbscale.runner.repository_tests import REPOSITORY, read_text, repository_changed, repository_folders, settings_file
 from tbscale.runner.verifier_tests import CONFIGS, TESTS, changed_tests, compilers, named_tests, pytest_settings
 from tbscale.types.guard import GuardSnapshot, Tampering, ToolRun
 
@@ -38,7 +38,8 @@ class BuildTool:
     tag: str  # its shell block's line tag
     folders: Callable[[list[str], str | None], list[str]]
     shell: str
-    read: tuple[str, ...] | None  # file names read from outside (`parse` of each); None: all of the tool's
+    # the files read from outside (`parse` of each): by name, or those a function of the path takes; None: all
+    read: tuple[str, ...] | Callable[[str], bool] | None
     parse: Callable[[str, bytes], dict[str, Any]] | None
     changed: Callable[[dict[str, str], dict[str, str], dict, dict, GuardSnapshot, list[tuple[int, str]], ToolRun],
                       list[Tampering]]
@@ -75,6 +76,6 @@ TOOLS: tuple[BuildTool, ...] = (
     # a makefile for tests compiles them with the C and C++ compilers make starts by name
     BuildTool("tests_here", "WT", named_tests, TESTS, CONFIGS, pytest_settings, changed_tests, compilers),
     # nor this: what the tests read, besides the tests, in a repository the verifier patches and tests (SWE-bench style)
-    BuildTool("repository_tests", "RT", repository_folders, REPOSITORY, READ, read_text, repository_changed),
+    BuildTool("repository_tests", "RT", repository_folders, REPOSITORY, settings_file, read_text, repository_changed),
 )
 TAGS = {tool.tag: tool.key for tool in TOOLS}

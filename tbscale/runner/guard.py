@@ -39,6 +39,7 @@ import hashlib
 import re
 import shlex
 import time
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -389,14 +390,16 @@ class VerifierGuard:
         self.timing["guard_check"] = time.monotonic() - t
         return entries, record
 
-    def _read_files(self, snap: GuardSnapshot, key: str, names: tuple[str, ...] | None, parse,
+    def _read_files(self, snap: GuardSnapshot, key: str, names: tuple[str, ...] | Callable[[str], bool] | None, parse,
                     only: set[str] | None = None) -> dict[str, dict[str, Any] | None]:
-        """`parse` of the files `snap[key]` found (those named `names`, all when None; those in
-        `only`), read from outside the environment, where nothing running in it can change what is
-        read: the workdir's Python project, npm's package.json and lockfiles, go.mod."""
+        """`parse` of the files `snap[key]` found (those named `names`, or that it takes when a
+        function; all when None; those in `only`), read from outside the environment, where nothing
+        running in it can change what is read: the workdir's Python project, npm's package.json and
+        lockfiles, go.mod."""
         out: dict[str, dict[str, Any] | None] = {}
         for path, digest in (snap.get(key) or {}).items():  # type: ignore[attr-defined]
-            if (names is None or PurePosixPath(path).name in names) and digest not in ("-", "other") \
+            if (names is None or (names(path) if callable(names) else PurePosixPath(path).name in names)) \
+                    and digest not in ("-", "other") \
                     and (only is None or path in only):
                 data = self.box.read_file(path)
                 out[path] = None if data is None else parse(path, data)

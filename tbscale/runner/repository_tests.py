@@ -25,7 +25,8 @@ from typing import Any
 from tbscale.runner.findings import under
 from tbscale.runner.script_folders import located
 from tbscale.types.guard import GuardSnapshot, Tampering, ToolRun
-from tbscale.verifiers.pytest_reads import PLUGIN_FILES, SETTINGS_SECTIONS, WHOLE_SETTINGS, review_changes, script_tests
+from tbscale.verifiers.pytest_reads import (PLUGIN_FILES, SETTINGS_SECTIONS, WHOLE_SETTINGS, is_test_path,
+                                           review_changes, script_tests)
 
 MAX_FILES = 20_000
 READ = (*sorted(SETTINGS_SECTIONS), *sorted(WHOLE_SETTINGS), "setup.py")
@@ -56,6 +57,14 @@ def repository_folders(texts: list[str], tests_mount: str | None = None) -> list
             above.add(folder)
     return (list(dict.fromkeys(folders)) + [f"c:{p}" for p in sorted(reset)]
             + [f"t:{p}" for p in sorted(run - reset)] + [f"a:{p}" for p in sorted(above)])
+
+
+def settings_file(path: str) -> bool:
+    """What is read again from outside: pytest's settings files, and a `setup.py` outside the test
+    folders (one there, `tests/data/packages/x/setup.py`, is test data, which the shell digests
+    as such: reading each of those from outside cost an engine call at every baseline)."""
+    name = posixpath.basename(path)
+    return name in READ and (name != "setup.py" or not is_test_path(path))
 
 
 def read_text(path: str, data: bytes) -> dict[str, Any]:
