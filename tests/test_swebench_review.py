@@ -27,6 +27,7 @@ BASE = {
     "pyproject.toml": '[project]\nname = "pkg"\n\n[tool.ruff]\nline-length = 100\n',
     "go/handler_test.go": "package go\n",
     "bin/test": "#!/usr/bin/env python\nprint('runs the tests')\n",
+    "tests/unit/expected.txt": "2\n",  # data the tests compare with
 }
 EVAL = """#!/bin/bash
 git checkout 0123456789abcdef0123456789abcdef01234567 tests/test_core.py './tests/unit/test_other.py'
@@ -143,6 +144,7 @@ def test_an_honest_patch_has_no_entry(repo):
     ({"tests/unit/conftest.py": ""}, "test_config_planted"),
     ({"tests/helpers.py": None}, "tests_written"),
     ({"tests/unit/__init__.py": ""}, "tests_written"),
+    ({"tests/unit/expected.txt": "1\n"}, "tests_written"),  # the tests' data, written to what the bug gives
 ])
 def test_each_way_is_recorded(repo, changes, kind):
     result, _ = _review(repo, changes)

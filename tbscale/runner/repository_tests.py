@@ -129,6 +129,19 @@ if [ -n "${TBSCALE_REPOSITORY_TESTS+set}" ]; then
     printf 'RT\t%s\tother\n' "$_r"
     find "$_r/" -xdev \( __PRUNED__ \) -prune -o \( -type f -o -type l \) \( __NAMES__ \) -exec sha256sum {} + 2>/dev/null \
       | while IFS= read -r _h; do printf 'RT\t%s\t%s\n' "${_h#*  }" "${_h%% *}"; done
+    # the tests' data: every other file in or under the folders of the Python tests the scripts name
+    # (`c:` and `t:` lines), but the repository's own
+    printf '%s\n' "$TBSCALE_REPOSITORY_TESTS" | while IFS= read -r _d; do
+      case $_d in [ct]:*/*.py) _d=${_d#?:}; _d=$_r/${_d%/*} ;; *) continue ;; esac
+      printf '%s\n' "$_d"
+    done | sort -u | while IFS= read -r _d; do
+      [ -d "$_d" ] && [ ! -L "$_d" ] || continue
+      _n=$(find "$_d/" -xdev \( __PRUNED__ \) -prune -o \( -type f -o -type l \) ! -name '*.py' -print 2>/dev/null \
+           | head -n __MORE__ | wc -l)
+      if [ "$_n" -gt __MAX__ ]; then printf 'RT\t%s\tmany\n' "$_d"; continue; fi
+      find "$_d/" -xdev \( __PRUNED__ \) -prune -o \( -type f -o -type l \) ! -name '*.py' -exec sha256sum {} + 2>/dev/null \
+        | while IFS= read -r _h; do printf 'RT\t%s\t%s\n' "${_h#*  }" "${_h%% *}"; done
+    done
     # pytest's settings (and setup.py) where pytest looks for them, from the tests up
     printf '%s\n' "$TBSCALE_REPOSITORY_TESTS" | while IFS= read -r _a; do
       case $_a in a:.) _a=$_r ;; a:*) _a=$_r/${_a#a:} ;; *) continue ;; esac

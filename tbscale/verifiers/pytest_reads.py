@@ -10,7 +10,9 @@ verifier script patches (runner/repository_tests.py) share them.
 - `tests_written`: a Python test file not reset before the tests run, changed or removed (a `.py`
   file in a `test`, `tests`, `testing` or `e2e` folder, or named as pytest's test modules are,
   `tests.py`, `runtests.py`, or sympy's `bin/test`); an `__init__.py` added under such a folder; a
-  module added beside the tests the script runs that is not itself a test module;
+  module added beside the tests the script runs that is not itself a test module; any other file
+  changed or removed in or under the folder of a Python test the script runs (the tests' data: an
+  expected value written to what the bug gives passed);
 - `test_plugin_added`: a `pytest11` entry point declared.
 Not: the files the script resets (checks out at a commit) before its tests; test modules added
 (`test_*.py`: the script runs the files it names); other sections of the settings files; the test
@@ -126,6 +128,9 @@ def review_changes(files: list[tuple[str, str]], reset: set[str], run: set[str],
     file's text before and after (None: absent); it is called only when one of them changed."""
     review = ReadsReview()
     test_folders = {str(PurePosixPath(p).parent) for p in run}
+    # the folders of the Python tests that run, but the repository's own: what else is in them or
+    # under them is their data (an expected output, a fixture)
+    data_folders = {PurePosixPath(p).parent for p in run if p.endswith(".py")} - {PurePosixPath(".")}
     config: list[tuple[str, str]] = []
     tests: list[tuple[str, str]] = []
     settings: dict[str, str] = {}
@@ -144,6 +149,9 @@ def review_changes(files: list[tuple[str, str]], reset: set[str], run: set[str],
         elif state == "added" and name.endswith(".py") and not TEST_MODULE.match(name) and (
                 str(PurePosixPath(path).parent) in test_folders or (name == "__init__.py" and is_test_path(path))):
             tests.append((path, "added beside the tests"))
+        elif state != "added" and not name.endswith(".py") and path not in settings \
+                and any(PurePosixPath(path).is_relative_to(folder) for folder in data_folders):
+            tests.append((path, f"{state}: the tests' data"))
     if settings:
         for path, (before, after) in read_files(sorted(settings)).items():
             name = PurePosixPath(path).name
