@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import configparser
 import re
-import shlex
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
+from tbscale.shell.parse import invocation, split_segments
 from tbscale.types.guard import Tampering
 
 TEST_FOLDERS = frozenset({"test", "tests", "testing", "e2e"})
@@ -42,7 +42,7 @@ WHOLE_SETTINGS = frozenset({"pytest.ini", ".pytest.ini"})
 PLUGIN_FILES = frozenset({"setup.py", "setup.cfg", "pyproject.toml", "entry_points.txt"})
 # a file a test patch in the script names; the first may follow the `echo '` that writes the patch
 _PATCHED = re.compile(r"^(?:\s*echo ')?diff --git a/(\S+) b/", re.M)
-CHECKOUT = re.compile(r"^\s*git\s+(?:-c\s+\S+\s+)*checkout\s+[0-9a-f]{7,40}\s+(?:--\s+)?(.+)$")
+COMMIT = re.compile(r"[0-9a-f]{7,40}")
 START_MARKER = ">>>>> Start Test Output"  # swebench.harness.constants.START_TEST_OUTPUT
 
 
@@ -64,18 +64,14 @@ class ReadsReview:
 
 
 def reset_paths(eval_script: str) -> set[str]:
-    """The files the eval script checks out at a commit before its tests run."""
-    paths: set[str] = set()
-    for line in eval_script.splitlines():
-        if START_MARKER in line:
-            break
-        m = CHECKOUT.match(line)
-        if m:
-            try:
-                paths.update(p.removeprefix("./") for p in shlex.split(m.group(1)))
-            except ValueError:
-                continue
-    return paths
+    """The files the eval script checks out at a commit (`git checkout SHA [--] FILES`) before its
+    tests run, read with the shell parser (so also after a `cd DIR &&`)."""
+    out: set[str] = set()
+    for segment in split_segments(eval_script.split(START_MARKER, 1)[0]):
+        inv = invocation(segment)
+        if inv.program == "git" and inv.args[:1] == ["checkout"] and len(inv.args) > 2 and COMMIT.fullmatch(inv.args[1]):
+            out |= {a.removeprefix("./") for a in inv.args[2:] if a != "--" and not a.startswith("-")}
+    return out
 
 
 def is_test_path(path: str) -> bool:
