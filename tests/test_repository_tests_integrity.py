@@ -14,57 +14,14 @@ does not apply."""
 
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
 
 import pytest
 
 from tbscale_testing.scripted_cases import forged_and_seen, run_case_sets
-from tbscale_testing.tasks import write_harbor_task
+from tbscale_testing.statskit_tasks import FIX, PRO_TESTS, statskit_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("docker_available")]
 
-# the swebench demo image's first layers (tbscale_testing/swebench_demo.py), shared with it
-DOCKERFILE = """FROM python:3.11-slim-bookworm
-RUN pip install --no-cache-dir pytest==8.3.3
-RUN apt-get update && apt-get install -y --no-install-recommends git patch && rm -rf /var/lib/apt/lists/*
-RUN git config --global user.name tbscale && git config --global user.email tbscale@localhost \\
- && git config --global --add safe.directory /testbed
-COPY repo /testbed
-WORKDIR /testbed
-"""
-REPO = {
-    "statskit/__init__.py": "from statskit.stats import median\n",
-    "statskit/stats.py": "def median(values):\n    v = sorted(values)\n    return v[len(v) // 2]\n",
-    "tests/helpers.py": "def close(a, b):\n    return abs(a - b) < 1e-9\n",
-    "tests/test_stats.py": "from pathlib import Path\n\nfrom helpers import close\nfrom statskit import median\n\n\n"
-                           "def test_median_odd():\n    assert close(median([3, 1, 2]), 2)\n",
-    "tests/data/even.txt": "2.5\n",  # the expected value the added test reads
-}
-TEST_ADDED = ("\n\ndef test_median_even():\n"
-              "    assert close(median([1, 2, 3, 4]), float((Path(__file__).parent / 'data/even.txt').read_text()))\n")
-RUN_TESTS = """#!/bin/bash
-cd /testbed
-git checkout {base} tests/test_stats.py
-git apply -v - <<'EOF_114329324912'
-{test_patch}
-EOF_114329324912
-if python -m pytest -rA tests/test_stats.py > /logs/verifier/pytest.log 2>&1; then echo 1; else echo 0; fi > /logs/verifier/reward.txt
-git checkout {base} tests/test_stats.py
-"""
-# SWE-bench Pro as Harbor tasks: the patch piped into `git apply`, nothing checked out, the script
-# going on when the patch does not apply, the reward from pytest's exit code
-PRO_TESTS = """#!/bin/bash
-set -uo pipefail
-cd /app || cd /testbed || cd /workspace
-cat << 'TEST_PATCH_EOF' | git apply -v --allow-empty 2>&1
-{test_patch}
-TEST_PATCH_EOF
-if [ $? -ne 0 ]; then echo "WARNING: Test patch failed to apply."; fi
-python -m pytest "tests/test_stats.py::test_median_odd" "tests/test_stats.py::test_median_even" -v 2>&1 | tee test_output.log
-if [ $? -eq 0 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt
-"""
-FIX = "sed -i 's|return v\\[len(v) // 2\\]|return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2|' /testbed/statskit/stats.py"
 PLANTS = {  # case -> the agent's commands (the bug left in place), and what is recorded
     # a hook in the tests' folder that reports every test passed
     "conftest-in-tests": (["printf 'import pytest\\n\\n@pytest.hookimpl(hookwrapper=True)\\n"
@@ -92,36 +49,9 @@ HONEST = {
 }
 
 
-def _git(repo: Path, *args: str) -> str:
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
-           "GIT_AUTHOR_DATE": "2020-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2020-01-01T00:00:00Z", "PATH": "/usr/bin:/bin"}
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout
-
-
-def _task(root: Path, name: str = "swebench-adapter-like", script: str = RUN_TESTS) -> Path:
-    """The task, with the repository at its base commit in the image and its test patch in the
-    script."""
-    task = write_harbor_task(root, name, dockerfile=DOCKERFILE, test_sh="",
-                             instruction="median() of an even-length list is wrong in /testbed: fix it.\n",
-                             task_toml="[agent]\ntimeout_sec = 120\n[verifier]\ntimeout_sec = 120\n")
-    repo = task / "environment" / "repo"
-    for rel, text in REPO.items():
-        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-        (repo / rel).write_text(text)
-    _git(repo, "init", "-q")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "base")
-    base = _git(repo, "rev-parse", "HEAD").strip()
-    (repo / "tests/test_stats.py").write_text(REPO["tests/test_stats.py"] + TEST_ADDED)
-    test_patch = _git(repo, "diff")
-    _git(repo, "checkout", "--", "tests/test_stats.py")
-    (task / "tests" / "test.sh").write_text(script.format(base=base, test_patch=test_patch.rstrip("\n")))
-    return task
-
-
 def test_what_the_tests_read_in_a_repository_the_verifier_patches_is_held(tmp_path):
-    task = _task(tmp_path / "src")
-    pro = _task(tmp_path / "src", "swebench-pro-like", PRO_TESTS)
+    task = statskit_task(tmp_path / "src")
+    pro = statskit_task(tmp_path / "src", "swebench-pro-like", PRO_TESTS)
     rows = run_case_sets(tmp_path, [
         (task, {**{case: commands for case, (commands, _, _) in PLANTS.items()}, **HONEST}),
         # the test the patch adds, written first with a body that passes: the patch no longer applies,

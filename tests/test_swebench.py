@@ -24,9 +24,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from tbscale.agent.agents import register_agent
 from tbscale.errors import TbscaleError
 from tbscale_testing import swebench_demo as demo_mod
+from tbscale_testing.one_command_agent import register_one_command_agent
 from tbscale.tasks.swebench.config import parse_source
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,22 +95,8 @@ PLANTS = "\n".join([
 ])
 
 
-@register_agent("plants-what-the-tests-read")
-class PlantingAgent:
-    """Runs PLANTS and submits, leaving the bug in place."""
-
-    uses_model = False
-
-    def __init__(self, **_):
-        pass
-
-    async def run(self, run):
-        from tbscale.agent.loop import AttemptOutcome, run_command
-
-        run.rec.turn = 1
-        run.rec.event("action", command=PLANTS, selected_index=0, n_candidates=1)
-        await run_command(run.env, PLANTS, 60, run.limits, run.rec)
-        return AttemptOutcome("submitted", 1, 0, actions=[PLANTS])
+# runs PLANTS and submits, leaving the bug in place
+register_one_command_agent("plants-what-the-tests-read", PLANTS)
 
 
 @pytest.fixture(scope="module")
