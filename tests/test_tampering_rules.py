@@ -703,18 +703,20 @@ def test_file_checks_outside_needs_a_backend_that_lists_changes(tmp_path) -> Non
                       "exp.yaml", FolderBackend(tmp_path / "b"))
 
 
-def test_file_checks_keeps_the_keys_of_runs_made_before_it_unless_set_outside() -> None:
-    """A run begun before the option existed resumes under the default; `outside` can change
-    verdicts, so a setting under it is another setting."""
+@pytest.mark.parametrize("key, other", [("file_checks", "outside"), ("repository_history", "scrub")])
+def test_an_environment_option_keeps_the_keys_of_runs_made_before_it_unless_set_otherwise(key, other) -> None:
+    """A run begun before the option existed resumes under the default; `file_checks: outside` can
+    change verdicts, `repository_history: scrub` what the agent is given, so a setting under either
+    is another setting."""
     from tbscale.config import Experiment
     from tbscale.runner.identity import setting_identity, setting_key
 
     exp = Experiment.model_validate({"name": "x", "tasks": {"path": "tasks"}, "models": {"m": {"model": "sim/policy"}},
                                      "settings": [{"name": "b", "generator": "m"}]})
-    assert "file_checks" not in setting_identity(exp, exp.settings[0])["environment"]
-    outside = exp.model_copy(update={"environment": exp.environment.model_copy(update={"file_checks": "outside"})})
-    assert setting_identity(outside, outside.settings[0])["environment"]["file_checks"] == "outside"
-    assert setting_key(outside, outside.settings[0]) != setting_key(exp, exp.settings[0])
+    assert key not in setting_identity(exp, exp.settings[0])["environment"]
+    changed = exp.model_copy(update={"environment": exp.environment.model_copy(update={key: other})})
+    assert setting_identity(changed, changed.settings[0])["environment"][key] == other
+    assert setting_key(changed, changed.settings[0]) != setting_key(exp, exp.settings[0])
 
 
 def test_the_outside_check_reads_marks_as_python_does() -> None:

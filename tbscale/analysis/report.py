@@ -142,6 +142,22 @@ def core_sections(ctx: ReportContext) -> None:
     spend = spend_section(ctx)
     if spend is not None:
         ctx.sections.append(spend)
+    history = history_section(df)
+    if history is not None:
+        ctx.sections.append(history)
+        for r in history.frame.itertuples():
+            if r.exposed:
+                ctx.banners.append(
+                    f"HISTORY BEYOND HEAD: in {r.setting}, {r.exposed} trials ran where the repository to fix kept "
+                    f"commits made after its HEAD that HEAD does not lead to, where a fix may be ({r.exposed_pass} of them passed, "
+                    f"{r.read} ran git commands that read past HEAD); `environment.repository_history: scrub` removes "
+                    "them before the agent starts (docs/swebench.md)")
+            elif r.read:
+                ctx.banners.append(
+                    f"HISTORY READS: in {r.setting}, {r.read} trials ran git commands that read a repository past its "
+                    f"HEAD ({r.read_pass} of them passed): where the task is to fix a repository at its HEAD "
+                    "(SWE-bench), a fix may have come from there; the run did not record what the repository held "
+                    "(the `repository_history` table)")
     unenforced = not_enforced_section(every)
     if unenforced is not None:
         ctx.sections.append(unenforced)
@@ -154,6 +170,28 @@ def core_sections(ctx: ReportContext) -> None:
         a, b = (compare_label(df, name, ctx.run_aliases) for name in ctx.compare)
         ctx.sections.append(Section("compare", f"{b} vs {a} (paired bootstrap over tasks)",
                                     tables.compare(df, a, b), "diff = B - A; p is two-sided."))
+
+
+def history_section(df: pd.DataFrame) -> Section | None:
+    """Per setting, the trials whose repository kept commits beyond its HEAD when the agent started,
+    and those whose commands read past HEAD (runner/repository_history.py, shell/git_history.py);
+    None when no trial has either."""
+    if df.empty or "history_exposed" not in df or not (df["history_exposed"].any() or df["history_reads"].any()):
+        return None
+    rows = []
+    for label in tables.settings_order(df):
+        sub = df[df["label"] == label]
+        exposed, read = sub["history_exposed"], sub["history_reads"] > 0
+        rows.append({"setting": label, "trials": len(sub), "exposed": int(exposed.sum()),
+                     "exposed_pass": int((exposed & sub["passed"]).sum()), "read": int(read.sum()),
+                     "read_pass": int((read & sub["passed"]).sum()),
+                     "exposed_and_read": int((exposed & read).sum())})
+    return Section("repository_history", "The repository's history beyond HEAD", pd.DataFrame(rows),
+                   "exposed: trials whose repository to fix kept commits made after its HEAD that HEAD does not lead "
+                   "to when the agent started (from tags, branches, reflogs, or none: a fix may be among them); read: trials "
+                   "whose commands read past HEAD (`git log --all`, `git reflog`, a ref beyond HEAD by name; "
+                   "docs/swebench.md); _pass: of those, the ones that passed. Imported runs have no exposure "
+                   "figure, only their commands.")
 
 
 def not_enforced_section(every: pd.DataFrame) -> Section | None:

@@ -167,6 +167,17 @@ def check_reasons(rows: list[TrialResult], tasks: list, run_dir: Path, network: 
     return dict(sorted(out.items()))
 
 
+def _history_exposed(rows: list[TrialResult]) -> dict:
+    """task id -> its repositories that kept commits made after their HEAD when an agent started
+    (runner/repository_history.py), from its oracle's or nop's line."""
+    found: dict = {}
+    for r in rows:
+        repos = [x for x in r.repositories if x.left_after_head]
+        if repos and r.task_id not in found:
+            found[r.task_id] = repos
+    return dict(sorted(found.items()))
+
+
 def _unenforced(row: TrialResult) -> str:
     """A wrong verdict may come from a key this run did not carry out (storage_mb without a quota)."""
     keys = [x.key for x in row.not_enforced]
@@ -243,12 +254,20 @@ def tasks_check(path: Path = typer.Argument(Path("tasks")),
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
     offenders = {t: r for t, r in reasons.items() if r[0] != "ok"}
+    exposed = _history_exposed(rows)
     if keep:
         (run_dir / "check.json").write_text(json.dumps(
             {"path": str(path), "network": network, "wall_sec": round(wall, 1), "tasks": len(tasks),
              "broken": [{"path": str(p), "error": m} for p, m in problems],
              "not_enforced": [e.model_dump() for e in runner.not_enforced()],
+             "history_exposed": {t: [r.model_dump() for r in repos] for t, repos in exposed.items()},
              "reasons": {t: {"category": c, "detail": d} for t, (c, d) in sorted(reasons.items())}}, indent=2))
+    if exposed:
+        which = ", ".join(f"{t} ({', '.join(f'{r.path}: {r.left_after_head}' for r in repos)})"
+                          for t, repos in list(exposed.items())[:5]) + (f" and {len(exposed) - 5} more" if len(exposed) > 5 else "")
+        say(f"history beyond HEAD: in {len(exposed)} task{'s' if len(exposed) > 1 else ''}, the repository given to the "
+            f"agent keeps commits made after its HEAD, where a fix may be (commits: {which}); "
+            "environment.repository_history: scrub removes them (docs/swebench.md)", "yellow")
     if offenders or problems:
         table = Table(title="tasks that are not ok")
         for col in ("task", "reason", "detail"):

@@ -203,6 +203,12 @@ class EnvironmentConfig(Strict):
                               "change) or outside (also the backend's own list of the environment's changes, which "
                               "nothing inside can alter; a backend with the `changes` capability; on Docker one "
                               "`docker diff` before and one after each agent phase)")
+    repository_history: Literal["keep", "scrub"] = Field(
+        "keep", description="a repository the agent is asked to fix (a SWE-bench instance's, one a verifier script "
+                            "patches): keep (as the image holds it, as Harbor, terminal-bench and mini-swe-agent run "
+                            "it; commits beyond its HEAD, where a fix may be, are counted and the report says so) or "
+                            "scrub (remove them before the agent starts, as swebench's own image builder does: "
+                            "docs/swebench.md)")
     storage_limit: Literal["auto", "enforce", "ignore"] = Field(
         "auto", description="a task's storage_mb on an engine that cannot enforce a quota: auto (run the task "
                             "without it, as Harbor's Docker backend does, and say so; `ignore` is the same) or enforce "

@@ -111,7 +111,7 @@ _SCALARS = ("run", "setting", "setting_key", "trial_key", "task_id", "task_forma
             "snapshots", "forks", "candidate_execs", "candidate_exec_sec")
 _DERIVED = ("run_dir", "simulated_roles", "reward", "cost_usd", "trial_wall", "error_type", "strategy_kind",
             "policy_params", "attempts", "strategy_record", "steps", "not_enforced", "tampered", "tampering_kinds",
-            "fork_sec", "snapshot_sec")
+            "fork_sec", "snapshot_sec", "history_exposed", "history_reads")
 _TOKENS = tuple(f"{role}_{k}" for role in ROLES for k in (*TOKEN_KINDS, "cost"))
 COLUMNS = (*_SCALARS, *_DERIVED, *_TOKENS, "other_input", "other_output")
 _NAN = math.nan
@@ -176,7 +176,8 @@ def _token_columns(tokens: list[dict[str, Usage]]) -> dict[str, np.ndarray]:
 
 
 _TAKE = ("simulated_roles", "reward", "cost_usd", "timing", "error", "policy_params", "n_attempts", "attempts",
-         "strategy_record", "steps", "not_enforced", "tampering", "tokens", "fork_sec", "snapshot_sec")
+         "strategy_record", "steps", "not_enforced", "tampering", "tokens", "fork_sec", "snapshot_sec",
+         "repositories", "history_reads")
 _GET = operator.itemgetter(*_SCALARS, *_TAKE)  # of a model's __dict__: its fields' values
 
 
@@ -210,6 +211,11 @@ def _columns(trials: list[TrialResult], run_dir: str) -> dict[str, Any]:
         # seconds of each fork and snapshot (docs/forks-and-lookahead.md), None for a trial with none
         "fork_sec": [tuple(v) if v else None for v in values["fork_sec"]],
         "snapshot_sec": [tuple(v) if v else None for v in values["snapshot_sec"]],
+        # a repository the agent was given kept commits committed after its HEAD, which HEAD does not
+        # lead to (runner/repository_history.py), and how many of its commands read past HEAD
+        # (shell/git_history.py)
+        "history_exposed": np.array([any(r.left_after_head for r in v) for v in values["repositories"]], dtype=bool),
+        "history_reads": np.array([len(v) for v in values["history_reads"]], dtype=np.int64),
     })
     out.update(_token_columns(values["tokens"]))
     return out

@@ -32,11 +32,13 @@ from tbscale.runner.plan import TrialSpec
 from tbscale.runner.rundir import RunFolder
 from tbscale.runner.steps import run_steps
 from tbscale.runner.verification import AttemptVerification
+from tbscale.runner.repository_history import check_history, repository_paths
+from tbscale.shell.git_history import trial_history_reads
 from tbscale.shell.tampering import trajectory_flags
 from tbscale.strategies.base import AttemptResult, Prefix
 from tbscale.tasks import Task
 from tbscale.types.guard import GuardSnapshot
-from tbscale.types.results import StepResult
+from tbscale.types.results import RepositoryHistory, StepResult
 from tbscale.verifiers import VerifierResult, classify_ending
 from tbscale.verifiers.script import reward_key
 
@@ -84,6 +86,7 @@ class Attempt:
         self.restore: str | None = None  # how the prefix's state came back: "fork" or "replay"
         self.snapshot = None  # this attempt's own, when it paused and keeps one
         self.guard_baseline: GuardSnapshot | None = None
+        self.repositories: list[RepositoryHistory] = []  # the task's repositories, as the agent got them
         self.artifacts_dir = trial.artifacts_dir(spec, req.index)
         self.envs = AttemptEnvironments(self.exp, trial.backend, self.task, rec, agent=spec.setting.agent,
                                         labels={"org.tbscale.trial": spec.key, "org.tbscale.task": self.task.id,
@@ -146,6 +149,7 @@ class Attempt:
                 t = time.monotonic()
                 await asyncio.to_thread(envs.prepare_fork, box, envs.env, envs.env.network)
                 self.timing["prepare"] = time.monotonic() - t
+                await self.repository_history(box)
                 return box
         if req.prefix is not None:
             self.restore = "replay"
@@ -156,7 +160,23 @@ class Attempt:
         await asyncio.to_thread(envs.prepare, box, envs.env, envs.env.network,
                                 log_folders=not self.checks.take_log_folders())
         self.timing["prepare"] = time.monotonic() - t
+        await self.repository_history(box)
         return box
+
+    async def repository_history(self, box: Environment) -> None:
+        """What the task's repositories keep beyond their HEAD, removed first under `repository_history:
+        scrub` (runner/repository_history.py): one exec, only for a task that has one."""
+        paths = repository_paths(self.task)
+        if not paths:
+            return
+        t = time.monotonic()
+        scrub = self.exp.environment.repository_history == "scrub"
+        self.repositories = await asyncio.to_thread(check_history, box, paths, scrub)
+        self.timing["repository_history"] = time.monotonic() - t
+        for repo in self.repositories:
+            self.rec.event("setup", what=f"repository {repo.path}: {repo.beyond_head} commits and {repo.refs_beyond_head} "
+                                         f"refs beyond HEAD" + (f"; scrubbed, {repo.left_beyond_head} left" if repo.scrubbed
+                                                                else ""))
 
     def branches(self, box: Environment, agent) -> AttemptForks | None:
         """Forks of `box` for a policy that looks ahead, when the backend can take snapshots;
@@ -265,6 +285,10 @@ class Attempt:
             why = verdict.output.strip().splitlines()[0][:300] if verdict.details.get("exception") and verdict.output else ""
             outcome.error = outcome.error or f"verifier: {verdict.error}" + (f": {why}" if why else "")
             outcome.error_type = outcome.error_type or "VerifierError"
+        # Commands that read past HEAD matter where a repository was given to fix (a git-recovery task's
+        # `git reflog` is its job).
+        reads = trial_history_reads(actions, [r for repo in self.repositories for r in repo.refs]) \
+            if self.repositories else []
         timing = {k: round(v, 4) for k, v in self.timing.items()}
         usage = rec.recorded_usage()
         rec.event("attempt_end", stage=req.stage, ending=ending, stop_reason=outcome.stop_reason,
@@ -282,5 +306,5 @@ class Attempt:
                              tampering=tampering, artifacts_path=art_dir.relative_to(self.trial.folder.path).as_posix()
                              if art_dir.is_dir() else None, snapshot=self.snapshot,
                              guard_baseline=self.guard_baseline if self.snapshot is not None else None,
-                             prefix_restore=self.restore,
+                             prefix_restore=self.restore, repositories=self.repositories, history_reads=reads,
                              release=(lambda snap=self.snapshot: self.envs.release(snap)) if self.snapshot else None)

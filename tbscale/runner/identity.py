@@ -44,6 +44,8 @@ def _environment_identity(exp: Experiment) -> dict[str, Any]:
         env.pop("agent_processes")
     if env.get("file_checks") == "inside":  # the default, likewise
         env.pop("file_checks")
+    if env.get("repository_history") == "keep":  # the default, likewise; `scrub` changes what the agent is given
+        env.pop("repository_history")
     return env
 
 

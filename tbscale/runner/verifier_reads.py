@@ -22,6 +22,11 @@ _SHELL_WORDS = frozenset("""! [ [[ ]] { } alias bg break builtin case cd command
     wait while . :""".split())
 
 
+def script_texts(verifier) -> list[str]:
+    """The verifier's command and its test scripts, as shell text (no other question asked of them)."""
+    return _verifier_texts(verifier, None)[0]
+
+
 def _verifier_texts(verifier, tests_dirs: list[Path] | None) -> tuple[list[str], list[str]]:
     """(the verifier's command and its test scripts, as shell text; the first lines of the files
     in its tests folders, or copied into it, that start with `#!`)."""

@@ -21,7 +21,7 @@ from tbscale.tasks import Task
 from tbscale.types.completion import Usage
 from tbscale.types.guard import GuardSnapshot, Tampering
 from tbscale.types.messages import ChatMessage
-from tbscale.types.results import AttemptBrief, StepResult
+from tbscale.types.results import AttemptBrief, RepositoryHistory, StepResult
 
 
 class Params(BaseModel):
@@ -89,6 +89,9 @@ class AttemptResult:
     steps: list[StepResult] | None = None  # multi-step tasks: one per step
     artifacts_path: str | None = None  # the attempt's collected artifacts, relative to the run folder
     tampering: list[Tampering] = field(default_factory=list)  # docs/formats.md, `tampering`
+    # the task's repositories as the agent got them, and its commands that read past their HEAD
+    repositories: list[RepositoryHistory] = field(default_factory=list)
+    history_reads: list[str] = field(default_factory=list)
     # A paused attempt's environment saved for its continuations (docs/forks-and-lookahead.md):
     # the Snapshot, the verifier guard's baseline from before the first agent phase of the chain,
     # and how this attempt's own prefix was restored ("fork", "replay"; None: no prefix).

@@ -95,6 +95,26 @@ class NotEnforcedKey(BaseModel):
     why: str
 
 
+class RepositoryHistory(BaseModel):
+    """A repository the agent was asked to fix, as the agent got it: what it kept beyond its HEAD,
+    commits the base commit does not lead to, and of those the ones committed after it, where a fix
+    may be (runner/repository_history.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str
+    head: str
+    beyond_head: int = 0  # commit objects HEAD does not lead to, as found (from any ref, a reflog, or none)
+    after_head: int = 0  # of those, the ones committed after HEAD was
+    refs_beyond_head: int = 0  # refs whose tips HEAD does not lead to, as found
+    refs: list[str] = Field(default_factory=list)  # the first of those refs' names
+    scrubbed: bool = False  # environment.repository_history: scrub removed them first
+    left_beyond_head: int = 0  # what the agent was given: after the scrub, else as found
+    left_after_head: int = 0
+    left_refs: int = 0
+    errors: list[str] = Field(default_factory=list)  # scrub steps that failed
+
+
 class TrialResult(BaseModel):
     """One line of trials.jsonl. See docs/formats.md (checked against this model by a test)."""
 
@@ -152,6 +172,10 @@ class TrialResult(BaseModel):
     artifacts_path: str | None = None
     not_enforced: list[NotEnforcedKey] = Field(default_factory=list)
     tampering: list[TamperingEntry] = Field(default_factory=list)
+    # The repositories the agent was asked to fix, as it got them (SWE-bench style tasks), and its
+    # commands that read past their HEAD (shell/git_history.py): docs/formats.md.
+    repositories: list[RepositoryHistory] = Field(default_factory=list)
+    history_reads: list[str] = Field(default_factory=list)
     error: ErrorInfo | None = None
     started_at: str | None = None
     finished_at: str | None = None
