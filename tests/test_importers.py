@@ -109,6 +109,26 @@ def test_a_trajectory_written_by_mini_swe_agent_is_read_and_reported(minisweagen
     assert pk.loc[1, "pass_at_k"] == pytest.approx(0.5)  # write-hello 2/2, other-task 0/1
 
 
+def test_an_imported_run_that_reads_a_repository_past_head_is_reported(minisweagent_python: str, tmp_path: Path) -> None:
+    """mini-swe-agent's own trajectory, with the search public SWE-bench Pro runs made for the fix in
+    the repository's history (mini-swe-agent issue #787): the import lists the commands, the
+    report says so above its tables, and it cannot say what the repository held."""
+    run = tmp_path / "mini-history"
+    cmds = ["git log --oneline -3", "git log --all --oneline --grep=median", "git show HEAD", SUBMIT]
+    _run_mini(minisweagent_python, tmp_path, run, "statskit__statskit-7", cmds)
+    _run_mini(minisweagent_python, tmp_path, run, "statskit__statskit-8", ["git log --oneline -3", SUBMIT])
+    verdicts = tmp_path / "verdicts.json"
+    verdicts.write_text(json.dumps(["statskit__statskit-7", "statskit__statskit-8"]))
+    res = I.import_runs([run], tmp_path / "results" / "mini", resolved=verdicts)
+    rows = {r["task_id"]: r for r in map(json.loads, (res.run_dir / "trials.jsonl").read_text().splitlines())}
+    assert rows["statskit__statskit-7"]["history_reads"] == ["git log --all --oneline --grep=median"]
+    assert rows["statskit__statskit-8"]["history_reads"] == [] and rows["statskit__statskit-8"]["repositories"] == []
+    ctx = build_report([res.run_dir], _quiet(), plots=False)
+    section = next(s.frame for s in ctx.sections if s.key == "repository_history").iloc[0]
+    assert (section["read"], section["read_pass"], section["exposed"]) == (1, 1, 0)
+    assert any(b.startswith("HISTORY READS: in mini-swe-agent_deterministic, 1 trials") for b in ctx.banners)
+
+
 def test_mini_swe_agent_needs_verdicts(minisweagent_python: str, tmp_path: Path) -> None:
     out = tmp_path / "mini"
     _run_mini(minisweagent_python, tmp_path, out, "t1", ["ls", SUBMIT])

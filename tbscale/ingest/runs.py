@@ -21,6 +21,7 @@ from tbscale.runfiles import manifest_json
 from tbscale.secrets import redact
 from tbscale.names import check_name, run_folder_problem, writable_folder
 from tbscale.seeds import stable_hash
+from tbscale.shell.git_history import trial_history_reads
 from tbscale.types.actions import UNREAD_ACTIONS
 from tbscale.types.completion import Usage
 from tbscale.types.events import CandidateRecord
@@ -142,7 +143,9 @@ def write_run(trials: list[ImportedTrial], run_dir: Path, fmt: str, sources: Ite
             infra_error=t.infra_error, turns=len(t.turns), steps=t.steps, tokens=t.tokens, cost_usd=_cost(t.tokens),
             timing=t.timing, trajectory_path=rel,
             error={"type": t.error.split(":", 1)[0], "message": t.error} if t.error else None,
-            started_at=t.started_at, finished_at=t.finished_at, imported_from=fmt, source=t.source)
+            started_at=t.started_at, finished_at=t.finished_at, imported_from=fmt, source=t.source,
+            # what the repository held is not in the source; the commands that read past HEAD are
+            history_reads=trial_history_reads(turn.command for turn in t.turns if turn.runnable and turn.command))
         rows.append(redact(row.model_dump_json()))
     (run_dir / "trials.jsonl").write_text("".join(r + "\n" for r in rows), encoding="utf-8")
     manifest = RunManifest(
