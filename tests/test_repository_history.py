@@ -117,7 +117,7 @@ def leaky(tmp_path) -> tuple[Path, str, str]:
     fix = commit(upstream, "stats.py", "def median(v): return sorted(v)[len(v)//2]\n", "Fix median (#7)", 4)
     git(upstream, "tag", "v2.0")
     commit(upstream, "NEWS", "2.1\n", "news", 5)
-    repo = tmp_path / "testbed"
+    repo = tmp_path / "test bed MAX COUNT"  # a path is text to the shell: a space, the script's markers
     subprocess.run(["git", "clone", "-q", "--no-local", str(upstream), str(repo)], check=True, env=GIT_ENV)
     git(repo, "reset", "-q", "--hard", base)
     git(repo, "update-ref", "refs/remotes/mirror/main", fix)  # a remote's branch, kept after origin's removal

@@ -49,46 +49,46 @@ PSEUDO_REFS = ("FETCH_HEAD", "ORIG_HEAD", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REV
 
 # Lines: `RH TOP HEAD BEYOND AFTER REFS` per repository, then `RR REF` for up to MAX_REFS of its refs
 # beyond HEAD; after a scrub `RS BEYOND AFTER REFS` again; `RE TOP WHAT` for a step that failed.
-# `-c safe.directory=*`: the repository may belong to another user than root, and git refuses to
+# `-c safe.directory=*` (`_git`): the repository may belong to another user than root, and git refuses to
 # read such a repository unless told (a protected setting: the command line is one).
 _COUNT = r'''
-_ht=$($_g log -1 --format=%ct HEAD 2>/dev/null)
-_beyond=$({ $_g rev-list HEAD 2>/dev/null | sed 's/^/h /'
-  $_g cat-file --batch-all-objects --batch-check='%(objecttype) %(objectname)' 2>/dev/null | sed -n 's/^commit /a /p'
+_ht=$(_git log -1 --format=%ct HEAD 2>/dev/null)
+_beyond=$({ _git rev-list HEAD 2>/dev/null | sed 's/^/h /'
+  _git cat-file --batch-all-objects --batch-check='%(objecttype) %(objectname)' 2>/dev/null | sed -n 's/^commit /a /p'
 } | awk '$1 == "h" { h[$2]; next } !($2 in h) { print $2 }')
 _n=0; _f=0
 if [ -n "$_beyond" ]; then
   _n=$(printf '%s\n' "$_beyond" | wc -l)
-  _f=$(printf '%s\n' "$_beyond" | $_g log --no-walk=unsorted --format=%ct --stdin 2>/dev/null | awk -v t="$_ht" '$1 > t' | wc -l)
+  _f=$(printf '%s\n' "$_beyond" | _git log --no-walk=unsorted --format=%ct --stdin 2>/dev/null | awk -v t="$_ht" '$1 > t' | wc -l)
 fi
-_r=$($_g for-each-ref --no-merged=HEAD --format='%(refname)' 2>/dev/null | wc -l)
+_r=$(_git for-each-ref --no-merged=HEAD --format='%(refname)' 2>/dev/null | wc -l)
 '''
 _SCRUB = r'''
-_d=$($_g rev-parse --absolute-git-dir 2>/dev/null)
+_d=$(_git rev-parse --absolute-git-dir 2>/dev/null)
 _own=$(stat -c %u:%g "$_d" 2>/dev/null); _mode=$(stat -c %a "$_d" 2>/dev/null)
-for _rem in $($_g remote 2>/dev/null); do $_g remote remove "$_rem" >/dev/null 2>&1 || printf 'RE\t%s\tremote %s\n' "$_top" "$_rem"; done
-$_g for-each-ref --no-merged=HEAD --format='delete %(refname)' | $_g update-ref --stdin || printf 'RE\t%s\tupdate-ref\n' "$_top"
+for _rem in $(_git remote 2>/dev/null); do _git remote remove "$_rem" >/dev/null 2>&1 || printf 'RE\t%s\tremote %s\n' "$_top" "$_rem"; done
+_git for-each-ref --no-merged=HEAD --format='delete %(refname)' | _git update-ref --stdin || printf 'RE\t%s\tupdate-ref\n' "$_top"
 [ -n "$_d" ] && for _p in PSEUDO; do rm -f "$_d/$_p"; done
-$_g reflog expire --expire=now --expire-unreachable=now --all || printf 'RE\t%s\treflog expire\n' "$_top"
-$_g repack -a -d -q || printf 'RE\t%s\trepack\n' "$_top"
-$_g prune --expire=now || printf 'RE\t%s\tprune\n' "$_top"
+_git reflog expire --expire=now --expire-unreachable=now --all || printf 'RE\t%s\treflog expire\n' "$_top"
+_git repack -a -d -q || printf 'RE\t%s\trepack\n' "$_top"
+_git prune --expire=now || printf 'RE\t%s\tprune\n' "$_top"
 [ -n "$_d" ] && rm -rf "$_d/objects/info/commit-graph" "$_d/objects/info/commit-graphs"
 [ -n "$_own" ] && chown -R "$_own" "$_d" 2>/dev/null
 case "$_mode" in *7) chmod -R a+rwX "$_d" 2>/dev/null ;; esac
 '''.replace("PSEUDO", " ".join(PSEUDO_REFS))
 _EACH = r'''
 command -v git >/dev/null 2>&1 || { printf 'RG\n'; exit 0; }
+_git() { git -c safe.directory='*' -C "$_top" "$@"; }
 _seen=
 for _p in PATHS; do
   [ -d "$_p" ] || continue
   _top=$(git -c safe.directory='*' -C "$_p" rev-parse --show-toplevel 2>/dev/null) || continue
   case " $_seen " in *" $_top "*) continue ;; esac
   _seen="$_seen $_top"
-  _g="git -c safe.directory=* -C $_top"
-  _head=$($_g rev-parse -q --verify HEAD 2>/dev/null) || continue
+  _head=$(_git rev-parse -q --verify HEAD 2>/dev/null) || continue
   COUNT
   printf 'RH\t%s\t%s\t%s\t%s\t%s\n' "$_top" "$_head" "$_n" "$_f" "$_r"
-  $_g for-each-ref --no-merged=HEAD --format='RR	%(refname)' 2>/dev/null | head -n MAX
+  _git for-each-ref --no-merged=HEAD --format='RR	%(refname)' 2>/dev/null | head -n MAX
   if [ "$SCRUB" = 1 ] && [ "$_n" != 0 -o "$_r" != 0 ]; then
     SCRUB_STEPS
     COUNT
@@ -113,9 +113,8 @@ def repository_paths(task: Task) -> list[str]:
 def history_script(paths: list[str], scrub: bool) -> str:
     """The shell that counts (and with `scrub` first removes) what each repository holding one of
     `paths` keeps beyond its HEAD. Paths that are not in a repository are passed over."""
-    # Repositories of unusual size take `git` a while; the paths are the task's, quoted.
-    body = (_EACH.replace("PATHS", " ".join(shlex.quote(p) for p in paths))
-            .replace("SCRUB_STEPS", _SCRUB).replace("COUNT", _COUNT).replace("MAX", str(MAX_REFS)))
+    body = (_EACH.replace("SCRUB_STEPS", _SCRUB).replace("COUNT", _COUNT).replace("MAX", str(MAX_REFS))
+            .replace("PATHS", " ".join(shlex.quote(p) for p in paths)))  # last: a path is text, never a marker
     return f"SCRUB={int(scrub)}\n{body}"
 
 
