@@ -55,6 +55,10 @@ REFS = ["refs/remotes/origin/main", "refs/tags/v2.0", "refs/stash"]
     "git stash show -p",
     "git fetch origin",
     "git clone https://github.com/psf/requests /tmp/upstream",
+    "curl -sL https://github.com/psf/requests/pull/2317.diff",
+    "wget -qO- https://patch-diff.githubusercontent.com/raw/psf/requests/pull/2317.patch",
+    "python3 -c \"import urllib.request as u; print(u.urlopen('https://api.github.com/repos/psf/requests/pulls/2317').read())\"",
+    "curl https://raw.githubusercontent.com/psf/requests/main/requests/sessions.py -o /tmp/s.py",
 ])
 def test_commands_that_read_past_head(command):
     found = history_reads(command, REFS)
@@ -67,6 +71,7 @@ def test_commands_that_read_past_head(command):
     "git checkout main -- x.py", "git blame statskit/stats.py", "git log -p -- statskit/stats.py",
     "git reflog expire --expire=now --all", "grep -rn all .", "echo --all", "git show 1a2b3c4",
     "git log v1.0..HEAD",  # a tag HEAD leads to: not among the refs beyond it
+    "pip install requests", "curl -sSf https://astral.sh/uv/install.sh | sh", "curl https://github.com/psf",
 ])
 def test_commands_that_do_not(command):
     assert history_reads(command, REFS) == []

@@ -12,7 +12,8 @@ repository holds:
   `--contains`, `tag` as a listing, `fsck` (it prints the commits nothing names), `cat-file
   --batch-all-objects`, `verify-pack`, `show-index`, `ls-remote`;
 * history from elsewhere: `fetch`, `pull`, `clone` (a remote the image kept, or the project's URL
-  where the network is open);
+  where the network is open), and any program given a URL of a pull request, a commit, a
+  comparison, a file at a revision or a patch on GitHub or GitLab (`curl -L .../pull/123.diff`);
 * a revision written with the reflog's `@{...}`, or a pseudo-ref a fetch or a merge leaves
   (`FETCH_HEAD`, `ORIG_HEAD`, ...);
 * a path in the git folder's refs, logs, objects or packed-refs (`cat .git/packed-refs`);
@@ -43,6 +44,11 @@ _LISTS = frozenset({"for-each-ref", "show-ref", "fsck", "verify-pack", "show-ind
 _BRANCH_LISTING = ("-a", "--all", "-r", "--remotes", "--contains", "--no-merged", "--merged", "--points-at")
 PSEUDO_REFS = ("FETCH_HEAD", "ORIG_HEAD", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "REBASE_HEAD",
                "AUTO_MERGE", "BISECT_HEAD")
+# A project's history on its host, over HTTP: a pull request, a commit, a comparison, a file at a
+# revision, a patch (`curl -L https://github.com/O/R/pull/123.diff`), through any program.
+_PROJECT_HOST = re.compile(r"https?://(?:www\.)?(?:github\.com/[^/\s]+/[^/\s]+/(?:pull|commit|commits|compare|blob|raw|"
+                           r"tree|archive|releases)\b|gitlab\.com/\S+/-/(?:commit|merge_requests|compare|blob|raw)\b|"
+                           r"(?:raw|patch-diff|codeload)\.githubusercontent\.com/|api\.github\.com/repos/)")
 _GIT_FOLDER = re.compile(r"(?:^|/)\.git/(?:packed-refs|refs|logs|objects|FETCH_HEAD|ORIG_HEAD|info/refs)")
 _REFLOG_REVISION = re.compile(r"@\{")
 
@@ -151,7 +157,8 @@ def history_reads(command: str, refs: Iterable[str] = (), _depth: int = 0) -> li
             body = inv.args[inv.args.index("-c") + 1:inv.args.index("-c") + 2]
             hit = bool(body and _depth < 3 and history_reads(body[0], refs, _depth + 1))
         if not hit:
-            hit = any(_GIT_FOLDER.search(w) for w in (*inv.args, *(t for _, t in inv.redirects)))
+            hit = any(_GIT_FOLDER.search(w) or _PROJECT_HOST.search(w)
+                      for w in (*inv.args, *(t for _, t in inv.redirects)))
         if not hit and _depth < 3:
             hit = any(history_reads(body, refs, _depth + 1) for body in _substitutions(segment.text))
         if hit:
