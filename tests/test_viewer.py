@@ -45,6 +45,12 @@ FINAL_ROUNDS = [{"round": 1, "groups": [([5, 7], 7, {"5": 1, "7": 2}), ([6, 4], 
                 {"round": 2, "groups": [([6, 7], 6, {"6": 2, "7": 1})]}]
 
 
+# a repository that kept the fix after its HEAD (docs/swebench.md, "The repository's history")
+HISTORY = {"path": "/testbed", "head": "0" * 40, "beyond_head": 12, "after_head": 9, "refs_beyond_head": 2,
+           "refs": ["refs/tags/v2.0", "refs/remotes/origin/main"], "scrubbed": False, "left_beyond_head": 12,
+           "left_after_head": 9, "left_refs": 2, "errors": []}
+
+
 # ---- writing a run by hand --------------------------------------------------------------------------
 class Traj:
     def __init__(self) -> None:
@@ -204,7 +210,8 @@ def write_run(root: Path) -> Path:
     start(t, OTHER_KEY, "baseline", "csv-summary")
     attempt_events(t, 0, "final", ["ls", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"], passed=True)
     t.write(run / f"trajectories/csv-summary/baseline__t0__{OTHER_KEY}.jsonl")
-    rows.append(row(OTHER_KEY, "baseline", "csv-summary", turns=2, tokens=1500, wall=2.0))
+    rows.append(row(OTHER_KEY, "baseline", "csv-summary", turns=2, tokens=1500, wall=2.0, repositories=[HISTORY],
+                    history_reads=["git log --all --oneline --grep=#7"]))
 
     with open(run / "trials.jsonl", "w") as f:
         for r in rows:
@@ -459,6 +466,14 @@ def test_compare_shows_both_settings_and_their_commands(browser: Browser, built:
     trial = dom(browser, built, f"#/trial/{TB_KEY}")
     assert f'<option value="{BASE_KEY}">baseline' in trial  # the control to pick the other setting
     assert f'<option value="{PDR_KEY}">pdr_rtv' in trial
+
+
+def test_a_trial_given_the_history_beyond_head_says_so(browser: Browser, built: Path) -> None:
+    page = dom(browser, built, f"#/trial/{OTHER_KEY}")
+    block = text_of(page.split('<div class="tampering history">')[1].split("</div>")[0])
+    assert "exposed /testbed 9 commits after HEAD (12 beyond it) · refs: refs/tags/v2.0, refs/remotes/origin/main" in block
+    assert "reads past HEAD git log --all --oneline --grep=#7" in block
+    assert '<div class="tampering history">' not in dom(browser, built, f"#/trial/{TB_KEY}")
 
 
 def test_rtv_bracket_shows_each_rounds_winners(browser: Browser, built: Path) -> None:

@@ -53,7 +53,7 @@ ROW_FIELDS = ("run", "setting", "setting_key", "trial_key", "task_id", "task_for
               "policy", "policy_params", "n", "trajectory", "trajectory_params", "generator_model", "selector_model",
               "simulated", "reward", "passed", "ending", "stop_reason", "turns", "tokens", "cost_usd", "timing",
               "n_attempts", "final_attempt", "attempts", "strategy_record", "trajectory_path", "error", "tampering",
-              "started_at", "finished_at", "source")
+              "repositories", "history_reads", "started_at", "finished_at", "source")
 SETTING_FIELDS = ("policy", "policy_params", "n", "trajectory", "trajectory_params", "generator_model",
                   "selector_model", "agent", "setting_key")
 

@@ -838,7 +838,26 @@
             by ? h("span", {"class": "muted small", text: by}) : null);
         })));
     }
-    return [title, status, meta, tampering];
+    return [title, status, meta, tampering, historyBlock(row)];
+  }
+
+  // The repositories the agent was asked to fix, when one kept commits made after its HEAD (a fix may
+  // be there), and the agent's commands that read past HEAD (docs/swebench.md, "The repository's history").
+  function historyBlock(row) {
+    var repos = (row.repositories || []).filter(function (x) { return x.after_head || x.left_after_head; });
+    var reads = row.history_reads || [];
+    if (!repos.length && !reads.length) return null;
+    return h("div", {"class": "tampering history"}, h("h2", {text: "Repository history beyond HEAD"}),
+      h("p", {"class": "muted small", text: "Commits made after the repository's HEAD that it does not lead to, where a fix may be, and the commands that read past HEAD."}),
+      repos.length ? h("ul", null, repos.map(function (x) {
+        var left = x.scrubbed ? " \u00b7 scrubbed: " + plural(x.left_after_head, "commit") + " left" : "";
+        return h("li", null, h("span", {"class": "badge " + (x.left_after_head ? "bad" : "ok"), text: x.left_after_head ? "exposed" : "scrubbed"}), " ",
+          h("code", {text: x.path}), " " + plural(x.after_head, "commit") + " after HEAD (" + x.beyond_head + " beyond it)" + left +
+          ((x.refs || []).length ? " \u00b7 refs: " + x.refs.slice(0, 5).join(", ") + (x.refs_beyond_head > 5 ? ", ..." : "") : ""));
+      })) : null,
+      reads.length ? h("ul", null, reads.map(function (c) {
+        return h("li", null, h("span", {"class": "badge bad", text: "reads past HEAD"}), " ", h("code", {text: c}));
+      })) : null);
   }
 
   function compareControl(key, r) {
