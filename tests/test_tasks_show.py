@@ -92,3 +92,12 @@ def test_tasks_show_steps(tmp_path):
     assert data["instruction"] is None and [s["name"] for s in data["steps"]] and data["multi_step_reward_strategy"]
     text = run("tasks", "show", str(root)).stdout
     assert f"step {data['steps'][0]['name']}: the instruction the agent receives, verbatim:" in text
+
+
+def test_tasks_show_names_the_repository_the_agent_is_asked_to_fix(tmp_path):
+    """A verifier script that applies a test patch in /testbed (SWE-bench style): that repository is
+    checked for commits after its HEAD before the agent starts (docs/swebench.md)."""
+    d = write_harbor_task(tmp_path, "patched", test_sh="#!/bin/bash\ncd /testbed\ngit apply /tmp/t.diff\npytest -rA tests\n")
+    data = json.loads(run("tasks", "show", str(d), "--json").stdout)
+    assert data["repositories"] == {"paths": ["/testbed"], "history": "keep"}
+    assert "repositories" not in json.loads(run("tasks", "show", str(write_harbor_task(tmp_path, "plain")), "--json").stdout)

@@ -12,6 +12,7 @@ from typing_extensions import NotRequired, TypedDict
 from tbscale.config import Experiment
 from tbscale.environments import Capabilities
 from tbscale.runner.enforcement import not_enforced
+from tbscale.runner.repository_history import repository_paths
 from tbscale.tasks import Task
 from tbscale.tasks.model import (DEFAULT_AGENT_TIMEOUT_SEC, EnvironmentSpec, NetworkPolicy, VerifierSpec,
                                  environment_of, uses_compose)
@@ -136,6 +137,7 @@ class TaskDescription(TypedDict):
     multi_step_reward_strategy: str | None
     not_enforced: list[dict[str, str]]  # {key, why}
     legacy: NotRequired[LegacyInfo]
+    repositories: NotRequired[RepositoriesInfo]
 
 
 def _policy(policy: NetworkPolicy) -> str:
@@ -210,6 +212,14 @@ _UNASKED = Capabilities(storage_quota=True, gpus=True,
                         why_not={"gpu_types": "no engine was asked whether it can pick a GPU model"})
 
 
+class RepositoriesInfo(TypedDict):
+    """The repositories the agent is asked to fix (runner/repository_history.py), checked before its
+    first command for commits made after their HEAD, and what the run does with those."""
+
+    paths: list[str]
+    history: str  # environment.repository_history: keep or scrub
+
+
 def describe(task: Task, exp: Experiment, caps: Capabilities | None = None) -> TaskDescription:
     """Everything `tasks show` prints; `caps` is the engine's (None: no engine was asked)."""
     env = environment_of(task)
@@ -246,6 +256,8 @@ def describe(task: Task, exp: Experiment, caps: Capabilities | None = None) -> T
         "multi_step_reward_strategy": task.reward_strategy if task.steps else None,
         "not_enforced": [x.as_dict() for x in not_enforced(task, exp, caps or _UNASKED)],
     }
+    if paths := repository_paths(task):
+        info["repositories"] = {"paths": paths, "history": exp.environment.repository_history}
     if task.legacy is not None:
         info["legacy"] = {"parser": task.legacy.parser_name, "tests_user": task.legacy.test_user or "the agent's user",
                           "test_env": dict(task.legacy.test_env),
