@@ -410,3 +410,21 @@ def test_a_simulated_run_asks_no_context_window_of_litellm_and_imports_it_off_th
     got, again, ticks = asyncio.run(main())
     assert got is module and again is module and imports == [False] and ticks >= 3
     assert llm.prefetch_litellm().result() is module and imports == [False]  # a run's prefetch: the same import
+
+
+def test_an_exit_during_the_litellm_prefetch_waits_for_the_import_to_end() -> None:
+    """The prefetch thread is not a daemon: an interpreter that exits meanwhile (Ctrl-C early in a
+    run) lets the import end first. A daemon thread stopped by the exit while it held the import
+    lock hung the process for good in its next import (`tbscale run` never exited in CI). The
+    callback runs after the interpreter has waited for its threads and before it finalizes."""
+    import subprocess
+    import sys
+
+    script = ("import atexit, sys\n"
+              "from tbscale.models import llm\n"
+              "future = llm.prefetch_litellm()\n"
+              "atexit.register(lambda: print('import ended at exit:', future.done(), flush=True))\n"
+              "sys.exit(130)\n")
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 130, res.stderr[-2000:]
+    assert "import ended at exit: True" in res.stdout, (res.stdout, res.stderr[-2000:])

@@ -79,7 +79,11 @@ def prefetch_litellm() -> concurrent.futures.Future:
                     future.set_exception(e)
 
             _prefetch = future
-            threading.Thread(target=work, name="litellm-import", daemon=True).start()
+            # Not a daemon: the interpreter's exit waits for the import to end (a few seconds at most).
+            # A daemon thread stopped by the exit while it held the import lock left the process
+            # hung for good in its next import: `tbscale run` interrupted by Ctrl-C while litellm was
+            # still being imported never exited (a lookahead run whose forks started first, in CI).
+            threading.Thread(target=work, name="litellm-import").start()
         return _prefetch
 
 
