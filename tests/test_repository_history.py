@@ -231,3 +231,15 @@ def test_the_scrub_gives_the_git_folder_back_to_its_owner_and_to_every_user(leak
     assert written and all(p.stat().st_uid == 1000 for p in written)
     assert all(p.stat().st_mode & 0o002 for p in written if not p.is_symlink())
     assert not (repo / ".git" / "objects" / "info" / "commit-graph").exists()
+
+
+def test_objects_the_scrub_cannot_remove_leave_the_repository_exposed(leaky, tmp_path):
+    """A repository that borrows objects from another store (`git clone --shared`: an alternate) keeps
+    the fix there whatever its own refs say: the count after the scrub still finds it, so the trial
+    is marked exposed rather than shown as clean."""
+    repo, base, fix = leaky
+    borrower = tmp_path / "borrower"
+    subprocess.run(["git", "clone", "-q", "--shared", str(repo), str(borrower)], check=True, env=GIT_ENV)
+    (found,) = run_here([str(borrower)], scrub=True)
+    assert found.scrubbed and found.left_refs == 0 and found.left_after_head > 0
+    assert subprocess.run(["git", "-C", str(borrower), "cat-file", "-e", fix], env=GIT_ENV).returncode == 0
