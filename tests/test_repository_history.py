@@ -243,3 +243,18 @@ def test_objects_the_scrub_cannot_remove_leave_the_repository_exposed(leaky, tmp
     (found,) = run_here([str(borrower)], scrub=True)
     assert found.scrubbed and found.left_refs == 0 and found.left_after_head > 0
     assert subprocess.run(["git", "-C", str(borrower), "cat-file", "-e", fix], env=GIT_ENV).returncode == 0
+
+
+def test_a_continuation_keeps_the_count_its_chain_began_with():
+    """A prefix carries its repositories as the chain's first agent got them. A continuation forked
+    from it takes that count (runner/attempt.py), not one made in the fork, which holds whatever the
+    prefix's agent did meanwhile (a `git gc` after reading the fix would leave nothing to count)."""
+    from tbscale.strategies.base import AttemptResult, Prefix
+    from tbscale.types.results import RepositoryHistory
+
+    first = RepositoryHistory(path="/testbed", head="0" * 40, beyond_head=3, after_head=2, left_beyond_head=3,
+                              left_after_head=2)
+    paused = AttemptResult(1, "seg", "seg", None, False, "unfinished", "paused", 2, ["git log --all"], [],
+                           repositories=[first])
+    assert Prefix.of(paused).repositories == [first]
+    assert Prefix.of(paused, restore="replay").repositories == [first]

@@ -149,7 +149,10 @@ class Attempt:
                 t = time.monotonic()
                 await asyncio.to_thread(envs.prepare_fork, box, envs.env, envs.env.network)
                 self.timing["prepare"] = time.monotonic() - t
-                await self.repository_history(box)
+                # The fork holds what the prefix's agent did to the repository since the chain began (a
+                # `git gc` after reading the fix would count as nothing there): the first count stands,
+                # as the guard's baseline does.
+                self.repositories = list(req.prefix.repositories)
                 return box
         if req.prefix is not None:
             self.restore = "replay"

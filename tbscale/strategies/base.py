@@ -123,6 +123,9 @@ class Prefix:
     parent: int | None = None
     snapshot: Any = None  # the parent's Snapshot: the continuation forks from it instead of replaying
     guard_baseline: GuardSnapshot | None = None
+    # the task's repositories as the chain's first agent got them: a fork holds what the prefix's
+    # agent did to them since, so they are not counted again there
+    repositories: list[RepositoryHistory] = field(default_factory=list)
 
     @classmethod
     def of(cls, attempt: "AttemptResult", *, restore: str = "fork") -> "Prefix":
@@ -130,7 +133,8 @@ class Prefix:
         snap = attempt.snapshot if restore != "replay" else None
         if snap is not None and getattr(snap, "released", False):
             snap = None
-        return cls(attempt.transcript, attempt.actions, attempt.index, snap, attempt.guard_baseline)
+        return cls(attempt.transcript, attempt.actions, attempt.index, snap, attempt.guard_baseline,
+                   list(attempt.repositories))
 
 
 # start_attempt(stage, context_text, context_indices, *, prefix=None, max_new_turns=None,
