@@ -40,7 +40,7 @@ from tbscale.tasks import Task
 from tbscale.types.results import RepositoryHistory
 
 MAX_REFS = 20  # ref names kept per repository (their count is kept whole)
-TIMEOUT_SEC = 600.0  # a repack of a large project (Django: about a minute on one core)
+TIMEOUT_SEC = 600.0  # ample: the scrub took at most 4.7 CPU-s on sympy's 102,294 commits (docs/swebench.md)
 
 # The pseudo-refs a fetch, a merge, a rebase or a cherry-pick leaves in the git folder: each names a
 # commit, and none is a ref for-each-ref lists.

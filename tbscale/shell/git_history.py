@@ -37,7 +37,7 @@ _GLOBAL_WITH_VALUE = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--names
                                 "--config-env"})
 _WALKS_EVERY_REF = ("--all", "--branches", "--remotes", "--tags", "--glob", "--reflog", "--walk-reflogs",
                     "--exclude-hidden", "--bisect")
-_LISTS = frozenset({"for-each-ref", "show-ref", "fsck", "verify-pack", "show-index", "ls-remote", "reflog",
+_ALWAYS_READS = frozenset({"for-each-ref", "show-ref", "fsck", "verify-pack", "show-index", "ls-remote", "reflog",
                     "fsck-objects", "unpack-objects",
                     # history from elsewhere: a remote the image kept (SWE-bench Pro's keep `origin`), a URL
                     "fetch", "pull", "clone"})
@@ -98,7 +98,7 @@ def _short_names(refs: Iterable[str]) -> set[str]:
 
 
 def _invocation_reads(sub: str, rest: list[str], names: set[str]) -> bool:
-    if sub in _LISTS:
+    if sub in _ALWAYS_READS:
         return not (sub == "reflog" and rest[:1] in (["expire"], ["delete"]))
     if sub == "describe":  # the tags HEAD leads to, unless asked which contain it
         return "--contains" in rest
@@ -142,10 +142,14 @@ def _substitutions(text: str) -> list[str]:
     return bodies
 
 
-def history_reads(command: str, refs: Iterable[str] = (), _depth: int = 0) -> list[str]:
+def history_reads(command: str, refs: Iterable[str] = ()) -> list[str]:
     """The commands in `command` that read past HEAD (see the module's docstring); `refs`: the names
     of the refs the repository keeps beyond its HEAD, when known."""
-    names = _short_names(refs)
+    return _reads(command, _short_names(refs), 0)
+
+
+def _reads(command: str, names: set[str], depth: int) -> list[str]:
+    """history_reads with the refs' names made once; `depth`: how deep in `bash -c` and `$(...)`."""
     found: list[str] = []
     for segment in split_segments(command):
         inv = invocation(segment)
@@ -155,12 +159,12 @@ def history_reads(command: str, refs: Iterable[str] = (), _depth: int = 0) -> li
             hit = _invocation_reads(sub, rest, names)
         elif inv.program in ("bash", "sh", "dash", "zsh") and "-c" in inv.args:
             body = inv.args[inv.args.index("-c") + 1:inv.args.index("-c") + 2]
-            hit = bool(body and _depth < 3 and history_reads(body[0], refs, _depth + 1))
+            hit = bool(body and depth < 3 and _reads(body[0], names, depth + 1))
         if not hit:
             hit = any(_GIT_FOLDER.search(w) or _PROJECT_HOST.search(w)
                       for w in (*inv.args, *(t for _, t in inv.redirects)))
-        if not hit and _depth < 3:
-            hit = any(history_reads(body, refs, _depth + 1) for body in _substitutions(segment.text))
+        if not hit and depth < 3:
+            hit = any(_reads(body, names, depth + 1) for body in _substitutions(segment.text))
         if hit:
             found.append(segment.text[:300])
     return found
@@ -168,10 +172,10 @@ def history_reads(command: str, refs: Iterable[str] = (), _depth: int = 0) -> li
 
 def trial_history_reads(actions: Iterable[str], refs: Iterable[str] = ()) -> list[str]:
     """Each command of a trial that reads past HEAD, in order, at most MAX_READS."""
-    refs = list(refs)
+    names = _short_names(refs)
     out: list[str] = []
     for action in actions:
-        for hit in history_reads(action, refs):
+        for hit in _reads(action, names, 0):
             if hit not in out:
                 out.append(hit)
             if len(out) >= MAX_READS:
