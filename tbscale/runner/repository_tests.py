@@ -117,30 +117,29 @@ _NAMES = ("-name '*.py' \\( -path '*/test/*' -o -path '*/tests/*' -o -path '*/te
 # for each file the rules read there
 REPOSITORY = r'''
 if [ -n "${TBSCALE_REPOSITORY_TESTS+set}" ]; then
+  # `RT PATH DIGEST` for each file under $1 that the find tests after it take, in one sha256sum run;
+  # counted first (a walk costs little beside the digests): past __MAX__, `RT DIR many` and status 1
+  _rt_walk() {
+    _rtw=$1; shift
+    if [ "$(find "$_rtw/" -xdev \( __PRUNED__ \) -prune -o \( -type f -o -type l \) "$@" -print 2>/dev/null \
+            | head -n __MORE__ | wc -l)" -gt __MAX__ ]; then printf 'RT\t%s\tmany\n' "$_rtw"; return 1; fi
+    find "$_rtw/" -xdev \( __PRUNED__ \) -prune -o \( -type f -o -type l \) "$@" -exec sha256sum {} + 2>/dev/null \
+      | while IFS= read -r _h; do printf 'RT\t%s\t%s\n' "${_h#*  }" "${_h%% *}"; done
+  }
   printf '%s\n' "$TBSCALE_REPOSITORY_TESTS" | while IFS= read -r _p; do
     case $_p in r:*) _r=${_p#r:} ;; *) continue ;; esac
     case $_r in /*) ;; *) _r=${TBSCALE_WORKDIR:-$PWD}/$_r ;; esac
     [ -d "$_r" ] && [ ! -L "$_r" ] || continue
     _r=$(cd "$_r" && pwd -P) && [ "$_r" != / ] || continue
-    # counted first (a walk costs little beside the digests), then digested in one sha256sum run
-    _n=$(find "$_r/" -xdev \( __PRUNED__ \) -prune -o \( -type f -o -type l \) \( __NAMES__ \) -print 2>/dev/null \
-         | head -n __MORE__ | wc -l)
-    if [ "$_n" -gt __MAX__ ]; then printf 'RT\t%s\tmany\n' "$_r"; continue; fi
+    _rt_walk "$_r" \( __NAMES__ \) || continue
     printf 'RT\t%s\tother\n' "$_r"
-    find "$_r/" -xdev \( __PRUNED__ \) -prune -o \( -type f -o -type l \) \( __NAMES__ \) -exec sha256sum {} + 2>/dev/null \
-      | while IFS= read -r _h; do printf 'RT\t%s\t%s\n' "${_h#*  }" "${_h%% *}"; done
     # the tests' data: every other file in or under the folders of the Python tests the scripts name
     # (`c:` and `t:` lines), but the repository's own
     printf '%s\n' "$TBSCALE_REPOSITORY_TESTS" | while IFS= read -r _d; do
       case $_d in [ct]:*/*.py) _d=${_d#?:}; _d=$_r/${_d%/*} ;; *) continue ;; esac
       printf '%s\n' "$_d"
     done | sort -u | while IFS= read -r _d; do
-      [ -d "$_d" ] && [ ! -L "$_d" ] || continue
-      _n=$(find "$_d/" -xdev \( __PRUNED__ \) -prune -o \( -type f -o -type l \) ! -name '*.py' -print 2>/dev/null \
-           | head -n __MORE__ | wc -l)
-      if [ "$_n" -gt __MAX__ ]; then printf 'RT\t%s\tmany\n' "$_d"; continue; fi
-      find "$_d/" -xdev \( __PRUNED__ \) -prune -o \( -type f -o -type l \) ! -name '*.py' -exec sha256sum {} + 2>/dev/null \
-        | while IFS= read -r _h; do printf 'RT\t%s\t%s\n' "${_h#*  }" "${_h%% *}"; done
+      [ -d "$_d" ] && [ ! -L "$_d" ] && _rt_walk "$_d" ! -name '*.py'
     done
     # pytest's settings (and setup.py) where pytest looks for them, from the tests up
     printf '%s\n' "$TBSCALE_REPOSITORY_TESTS" | while IFS= read -r _a; do
