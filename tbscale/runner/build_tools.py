@@ -25,6 +25,7 @@ from typing import Any
 
 from tbscale.runner.cargo_project import CARGO, CARGO_READ, cargo_changed, cargo_folders, cargo_settings
 from tbscale.runner.cmake_project import CMAKE, cmake_changed, cmake_folders
+from tbscale.runner.git_settings import GIT, git_changed, git_folders, read_settings, settings_file as git_settings_file
 from tbscale.runner.go_project import GO, GO_READ, go_changed, go_folders, go_settings
 from tbscale.runner.make_project import MAKE, make_changed, make_folders, makefile_rules
 from tbscale.runner.repository_tests import REPOSITORY, read_text, repository_changed, repository_folders, settings_file
@@ -77,5 +78,7 @@ TOOLS: tuple[BuildTool, ...] = (
     BuildTool("tests_here", "WT", named_tests, TESTS, CONFIGS, pytest_settings, changed_tests, compilers),
     # nor this: what the tests read, besides the tests, in a repository the verifier patches and tests (SWE-bench style)
     BuildTool("repository_tests", "RT", repository_folders, REPOSITORY, settings_file, read_text, repository_changed),
+    # nor this: what git runs, and whether it runs, where the verifier runs git
+    BuildTool("git", "GI", git_folders, GIT, git_settings_file, read_settings, git_changed),
 )
 TAGS = {tool.tag: tool.key for tool in TOOLS}

@@ -104,6 +104,7 @@ class GuardSnapshot(TypedDict, total=False):
     make: dict[str, str]  # the makefiles the verifier's own make reads, or may (`MK`)
     tests_here: dict[str, str]  # the tests the verifier runs from where the agent worked, and their files (`WT`)
     repository_tests: dict[str, str]  # what the tests read in a repository the verifier patches and tests (`RT`)
+    git: dict[str, str]  # git's hooks and settings where the verifier runs git (`GI`)
     go_test_mains: list[str]  # `_test.go` files the agent phase wrote that declare TestMain (`GT`)
     build_times_forward: list[str]  # after the sweep: files dated in the future where cargo or make builds (`TF`)
     build_sources_touched: int  # after the sweep: files the agent phase changed there, touched (`TT`)

@@ -48,5 +48,15 @@ def review_patch(patch: str, eval_script: str,
     plugins = [path for pf, path, state in files if PurePosixPath(path).name in PLUGIN_FILES and state != "removed"
                and any("pytest11" in line.value for hunk in pf for line in hunk if line.is_added)]
     reset, run = script_tests(eval_script)
-    return review_changes([(path, state) for _, path, state in files], reset, run, read_files, plugins,
-                          source="patch", who="the patch")
+    review = review_changes([(path, state) for _, path, state in files], reset, run, read_files, plugins,
+                            source="patch", who="the patch")
+    # A path in a `.git` folder: `git apply` refuses it, and swebench's last apply command (`patch
+    # --fuzz=5`) writes it, an executable hook too, which the eval's `git checkout` of the test
+    # files then runs (runner/git_settings.py holds the same in an environment).
+    into_git = [(path, state) for _, path, state in files if ".git" in PurePosixPath(path).parts]
+    if into_git:
+        review.tampering.append({
+            "kind": "git_hook_planted", "source": "patch", "paths": [path for path, _ in into_git][:20],
+            "detail": "the patch writes into a repository's git folder (hooks, settings), which `git apply` refuses "
+                      "and `patch` takes: " + ", ".join(f"{path} ({state})" for path, state in into_git[:20])})
+    return review
