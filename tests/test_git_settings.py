@@ -45,16 +45,19 @@ def place(tmp_path):
     lines = git_folders([SCRIPT.replace("BASE", base)])
     assert lines == ["g:", f"k:\t{base}\ttests/test_stats.py"]
 
-    def look() -> tuple[dict[str, str], dict]:
-        """The shell's lines, and the settings files it named, read as the guard reads them."""
+    def look(since: str | None = None) -> tuple[dict[str, str], dict]:
+        """The shell's lines (`since`: after the baseline, as TBSCALE_SINCE says), and the settings
+        files it named, read here as the guard reads them from outside."""
         out = subprocess.run(["bash", "-c", PROJECT + GIT], capture_output=True, text=True, check=True, cwd=repo,
-                             env={**env, "TBSCALE_GIT": "\n".join(lines), "TBSCALE_WORKDIR": str(repo)}).stdout
+                             env={**env, "TBSCALE_GIT": "\n".join(lines), "TBSCALE_WORKDIR": str(repo),
+                                  **({"TBSCALE_SINCE": since} if since else {})}).stdout
         snap = {p[1]: p[2] for p in (line.split("\t") for line in out.splitlines()) if p[0] == "GI" and len(p) == 3}
         return snap, {p: read_settings(p, Path(p).read_bytes()) for p, d in snap.items()
                       if settings_file(p) and d not in ("-", "other")}
 
     def judge(before: tuple[dict[str, str], dict], after: tuple[dict[str, str], dict], actions=()) -> list[dict]:
-        return git_changed(before[0], after[0], before[1], after[1], {}, list(actions), ToolRun(lines, str(repo)))
+        """As the guard judges: the baseline's settings from its own lines, not read (`{}`)."""
+        return git_changed(before[0], after[0], {}, after[1], {}, list(actions), ToolRun(lines, str(repo)))
 
     return repo.resolve(), home, env, base, look, judge
 
@@ -116,7 +119,7 @@ def test_each_change_is_recorded(place, case):
     command, paths = PLANTS[case]
     command = command.replace("REPO", shlex.quote(str(repo))).replace("HOME", str(home)).replace("BASE", base)
     subprocess.run(["bash", "-c", command], check=True, env=env)
-    (found,) = judge(before, look(), [(1, command)])
+    (found,) = judge(before, look("1"), [(1, command)])
     assert found["kind"] == "git_hook_planted" and found["source"] == "environment", found
     assert found["paths"] == [p.replace("REPO", str(repo)).replace("HOME", str(home)) for p in paths], found
     if case in ("hooks-path", "fsmonitor", "index-lock"):
@@ -127,13 +130,16 @@ def test_what_an_honest_agent_does_is_not(place):
     repo, home, env, base, look, judge = place
     before = look()
     assert before[0][f"{repo}/.git?runs"] == "ok" and before[0][f"{repo}/.git"] == "other"
+    # the baseline's settings as the shell printed them, which the guard parses instead of reading them
+    assert bytes.fromhex(before[0][f"{home}/.gitconfig?text"]) == (home / ".gitconfig").read_bytes()
+    assert not any(p.endswith("?text") for p in look("1")[0])
     for command in (f"git -C '{repo}' config user.name me", "git config --global core.pager cat",
                     f"printf 'x' > '{repo}/.git/hooks/pre-commit'",  # not executable: git does not run it
                     f"printf 'y' >> '{repo}/.git/hooks/pre-commit.sample'; chmod +x '{repo}/.git/hooks/pre-commit.sample'",
                     f"cd '{repo}' && printf 'x\\n' > new.py && git add new.py && git commit -qm fix",
                     f"cd '{repo}/tests' && git init -q nested && git -C nested config core.hooksPath /tmp"):
         subprocess.run(["bash", "-c", command], check=True, env=env)
-    assert judge(before, look()) == []
+    assert judge(before, look("1")) == []
 
 
 def test_a_repository_the_agent_made_is_its_own(tmp_path):

@@ -8,7 +8,8 @@ A tool module gives:
 * `shell`: the guard shell's block, printing a `<TAG>\\tPATH\\tDIGEST` line for each file the tool
   reads there (`_fd`, guard_shell.PROJECT's), at the baseline and after the sweep;
 * `read` and `parse`: the files read again from outside the environment (by name, or a function
-  of the path; None: every file its block digested), and what of them counts;
+  of the path; None: every file its block digested), and what of them counts (after the sweep,
+  those whose digest changed; at the baseline, all, unless `read_at_baseline` is False);
 * `changed(before, after, read_before, read_after, snapshot, actions, run)`: the tampering
   entries; `run` is a `ToolRun`, the lines `folders` gave and the workdir the shell took;
 * `programs`: what the tool itself starts by name from PATH (a compiler, a linker), digested with
@@ -45,6 +46,10 @@ class BuildTool:
     changed: Callable[[dict[str, str], dict[str, str], dict, dict, GuardSnapshot, list[tuple[int, str]], ToolRun],
                       list[Tampering]]
     programs: tuple[str, ...] | Callable[[list[str]], tuple[str, ...]] = ()
+    # whether the files `read` takes are read from outside at the baseline too; False where the
+    # shell block prints what is needed of them then (no process of the agent's has run yet), which
+    # saves an engine call a file at every baseline
+    read_at_baseline: bool = True
 
     def started(self, lines: list[str]) -> tuple[str, ...]:
         """The programs it starts by name where the verifier's scripts run it as `lines` say."""
@@ -79,6 +84,6 @@ TOOLS: tuple[BuildTool, ...] = (
     # nor this: what the tests read, besides the tests, in a repository the verifier patches and tests (SWE-bench style)
     BuildTool("repository_tests", "RT", repository_folders, REPOSITORY, settings_file, read_text, repository_changed),
     # nor this: what git runs, and whether it runs, where the verifier runs git
-    BuildTool("git", "GI", git_folders, GIT, git_settings_file, read_settings, git_changed),
+    BuildTool("git", "GI", git_folders, GIT, git_settings_file, read_settings, git_changed, read_at_baseline=False),
 )
 TAGS = {tool.tag: tool.key for tool in TOOLS}

@@ -21,8 +21,9 @@ sweep, for the repository holding each (the nearest folder up with a `.git`):
 * whether git can read the repository (`TOP/.git?runs`: HEAD's tree, the index, and each file the
   scripts check out at a revision, `k:` lines), with hooks and fsmonitor off;
 * the user's and the system's settings files.
-The settings files are read from outside and parsed (dulwich); only what makes git run a command,
-or moves what it works on, counts (`_runs`). Only repositories that were there at the baseline
+The settings files are parsed (dulwich): at the baseline as the shell prints them (`PATH?text`, in
+hex: no process of the agent's has run yet), after the sweep read from outside where their digest
+changed. Only what makes git run a command, or moves what it works on, counts (`_runs`). Only repositories that were there at the baseline
 count: one the agent made is its own work, hooks and all. What changed is `git_hook_planted`.
 
 A task whose solution is such a hook, in a repository where its verifier runs git, would have it
@@ -49,6 +50,7 @@ _VALUED = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--c
 _BOOLEANS = frozenset({"", "true", "yes", "on", "1", "false", "no", "off", "0"})
 SETTINGS_NAMES = frozenset({"config", "config.worktree", ".gitconfig", "gitconfig"})
 RUNS = "?runs"  # the pseudo-path of whether git reads a repository: `TOP/.git?runs`, ok or fails
+TEXT = "?text"  # `PATH?text`: a settings file's bytes in hex, printed at the baseline
 GIT_DIR = "?dir"  # `TOP/.git?dir`: the repository's git folder (and `?common`: a worktree's common one)
 
 
@@ -139,10 +141,13 @@ def git_changed(before: dict[str, str], after: dict[str, str], read_before: dict
                 snap: GuardSnapshot, actions: list[tuple[int, str]], run: ToolRun) -> list[Tampering]:
     """The entries for what changed in the repositories the baseline had where the verifier runs
     git (`before`, `after`: path -> digest, `-` absent, `other` a folder or link, and the
-    pseudo-paths `?runs` and `?dir`), with the settings files read from outside as `read_settings`."""
+    pseudo-paths `?runs` and `?dir`), with the settings files as `read_settings` gives them: at the
+    baseline from the shell's `PATH?text` lines (`read_before` is not used), after the sweep read
+    from outside."""
     repos = [p[:-len("/.git")] for p, d in before.items() if p.endswith("/.git") and d != "-"]
     if not repos:
         return []
+    read_before = {p[:-len(TEXT)]: _from_hex(p[:-len(TEXT)], d) for p, d in before.items() if p.endswith(TEXT)}
     # the git folders of those repositories, as the baseline had them: what the agent phase added to
     # the git folder of a repository it made is its own
     folders = [d for p, d in before.items() if p.endswith((GIT_DIR, "?common")) and d not in ("-", "")]
@@ -184,6 +189,13 @@ def git_changed(before: dict[str, str], after: dict[str, str], read_before: dict
                                                                  [*keys[:5], *paths[:5]]))]
 
 
+def _from_hex(path: str, text: str) -> dict[str, Any]:
+    try:
+        return read_settings(path, bytes.fromhex(text))
+    except ValueError:
+        return {"error": "the baseline's copy could not be read"}
+
+
 def _settings_changed(path: str, was: str, now: str, read_was: dict | None, read_now: dict | None, *,
                       repository: bool) -> tuple[list[str], list[str]]:
     """What a settings file's change did (`read_settings` before and after), and the keys changed."""
@@ -222,12 +234,20 @@ if [ -n "${TBSCALE_GIT+set}" ]; then
   # filter), and a time limit where the image has `timeout` (an include naming a fifo would block it)
   _gi_git() { if command -v timeout >/dev/null 2>&1; then timeout 60 git -c core.fsmonitor=false "$@"
               else git -c core.fsmonitor=false "$@"; fi; }
+  # a settings file's digest, and at the baseline (no TBSCALE_SINCE yet) its bytes in hex, up to 64 KiB
+  _gi_cfg() {
+    _fd GI "$1"
+    [ -z "${TBSCALE_SINCE:-}" ] && [ "$_fdd" != - ] && [ "$_fdd" != other ] && [ "$(($(wc -c < "$1")))" -le 65536 ] \
+      && printf 'GI\t%s?text\t%s\n' "$1" "$(od -An -v -tx1 < "$1" | tr -d ' \n')"
+    return 0
+  }
   _gi_dir() {
-    _fd GI "$1/config"; _fd GI "$1/config.worktree"; _fd GI "$1/index.lock"
+    _gi_cfg "$1/config"; _gi_cfg "$1/config.worktree"; _fd GI "$1/index.lock"
     for _h in "$1"/hooks/*; do
       case $_h in *.sample) continue ;; esac
       { [ -f "$_h" ] || [ -L "$_h" ]; } && [ -x "$_h" ] && _fd GI "$_h"
     done
+    return 0
   }
   if [ -n "$_gi_tops" ]; then
     printf '%s\n' "$_gi_tops" | while IFS= read -r _t; do
@@ -262,7 +282,7 @@ if [ -n "${TBSCALE_GIT+set}" ]; then
     done
     for _f in "${HOME:-/root}/.gitconfig" "${XDG_CONFIG_HOME:-${HOME:-/root}/.config}/git/config" /etc/gitconfig \
         /usr/local/etc/gitconfig; do
-      _fd GI "$_f"
+      _gi_cfg "$_f"
     done
   fi
 fi

@@ -242,7 +242,7 @@ class VerifierGuard:
         self.project_before = self._read_files(self.before, "project", None, project_settings)
         self.npm_before = self._read_files(self.before, "npm", NPM_READ, npm_settings)
         self.tools_before = {t.key: self._read_files(self.before, t.key, t.read, t.parse) for t in TOOLS
-                             if self.tools.get(t.key) and t.parse}
+                             if self.tools.get(t.key) and t.parse and t.read_at_baseline}
         self.timing["guard_digest"] = time.monotonic() - t
         t = time.monotonic()
         self.before["sidecar_processes"] = {n: self._processes(c) for n, c in self._sidecars().items()}
