@@ -9,7 +9,7 @@ checkout too), an fsmonitor hook (when git refreshes the index), a filter driver
 the file it patches through its clean and smudge commands), a diff driver's `textconv`. And where git
 cannot run there (its settings unreadable, `.git` replaced, a lock left on the index), the
 checkout that resets the test file and the test patch do not happen, and the tests that run are the
-old ones. On 2026-12-06, in tasks of both shapes (tests/test_git_settings_integrity.py), each of
+old ones; where the base commit is replaced (`git replace`), the checkout writes the agent's copy. On 2026-12-06, in tasks of both shapes (tests/test_git_settings_integrity.py), each of
 these passed a trial with the bug in place and nothing recorded.
 
 So where the scripts run git (`g:` lines: each folder, `git -C` taken; and then the workdir too, where
@@ -18,8 +18,9 @@ sweep, for the repository holding each (the nearest folder up with a `.git`):
 * its `.git` (a folder: `other`; a file naming the git folder elsewhere: its digest);
 * in its git folder (and the common one of a worktree): `config`, `config.worktree`, `index.lock`, and
   each executable file in `hooks/` but git's samples;
-* whether git can read the repository (`TOP/.git?runs`: HEAD's tree, the index, and each file the
-  scripts check out at a revision, `k:` lines), with hooks and fsmonitor off;
+* whether git can read the repository (`TOP/.git?runs`: HEAD's tree and the index), with fsmonitor
+  off, and the object of each file the scripts check out at a commit named by its id (`k:` lines;
+  `git replace` makes the commit another, whose file the checkout then writes);
 * the user's and the system's settings files.
 The settings files are parsed (dulwich): at the baseline as the shell prints them (`PATH?text`, in
 hex: no process of the agent's has run yet), after the sweep read from outside where their digest
@@ -60,8 +61,8 @@ def _join(cwd: str, path: str) -> str:
 
 def git_folders(texts: list[str], tests_mount: str | None = None) -> list[str]:
     """Where the scripts run git: `g:FOLDER` for each folder they run it in, and
-    `k:FOLDER<TAB>REV<TAB>PATH` for each file they check out at a revision there (`git checkout REV
-    [--] PATH...`), the folders as the scripts name them ("" the workdir); with `g:` for the
+    `k:FOLDER<TAB>REV<TAB>PATH` for each file they check out at a commit named by its id there (`git
+    checkout REV [--] PATH...`), the folders as the scripts name them ("" the workdir); with `g:` for the
     workdir first, where a test's own git runs unless told otherwise. None where they run no git."""
     out = ["g:"]
     for places, inv in located(texts, tests_mount):
@@ -81,8 +82,10 @@ def git_folders(texts: list[str], tests_mount: str | None = None) -> list[str]:
                 rev, paths = (named[0] if cut == 1 else None), named[cut + 1:]
             else:
                 rev, paths = (named[0], named[1:]) if len(named) > 1 else (None, [])
-            checked_out = [(rev, p) for p in paths if rev and re.fullmatch(r"[A-Za-z0-9_./^~@{}-]+", rev)
-                           and "\t" not in p and "\n" not in p]
+            # at a commit named by its id, which nothing but a replacement (`git replace`) makes another
+            # file: a branch the agent's own commits move is left out
+            checked_out = [(rev, p) for p in paths if rev and re.fullmatch(r"[0-9a-f]{7,40}", rev)
+                           and "\t" not in p and "\n" not in p and "?" not in p]
         for place in places:
             where = _join(place, folder) if (place or folder) else ""
             where = "" if where == "." else where
@@ -114,11 +117,12 @@ def read_settings(path: str, data: bytes) -> dict[str, Any]:
 
 def _runs(section: str, sub: str | None, key: str, value: str) -> bool:
     """Whether a setting makes git run a command (git-config(1)), or moves what git works on
-    (`core.worktree`, `core.bare`). Left out: the editor and pager (git runs them only at a
-    terminal or when it asks for an edit, and agents set `core.pager cat` for themselves), and what
-    runs only for transport (`core.sshCommand`, credential helpers)."""
+    (`core.worktree`, `core.bare`, `submodule.recurse`, `core.useReplaceRefs`). Left out: the
+    editor and pager (git runs them only at a terminal or when it asks for an edit, and agents set
+    `core.pager cat` for themselves), and what runs only for transport (`core.sshCommand`,
+    credential helpers)."""
     if section == "core":
-        return key in ("hookspath", "worktree", "bare", "alternaterefscommand") or (
+        return key in ("hookspath", "worktree", "bare", "alternaterefscommand", "usereplacerefs") or (
             key == "fsmonitor" and value.strip().lower() not in _BOOLEANS)
     if section == "diff":
         return key == "external" if sub is None else key in ("command", "textconv")
@@ -132,8 +136,8 @@ def _runs(section: str, sub: str | None, key: str, value: str) -> bool:
         return key == "command"
     if section in ("include", "includeif"):
         return key == "path"
-    if section == "submodule":
-        return key == "update" and value.lstrip().startswith("!")
+    if section == "submodule":  # `recurse`: git's commands go into the submodules, and run their hooks
+        return (key == "update" and value.lstrip().startswith("!")) or (sub is None and key == "recurse")
     return section == "uploadpack" and key == "packobjectshook"
 
 
@@ -159,8 +163,13 @@ def git_changed(before: dict[str, str], after: dict[str, str], read_before: dict
             found.append(f"{dot} ({file_state(before[dot], after.get(dot, '-'))}: git now takes another repository "
                          f"there, or none)")
         if before.get(dot + RUNS) == "ok" and after.get(dot + RUNS, "fails") != "ok":
-            found.append(f"{dot} (git no longer reads the repository: its HEAD, its index, or a file the verifier "
-                         f"checks out at a revision)")
+            found.append(f"{dot} (git no longer reads the repository: its HEAD or its index)")
+    for path, was in before.items():
+        if "?at=" in path and after.get(path, "missing") != was:
+            file, _, rev = path.partition("?at=")
+            now = after.get(path, "missing")
+            found.append(f"{file} (the verifier checks it out at {rev}, where it is now "
+                         f"{'missing' if now == 'missing' else 'another file: the commit was replaced'})")
     for path in sorted(set(before) | set(after)):
         if "?" in path:
             continue
@@ -264,21 +273,23 @@ if [ -n "${TBSCALE_GIT+set}" ]; then
         _c=$(head -n 1 "$_g/commondir" 2>/dev/null); case $_c in /*) ;; *) _c=$_g/$_c ;; esac
         _c=$(cd "$_c" 2>/dev/null && pwd -P) && [ "$_c" != "$_g" ] && { printf 'GI\t%s\t%s\n' "$_t/.git?common" "$_c"; _gi_dir "$_c"; }
       fi
-      # whether git reads it, with nothing of the agent's run: HEAD's tree, the index, and each file
-      # the scripts check out at a revision in a folder of this repository
+      # whether git reads it, with nothing of the agent's run: HEAD's tree and the index; and the
+      # object of each file the scripts check out at a commit in a folder of this repository
+      # (`FOLDER/PATH?at=REV`: a replacement of the commit gives another)
       command -v git >/dev/null 2>&1 || continue
       _ok=ok
       ( cd "$_t" && _gi_git rev-parse -q --verify 'HEAD^{tree}' && _gi_git ls-files -s ) >/dev/null 2>&1 || _ok=fails
-      if [ "$_ok" = ok ]; then
-        printf '%s\n' "$TBSCALE_GIT" | while IFS= read -r _k; do
-          case $_k in k:*) _k=${_k#k:} ;; *) continue ;; esac
-          _f=${_k%%"$_tab"*}; _k=${_k#*"$_tab"}; _rev=${_k%%"$_tab"*}; _path=${_k#*"$_tab"}
-          _at "$_f"; _f=$(cd "$_p" 2>/dev/null && pwd -P) || continue
-          case $_f/ in "$_t"/*) ;; *) continue ;; esac
-          ( cd "$_f" && _gi_git cat-file -e "$_rev:./$_path" ) >/dev/null 2>&1 || echo fails
-        done | grep -q fails && _ok=fails
-      fi
       printf 'GI\t%s\t%s\n' "$_t/.git?runs" "$_ok"
+      printf '%s\n' "$TBSCALE_GIT" | while IFS= read -r _k; do
+        case $_k in k:*) _k=${_k#k:} ;; *) continue ;; esac
+        _f=${_k%%"$_tab"*}; _k=${_k#*"$_tab"}; _rev=${_k%%"$_tab"*}; _path=${_k#*"$_tab"}
+        _at "$_f"; _f=$(cd "$_p" 2>/dev/null && pwd -P) || continue
+        case $_f/ in "$_t"/*) ;; *) continue ;; esac
+        # its id, and whether the object is there to be checked out
+        _b=$(cd "$_f" && _gi_git rev-parse -q --verify "$_rev:./$_path" 2>/dev/null) \
+          && (cd "$_f" && _gi_git cat-file -e "$_b") 2>/dev/null || _b=
+        printf 'GI\t%s\t%s\n' "$_f/$_path?at=$_rev" "${_b:-missing}"
+      done
     done
     for _f in "${HOME:-/root}/.gitconfig" "${XDG_CONFIG_HOME:-${HOME:-/root}/.config}/git/config" /etc/gitconfig \
         /usr/local/etc/gitconfig; do
