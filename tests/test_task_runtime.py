@@ -49,8 +49,8 @@ def test_reward_files_json_wins_and_every_key_is_kept():
                          "/logs/verifier/reward.json": b'{"reward": 1, "style": 0.5}'})
     res = run_tests(box, VERIFIER, RewardSpec(), 30, env={"A": "1"}, upload=False)
     assert (res.reward, res.passed, res.error, res.rewards) == (1.0, True, None, {"reward": 1.0, "style": 0.5})
-    command, kw = box.calls[-1] if box.calls[-1][0] == "/tests/test.sh" else next(c for c in box.calls
-                                                                                   if c[0] == "/tests/test.sh")
+    # the command, followed in its shell by the line with the container's clock as it ends
+    command, kw = next(c for c in box.calls if c[0].startswith("{ /tests/test.sh\n}\n"))
     assert kw["user"] == "checker" and kw["env"] == {"A": "1"}
     sole = run_tests(FakeBox(files={"/logs/verifier/reward.json": b'{"score": 0.25}'}), VERIFIER, RewardSpec(), 30,
                      upload=False)
@@ -306,11 +306,13 @@ def test_the_tests_are_staged_first_and_one_root_exec_prepares_swaps_and_digests
     (put, _), (prepare, kw), (tests, _) = box.calls[:3]
     assert put.startswith(f"put {tmp_path / 'tests'} /.tbscale-tests-") and kw["user"] == "0"
     staged = put.split()[-1]
-    assert f"mv {staged} /tests" in prepare and "chmod +x /tests/test.sh" in prepare and tests == "/tests/test.sh"
+    assert f"mv {staged} /tests" in prepare and "chmod +x /tests/test.sh" in prepare
+    assert tests.startswith("{ /tests/test.sh\n}\n")
     bare = FakeBox(files={"/logs/verifier/reward.txt": b"1\n"})
     assert run_tests(bare, VerifierSpec(command="/tests/test.sh"), RewardSpec(), 30).reward == 1.0
     (prepare, _), (tests, _) = bare.calls[:2]
-    assert "rm -rf /tests || exit 3" in prepare and "tbscale-tests" not in prepare and tests == "/tests/test.sh"
+    assert "rm -rf /tests || exit 3" in prepare and "tbscale-tests" not in prepare
+    assert tests.startswith("{ /tests/test.sh\n}\n")
 
 
 def test_a_utility_agents_mcp_configuration_leaves_out_a_header_the_host_cannot_fill(monkeypatch):

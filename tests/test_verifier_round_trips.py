@@ -155,19 +155,19 @@ class Scripted:
 
 def test_the_digest_and_files_exec_is_parsed_line_by_line():
     out = "D\tabc123\nF\t/logs/verifier/reward.json\tnone\nF\t/logs/verifier/reward.txt\tb64\tMQo=\n"
-    digest, files = script.tests_digest_and_files(Scripted(out), "/tests", ["/logs/verifier/reward.json",
+    digest, files, _ = script.tests_digest_and_files(Scripted(out), "/tests", ["/logs/verifier/reward.json",
                                                                    "/logs/verifier/reward.txt"])
     assert digest == "abc123" and files == {"/logs/verifier/reward.json": None, "/logs/verifier/reward.txt": b"1\n"}
     # too big or no base64: left out (copied out instead); a failed exec gives no file at all
-    _, files = script.tests_digest_and_files(Scripted("D\t\nF\t/a\tcopy\nF\t/b\tb64\t!!\n"), "/tests", ["/a", "/b"])
+    _, files, _ = script.tests_digest_and_files(Scripted("D\t\nF\t/a\tcopy\nF\t/b\tb64\t!!\n"), "/tests", ["/a", "/b"])
     assert files == {}
-    digest, files = script.tests_digest_and_files(Scripted(out, exit_code=137), "/tests", ["/logs/verifier/reward.txt"])
+    digest, files, _ = script.tests_digest_and_files(Scripted(out, exit_code=137), "/tests", ["/logs/verifier/reward.txt"])
     assert files == {} and digest == "abc123"
     # a line given twice with different values (something beside the exec wrote into its output):
     # that file is copied out instead, and both are noted
     twice = out + "F\t/logs/verifier/reward.txt\tb64\tMAo=\nD\tfff000\n"
     conflicts: list[str] = []
-    digest, files = script.tests_digest_and_files(Scripted(twice), "/tests", ["/logs/verifier/reward.json",
+    digest, files, _ = script.tests_digest_and_files(Scripted(twice), "/tests", ["/logs/verifier/reward.json",
                                                                      "/logs/verifier/reward.txt"], conflicts)
     assert files == {"/logs/verifier/reward.json": None} and digest == "abc123"
     assert conflicts == ["file /logs/verifier/reward.txt", "tests digest"]
@@ -178,6 +178,32 @@ def test_the_digest_and_files_exec_is_parsed_line_by_line():
     box = Scripted("D\t\n")
     assert script.tests_digest(box, "/tests", first="chmod +x /tests/test.sh") is None
     assert box.commands[0].startswith("{ chmod +x /tests/test.sh")
+
+
+def test_what_outlived_the_tests_and_when_the_reward_changed_are_read_with_it():
+    """The exec that reads the verdict kills first what the verification left running (`O` lines)
+    and gives each file's status change time (`C`); the command's own last line gives its end."""
+    out = ("O\t41\tpython3 -m pytest /tests\nD\tabc\nC\t/logs/verifier/reward.txt\t1796554084.2509642000\n"
+           "F\t/logs/verifier/reward.txt\tb64\tMQo=\nC\t/elsewhere\t5\n")
+    box = Scripted(out)
+    _, files, after = script.tests_digest_and_files(box, "/tests", ["/logs/verifier/reward.txt"], live=["1:100", "7:900"])
+    assert after.outlived == ["41 python3 -m pytest /tests"] and after.changed_at == {"/logs/verifier/reward.txt": 1796554084.2509642}
+    assert box.commands[0].index("_outlived &&") < box.commands[0].index("sha256sum")  # killed before anything is read
+    # no list of what ran before: nothing is killed; a `C` line without a time (no GNU find) is no time
+    box = Scripted("D\tabc\nC\t/r\t\nF\t/r\tnone\n")
+    assert script.tests_digest_and_files(box, "/tests", ["/r"])[2] == script.AfterTests([], {})
+    assert "_outlived" not in box.commands[0]
+
+
+@pytest.mark.parametrize("output, rest, ended", [
+    ("5 passed\n\n--m--\t1796554084.175651\n", "5 passed\n", 1796554084.175651),
+    ("--m--\t12.5\n", "", 12.5),
+    ("no line: cut short\n", "no line: cut short\n", None),
+    ("x\n--m--\t1796554084.N\n", "x", None),  # busybox's date prints %N as it is
+])
+def test_the_end_line_is_taken_off_the_output(output, rest, ended):
+    res, at = script._ended(ExecResult(0, output, False, 0.1), "--m--")
+    assert (res.output, at) == (rest, ended)
 
 
 class CountingBox:
@@ -223,7 +249,8 @@ def test_the_tests_are_staged_then_put_in_place_by_the_exec_that_prepares_the_ve
         assert (res.reward, res.error) == (1.0, None), res
         assert res.details.get("tests_changed") is None, res.details
         assert len(counting.commands) == 3, counting.commands  # prepare (and swap, digest), the tests, the digest
-        assert "/.tbscale-tests-" in counting.commands[0] and counting.commands[1] == task.verifier.command
+        assert "/.tbscale-tests-" in counting.commands[0] and counting.commands[1].startswith(f"{{ {task.verifier.command}\n}}")
+        assert "outlived" not in res.details and "reward_written_late" not in res.details
         assert box.exec("ls -A / | grep -c tbscale-tests", 30).output.strip() == "0"
         # a tests folder that cannot be made (its parent is a file): the tests are not run, and the
         # staged copy is removed all the same

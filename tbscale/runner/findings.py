@@ -402,7 +402,8 @@ OBSTRUCTION_KINDS = frozenset({"toolchain_removed", "toolchain_replaced", "toolc
                                "check_stalled", "test_plugin_added", "python_library_changed", "listing_flooded",
                                "installer_config_changed", "verifier_home_moved", "sourced_script_changed",
                                "project_source_added", "verifier_venv_planted", "npm_script_changed",
-                               "build_file_changed", "build_time_set_forward", "git_hook_planted"})
+                               "build_file_changed", "build_time_set_forward", "git_hook_planted",
+                               "reward_written_after_tests"})
 UNRUNNABLE = ("tests_not_run", "reward_missing", "no_tests_parsed")
 
 
@@ -440,6 +441,12 @@ def review(verdict, sealed: list[Tampering], *, writers_kept: bool = False, peer
     if verdict.details.get("tests_changed"):
         found.append(entry("tests_modified_during_verification", "the tests changed while they ran",
                            **verdict.details["tests_changed"]))
+    if late := verdict.details.get("reward_written_late"):
+        outlived = verdict.details.get("outlived") or []
+        found.append(entry("reward_written_after_tests", "a reward file changed after the verifier's command had ended: "
+                           + ", ".join(late["files"]) + (f"; the verification left {len(outlived)} process(es) running, "
+                           "killed before the verdict was read: " + "; ".join(outlived[:3]) if outlived else ""),
+                           paths=late["files"]))
     if verdict.details.get("output_conflicts"):
         found.append(entry("verifier_output_forged", "a line the verifier's harness reads was given twice with "
                            "different values (something beside it wrote into its output): "

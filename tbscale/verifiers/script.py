@@ -23,7 +23,8 @@ import json
 import math
 import secrets
 import shlex
-from typing import Any
+from dataclasses import replace
+from typing import Any, NamedTuple
 
 from tbscale.environments.base import first_lines
 from tbscale.tasks.model import RewardSpec, VerifierSpec
@@ -34,6 +35,47 @@ LOGS = "/logs/verifier"
 NOT_RUN_CODES = (126, 127)
 _REMOVAL_MARK = "--tbscale: removing the old tests--"
 _DIGEST_MARK = "--tbscale: the digest of the tests--"
+
+# The processes of the environment as its tests are about to start: an `L PID:START` line each (the
+# start time from /proc, in clock ticks since boot: a pid is used again, the pair is not), but for
+# the exec's own shell and those above it. Printed at the end of the exec that prepares the tests.
+_OWN = r"""
+_own=" $$ "; _a=$PPID
+while [ "${_a:-0}" -gt 1 ] 2>/dev/null; do
+  _own="$_own$_a "; read -r _s 2>/dev/null < "/proc/$_a/stat" || break
+  _r=${_s##*) }; set -- $_r; _a=$2
+done
+"""
+_LIVE = _OWN + r"""
+for _d in /proc/[0-9]*; do
+  _p=${_d#/proc/}; case "$_own" in *" $_p "*) continue;; esac
+  read -r _s 2>/dev/null < "$_d/stat" || continue
+  _r=${_s##*) }; set -- $_r; printf 'L\t%s:%s\n' "$_p" "${20:-}"
+done
+"""
+# First in the exec that reads the verdict: each process alive now that was not as the tests started
+# (TBSCALE_LIVE, `_LIVE`'s pairs) was started by the verification and outlived it; an `O PID
+# COMMAND` line each, and it is killed before anything is read, again until none is left (one may
+# start others). A process the tests ran (the agent's code among them: a module they import, a
+# program they start) that detached kept writing reward 1 after the tests wrote 0; on c529887 the
+# verdict read was its (tests/test_verification_outlived.py).
+_OUTLIVED = _OWN + r"""
+_gone=
+_outlived() {
+  _k=
+  for _d in /proc/[0-9]*; do
+    _p=${_d#/proc/}; case "$_own" in *" $_p "*) continue;; esac
+    read -r _s 2>/dev/null < "$_d/stat" || continue
+    _r=${_s##*) }; set -- $_r
+    case " $TBSCALE_LIVE $_gone " in *" $_p:${20:-} "*) continue;; esac
+    _k="$_k $_p"; _gone="$_gone $_p:${20:-}"
+    printf 'O\t%s\t%.200s\n' "$_p" "$(tr '\0\n\t\r' '    ' 2>/dev/null < "$_d/cmdline")"
+  done
+  [ -n "$_k" ] && kill -9 $_k 2>/dev/null
+  [ -n "$_k" ]
+}
+if [ -n "${TBSCALE_LIVE+set}" ]; then _outlived && _outlived && _outlived; fi
+"""
 
 
 class RewardFileError(ValueError):
@@ -137,6 +179,8 @@ def _silenced(command: str) -> str:
 # marked `copy` and copied out as before.
 _READ_FILES = r"""
 for f in "$@"; do
+  # when its status last changed (GNU find; none from busybox's): written after the tests ended?
+  [ -f "$f" ] && printf 'C\t%s\t%s\n' "$f" "$(find "$f" -maxdepth 0 -printf '%C@' 2>/dev/null)"
   if [ -L "$f" ] || [ ! -f "$f" ]; then printf 'F\t%s\tnone\n' "$f"
   elif [ "$(stat -c %s -- "$f" 2>/dev/null || echo x)" -le 65536 ] 2>/dev/null && command -v base64 >/dev/null \
        && b=$(base64 < "$f" | tr -d '\n'); then printf 'F\t%s\tb64\t%s\n' "$f" "$b"
@@ -145,15 +189,28 @@ done
 """
 
 
-def tests_digest_and_files(box, mount: str, paths: list[str],
-                           conflicts: list[str] | None = None) -> tuple[str | None, dict[str, bytes | None]]:
+class AfterTests(NamedTuple):
+    """What the exec that read the verdict found besides the files: the processes the verification
+    left running, killed first (`PID COMMAND`), and when each file read last changed status
+    (container clock, seconds)."""
+
+    outlived: list[str]
+    changed_at: dict[str, float]
+
+
+def tests_digest_and_files(box, mount: str, paths: list[str], conflicts: list[str] | None = None,
+                           live: list[str] | None = None) -> tuple[str | None, dict[str, bytes | None], AfterTests]:
     """`tests_digest`, then the files at `paths`, in one root exec: (digest, {path: bytes, or
-    None when absent or not a regular file}); a path left out of the dict is to be copied out,
-    as is one whose line came twice with different values (noted in `conflicts`)."""
+    None when absent or not a regular file}, AfterTests); a path left out of the dict is to be
+    copied out, as is one whose line came twice with different values (noted in `conflicts`).
+    `live`: the processes alive as the tests started (`_LIVE`'s pairs): any other still running is
+    killed first (`_OUTLIVED`)."""
     if not paths:
-        return tests_digest(box, mount, conflicts=conflicts), {}
-    script = _digest_line(mount) + "set -- " + " ".join(shlex.quote(x) for x in paths) + _READ_FILES
-    res = box.exec(script, 60, user="0", output_limit=None)
+        return tests_digest(box, mount, conflicts=conflicts), {}, AfterTests([], {})
+    script = ((_OUTLIVED if live is not None else "") + _digest_line(mount) + "set -- "
+              + " ".join(shlex.quote(x) for x in paths) + _READ_FILES)
+    res = box.exec(script, 60, user="0", output_limit=None,
+                   env={"TBSCALE_LIVE": " ".join(live)} if live is not None else None)
     files: dict[str, bytes | None] = {}
     # paths whose line came twice with different values are left to be copied out
     lines, twice = first_lines(res.output, lambda line: line.split("\t", 2)[1] if line.startswith("F\t") else None)
@@ -169,7 +226,16 @@ def tests_digest_and_files(box, mount: str, paths: list[str],
                     files[path] = base64.b64decode(parts[3], validate=True)
                 except ValueError:  # binascii.Error
                     pass
-    return _parse_digest(res.output, conflicts), files
+    outlived = [line[2:].replace("\t", " ", 1) for line in res.output.splitlines() if line.startswith("O\t")]
+    changed_at = {}
+    for line in res.output.splitlines():
+        parts = line.split("\t")
+        if len(parts) == 3 and parts[0] == "C" and parts[1] in paths:
+            try:
+                changed_at.setdefault(parts[1], float(parts[2]))
+            except ValueError:  # no GNU find
+                pass
+    return _parse_digest(res.output, conflicts), files, AfterTests(outlived, changed_at)
 
 
 def fresh_logs_script(owner: str, cleanup: str | None = None) -> str:
@@ -262,7 +328,7 @@ def run_tests(box, verifier: VerifierSpec, reward: RewardSpec, timeout_sec: floa
         prepare += f"echo {_REMOVAL_MARK}\n" + (swap_script(staging, mount) if staging else
                                                  f"rm -rf {shlex.quote(mount)} || exit 3\n")
     chmod = f"chmod +x {shlex.quote(script)} 2>/dev/null || true" if script.startswith("/") else ""
-    prepare += f"{_silenced(chmod)}echo {_DIGEST_MARK}\n{_digest_line(mount)}"
+    prepare += f"{_silenced(chmod)}echo {_DIGEST_MARK}\n{_digest_line(mount)}" + _LIVE
     res = box.exec(prepare, 60, user="0")
     head, digest_part = res.output.split(_DIGEST_MARK + "\n", 1) if _DIGEST_MARK + "\n" in res.output \
         else (res.output, "")
@@ -274,9 +340,16 @@ def run_tests(box, verifier: VerifierSpec, reward: RewardSpec, timeout_sec: floa
                               {"stage": "prepare", "exit_code": res.exit_code, "verifier_logs": logs})
     conflicts: list[str] = []  # lines read here that came twice with different values (_parse_digest)
     tests_before = _parse_digest(digest_part, conflicts)
+    live = [line[2:] for line in digest_part.splitlines() if line.startswith("L\t")]
     user = "" if verifier.user is None else str(verifier.user)
-    res = box.exec(verifier.command, timeout_sec, env=dict(env or {}) or None, user=user, workdir=verifier.cwd,
+    # the container's clock as the command ends, on a line of a mark nothing else can know, taken off
+    # the output: a reward file that changed after it was not the tests' doing
+    mark = f"--tbscale-tests-ended-{secrets.token_hex(8)}--"
+    command = f"{{ {verifier.command}\n}}\n_tbscale_rc=$?; printf '\\n%s\\t%s\\n' {mark} \"$(date +%s.%N 2>/dev/null)\"; " \
+              "exit $_tbscale_rc"
+    res = box.exec(command, timeout_sec, env=dict(env or {}) or None, user=user, workdir=verifier.cwd,
                    output_limit=output_limit)
+    res, ended = _ended(res, mark)
     details: dict[str, Any] = {"exit_code": res.exit_code, "duration_sec": round(res.duration_sec, 3)}
     if logs["obstructed"] or logs["found"]:
         details["verifier_logs"] = logs
@@ -284,9 +357,15 @@ def run_tests(box, verifier: VerifierSpec, reward: RewardSpec, timeout_sec: floa
         return VerifierResult(None, False, res.output, "verifier_timeout",
                               {**details, "timeout_sec": timeout_sec, "abandoned": True})
     reads = [f"{LOGS}/{name}" for name in reward.files] if reward.source != "parser" and not res.timed_out else []
-    tests_after, read = tests_digest_and_files(box, mount, reads, conflicts)
+    tests_after, read, after = tests_digest_and_files(box, mount, reads, conflicts, live=live if live else None)
     if tests_before != tests_after:
         details["tests_changed"] = {"before": tests_before, "after": tests_after}
+    if after.outlived:
+        details["outlived"] = after.outlived[:20]
+    late = sorted(p for p, t in after.changed_at.items() if ended is not None and t > ended)
+    if late:
+        details["reward_written_late"] = {"files": late, "ended": ended,
+                                          "changed_at": {p: after.changed_at[p] for p in late}}
     if conflicts:
         details["output_conflicts"] = conflicts
     if res.timed_out:
@@ -314,6 +393,22 @@ def run_tests(box, verifier: VerifierSpec, reward: RewardSpec, timeout_sec: floa
         details["bad_reward"] = f"{name} has no {reward.primary_key!r} key and more than one key"
         return VerifierResult(None, False, res.output, "reward_missing", details, rewards)
     return VerifierResult(value, value >= PASS_THRESHOLD, res.output, None, details, rewards)
+
+
+def _ended(res, mark: str):
+    """The command's result without the line `mark` ends it with, and the container's clock on
+    that line (None: no such line, as when the command was cut short or its clock has no %N)."""
+    at = res.output.rfind("\n" + mark + "\t")
+    if at < 0:
+        at = 0 if res.output.startswith(mark + "\t") else -1
+    if at < 0:
+        return res, None
+    line = res.output[at:].lstrip("\n").split("\n", 1)[0]
+    try:
+        ended = float(line.split("\t", 1)[1])
+    except (IndexError, ValueError):
+        ended = None
+    return replace(res, output=res.output[:at] + res.output[at:].lstrip("\n")[len(line) + 1:]), ended
 
 
 def reward_key(reward: RewardSpec, rewards: dict[str, float] | None) -> str | None:
