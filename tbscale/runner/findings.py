@@ -443,7 +443,9 @@ def review(verdict, sealed: list[Tampering], *, writers_kept: bool = False, peer
                            **verdict.details["tests_changed"]))
     if late := verdict.details.get("reward_written_late"):
         outlived = verdict.details.get("outlived") or []
-        found.append(entry("reward_written_after_tests", "a reward file changed after the verifier's command had ended: "
+        found.append(entry("reward_written_after_tests", ("a reward file changed after the verifier's command had ended: "
+                           if late.get("ended") is not None else "the shell that ran the verifier's command was killed "
+                           "before it ended, so a reward file written after its end cannot be told: ")
                            + ", ".join(late["files"]) + (f"; the verification left {len(outlived)} process(es) running, "
                            "killed before the verdict was read: " + "; ".join(outlived[:3]) if outlived else ""),
                            paths=late["files"]))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 import secrets
 import shlex
 from dataclasses import replace
@@ -349,7 +350,11 @@ def run_tests(box, verifier: VerifierSpec, reward: RewardSpec, timeout_sec: floa
               "exit $_tbscale_rc"
     res = box.exec(command, timeout_sec, env=dict(env or {}) or None, user=user, workdir=verifier.cwd,
                    output_limit=output_limit)
-    res, ended = _ended(res, mark)
+    res, ends = _ended(res, mark)
+    # the earliest, if the tests' code printed a line of its own: a later end would hide its writes
+    ended = min((t for t in ends if t is not None), default=None)
+    if len(ends) > 1:
+        conflicts.append("the line that ends the tests' command")
     details: dict[str, Any] = {"exit_code": res.exit_code, "duration_sec": round(res.duration_sec, 3)}
     if logs["obstructed"] or logs["found"]:
         details["verifier_logs"] = logs
@@ -366,6 +371,10 @@ def run_tests(box, verifier: VerifierSpec, reward: RewardSpec, timeout_sec: floa
     if late:
         details["reward_written_late"] = {"files": late, "ended": ended,
                                           "changed_at": {p: after.changed_at[p] for p in late}}
+    elif not ends and res.exit_code > 128 and after.outlived:
+        # the shell that ran the tests was killed before its end line, and the verification left
+        # processes running: one of them may have killed it, and written the verdict after
+        details["reward_written_late"] = {"files": sorted(after.changed_at) or reads, "ended": None, "changed_at": {}}
     if conflicts:
         details["output_conflicts"] = conflicts
     if res.timed_out:
@@ -395,20 +404,21 @@ def run_tests(box, verifier: VerifierSpec, reward: RewardSpec, timeout_sec: floa
     return VerifierResult(value, value >= PASS_THRESHOLD, res.output, None, details, rewards)
 
 
-def _ended(res, mark: str):
-    """The command's result without the line `mark` ends it with, and the container's clock on
-    that line (None: no such line, as when the command was cut short or its clock has no %N)."""
-    at = res.output.rfind("\n" + mark + "\t")
-    if at < 0:
-        at = 0 if res.output.startswith(mark + "\t") else -1
-    if at < 0:
-        return res, None
-    line = res.output[at:].lstrip("\n").split("\n", 1)[0]
-    try:
-        ended = float(line.split("\t", 1)[1])
-    except (IndexError, ValueError):
-        ended = None
-    return replace(res, output=res.output[:at] + res.output[at:].lstrip("\n")[len(line) + 1:]), ended
+def _ended(res, mark: str) -> tuple[Any, list[float | None]]:
+    """The command's result without the lines of `mark` (the one it ends with), and the container's
+    clock on each (None: a clock with no %N). No line: the command was cut short, or the shell that
+    ran it killed. More than one: the tests' code read the mark (from /proc) and printed its own."""
+    lines = re.findall(rf"(?:^|\n){re.escape(mark)}\t([^\n]*)(?:\n|$)", res.output)
+    if not lines:
+        return res, []
+    times: list[float | None] = []
+    for value in lines:
+        try:
+            times.append(float(value))
+        except ValueError:
+            times.append(None)
+    output = re.sub(rf"\n?{re.escape(mark)}\t[^\n]*(?:\n|$)", "", res.output)
+    return replace(res, output=output), times
 
 
 def reward_key(reward: RewardSpec, rewards: dict[str, float] | None) -> str | None:
