@@ -180,12 +180,13 @@ def _silenced(command: str) -> str:
 # marked `copy` and copied out as before.
 _READ_FILES = r"""
 for f in "$@"; do
-  # when its status last changed (GNU find; none from busybox's): written after the tests ended?
-  [ -f "$f" ] && printf 'C\t%s\t%s\n' "$f" "$(find "$f" -maxdepth 0 -printf '%C@' 2>/dev/null)"
   if [ -L "$f" ] || [ ! -f "$f" ]; then printf 'F\t%s\tnone\n' "$f"
   elif [ "$(stat -c %s -- "$f" 2>/dev/null || echo x)" -le 65536 ] 2>/dev/null && command -v base64 >/dev/null \
        && b=$(base64 < "$f" | tr -d '\n'); then printf 'F\t%s\tb64\t%s\n' "$f" "$b"
   else printf 'F\t%s\tcopy\n' "$f"; fi
+  # when its status last changed (GNU find; none from busybox's): written after the tests ended? Read
+  # after the file, so that a write between the two shows as a change, not as an old file's time
+  [ -f "$f" ] && printf 'C\t%s\t%s\n' "$f" "$(find "$f" -maxdepth 0 -printf '%C@' 2>/dev/null)"
 done
 """
 
