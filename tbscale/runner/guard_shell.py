@@ -26,6 +26,7 @@ from tbscale.environments.base import first_lines
 from tbscale.runner.build_tools import TAGS as BUILD_TAGS
 from tbscale.runner.findings import HOME_INSTALLER_SETTINGS, INSTALLER_SETTINGS, UV_VIRTUALENV_MODULES, VERIFIER_LOGS
 from tbscale.types.guard import GuardSnapshot, MountState, ProcessInfo, ToolState
+from tbscale.verifiers.script import OWN_PROCESSES
 
 CLEAR_VERIFIER_LOGS = (f"[ -d {VERIFIER_LOGS} ] && [ ! -L {VERIFIER_LOGS} ] && "
                         f"find {VERIFIER_LOGS} -mindepth 1 -delete 2>/dev/null\n")
@@ -342,14 +343,9 @@ done
 # Shell builtins read /proc, so that a process costs one program run (tr), not four. The exec's
 # own processes (this shell and its ancestors up to the engine's: `timeout` and the exec's
 # wrapper) are left out.
-PROCESSES = r'''
-own=" $$ "; a=$PPID
-while [ "${a:-0}" -gt 1 ] 2>/dev/null; do
-  own="$own$a "; read -r s 2>/dev/null < "/proc/$a/stat" || break
-  rest=${s##*) }; set -- $rest; a=$2
-done
+PROCESSES = OWN_PROCESSES + r'''
 for d in /proc/[0-9]*; do
-  p=${d#/proc/}; case "$own" in *" $p "*) continue;; esac
+  p=${d#/proc/}; case "$_own" in *" $p "*) continue;; esac
   read -r s 2>/dev/null < "$d/stat" || continue
   rest=${s##*) }; set -- $rest
   u=; while read -r k v _; do [ "$k" = Uid: ] && { u=$v; break; }; done 2>/dev/null < "$d/status"

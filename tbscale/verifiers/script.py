@@ -37,17 +37,19 @@ NOT_RUN_CODES = (126, 127)
 _REMOVAL_MARK = "--tbscale: removing the old tests--"
 _DIGEST_MARK = "--tbscale: the digest of the tests--"
 
-# The processes of the environment as its tests are about to start: an `L PID:START` line each (the
-# start time from /proc, in clock ticks since boot: a pid is used again, the pair is not), but for
-# the exec's own shell and those above it. Printed at the end of the exec that prepares the tests.
-_OWN = r"""
+# `_own`: the exec's own shell and those above it, which a listing of the environment's processes
+# leaves out (here, and the guard's, runner/guard_shell.PROCESSES)
+OWN_PROCESSES = r"""
 _own=" $$ "; _a=$PPID
 while [ "${_a:-0}" -gt 1 ] 2>/dev/null; do
   _own="$_own$_a "; read -r _s 2>/dev/null < "/proc/$_a/stat" || break
   _r=${_s##*) }; set -- $_r; _a=$2
 done
 """
-_LIVE = _OWN + r"""
+# The processes of the environment as its tests are about to start: an `L PID:START` line each (the
+# start time from /proc, in clock ticks since boot: a pid is used again, the pair is not). Printed at
+# the end of the exec that prepares the tests.
+_LIVE = OWN_PROCESSES + r"""
 for _d in /proc/[0-9]*; do
   _p=${_d#/proc/}; case "$_own" in *" $_p "*) continue;; esac
   read -r _s 2>/dev/null < "$_d/stat" || continue
@@ -60,7 +62,7 @@ done
 # start others). A process the tests ran (the agent's code among them: a module they import, a
 # program they start) that detached kept writing reward 1 after the tests wrote 0; on c529887 the
 # verdict read was its (tests/test_verification_outlived.py).
-_OUTLIVED = _OWN + r"""
+_OUTLIVED = OWN_PROCESSES + r"""
 _gone=
 _outlived() {
   _k=
