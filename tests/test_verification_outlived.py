@@ -69,7 +69,9 @@ REPLACING = ('            open("/logs/verifier/.r", "w").write("1\\n")\n'
 TRUNCATING = '            open("/logs/verifier/reward.txt", "w").write("1\\n")'
 CASES = {"replacing": [writer(REPLACING)], "truncating": [writer(TRUNCATING)],
          "kills-the-shell": [writer(REPLACING, first=KILL_THE_SHELL)],
-         "waiting": [writer(REPLACING, wait=3.0)], "nop": ["true"]}
+         # waits a minute: the verdict is read long before, however loaded the machine (with 3 s, a
+         # loaded CI machine read it after the write: recorded as late, as it should be)
+         "waiting": [writer(REPLACING, wait=60.0)], "nop": ["true"]}
 LEAVES_ONE = "#!/bin/bash\nsleep 300 &\necho 1 > /logs/verifier/reward.txt\n"
 
 
