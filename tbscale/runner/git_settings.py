@@ -175,8 +175,8 @@ def git_changed(before: dict[str, str], after: dict[str, str], read_before: dict
             continue
         was, now = before.get(path, "-"), after.get(path, "-")
         name = posixpath.basename(path)
-        if was == now or not (name in (".gitconfig", "gitconfig") or path.endswith("/git/config")
-                              or any(under(path, f) for f in folders)):
+        user = _user_settings(path)
+        if was == now or not (user or any(under(path, f) for f in folders)):
             continue
         if name == "index.lock":
             if now != "-":
@@ -186,7 +186,7 @@ def git_changed(before: dict[str, str], after: dict[str, str], read_before: dict
                 found.append(f"{path} (a hook, {file_state(was, now)})")
         elif name in SETTINGS_NAMES:
             more, changed = _settings_changed(path, was, now, read_before.get(path), read_after.get(path),
-                                              repository=not name.endswith("gitconfig") and not path.endswith("/git/config"))
+                                              repository=not user)
             found += more
             keys += changed
     if not found:
@@ -196,6 +196,11 @@ def git_changed(before: dict[str, str], after: dict[str, str], read_before: dict
                   "hook, a setting that runs a command, the repository's git folder): " + "; ".join(found[:5])[:700],
                   paths=paths[:20], by_command=attribute_command(actions, posixpath.basename(paths[0]),
                                                                  [*keys[:5], *paths[:5]]))]
+
+
+def _user_settings(path: str) -> bool:
+    """The user's or the system's settings file (the shell's last lines), not a repository's."""
+    return posixpath.basename(path) in (".gitconfig", "gitconfig") or path.endswith("/git/config")
 
 
 def _from_hex(path: str, text: str) -> dict[str, Any]:
