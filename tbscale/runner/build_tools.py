@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tbscale.runner.apt_settings import APT, apt_changed, apt_folders, read_settings as read_apt_settings
+from tbscale.runner.apt_settings import settings_file as apt_settings_file
 from tbscale.runner.cargo_project import CARGO, CARGO_READ, cargo_changed, cargo_folders, cargo_settings
 from tbscale.runner.cmake_project import CMAKE, cmake_changed, cmake_folders
 from tbscale.runner.git_settings import GIT, git_changed, git_folders, read_settings, settings_file as git_settings_file
@@ -85,5 +87,7 @@ TOOLS: tuple[BuildTool, ...] = (
     BuildTool("repository_tests", "RT", repository_folders, REPOSITORY, settings_file, read_text, repository_changed),
     # nor this: what git runs, and whether it runs, where the verifier runs git
     BuildTool("git", "GI", git_folders, GIT, git_settings_file, read_settings, git_changed, read_at_baseline=False),
+    # nor this: what apt and dpkg run where the verifier runs them (Terminal-Bench's `apt-get install curl`)
+    BuildTool("apt", "AP", apt_folders, APT, apt_settings_file, read_apt_settings, apt_changed, read_at_baseline=False),
 )
 TAGS = {tool.tag: tool.key for tool in TOOLS}

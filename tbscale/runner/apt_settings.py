@@ -1,0 +1,337 @@
+"""What apt and dpkg run when the verifier runs them (docs/tasks.md, "Verification integrity",
+*apt's and dpkg's hooks*).
+
+Terminal-Bench 2.0's test scripts, and terminal-bench's own `run-tests.sh` template, start with
+`apt-get update` and `apt-get install -y curl`, as root, after the guard's last look. apt then runs
+what its settings tell it to: a command before or after `update` (`APT::Update::Pre-Invoke`), before
+and after dpkg (`DPkg::Pre-Invoke`, `DPkg::Post-Invoke`), the programs `Dir::Bin` names; it installs
+from the sources it is given, a folder of the agent's marked `[trusted=yes]` among them; and dpkg runs
+the options of its own settings (`post-invoke=`), and the maintainer scripts of the packages a
+trigger wakes (libc-bin's runs `ldconfig` when any library is installed), with the PATH apt gives
+them (`DPkg::Path`; `/usr/local` is not on it, so a program of the agent's there is not run).
+On 2026-12-06, on a copy of fix-python-inventory whose test script runs apt as that template does
+(tests/test_apt_settings_integrity.py), each of these passed a trial with the bugs in place and
+nothing recorded.
+
+So where the scripts run apt, aptitude or dpkg, the guard shell takes, at the baseline and after
+the sweep:
+* the settings files: `/etc/apt/apt.conf` and `apt.conf.d/*`, `sources.list` and `sources.list.d/*`,
+  `/etc/dpkg/dpkg.cfg`, `dpkg.cfg.d/*` and the user's `~/.dpkg.cfg` (at the baseline with their
+  bytes, `PATH?text`, in hex: no process of the agent's has run yet; after the sweep those whose
+  digest changed are read from outside), and whether `/etc/apt`, `/etc/dpkg` or their folders are
+  links (`?link`);
+and after the sweep, what changed since the baseline's clock (a status change time cannot be set
+back from inside a container):
+* dpkg's files of each installed package in `/var/lib/dpkg/info` (`PATH?c`), with whether its
+  package's file list is there (`PKG.list?e`): a maintainer script, triggers or md5sums file
+  changed while dpkg did not install that package again (its list unchanged) was written by
+  something else;
+* a package dpkg installed in the agent phase that waits on a trigger (`interest` in its triggers
+  file), with whether apt has that version from one of its sources or, its lists gone, apt's log
+  of what it installed names it (`PKG.triggers?origin source`), or neither (`none`: a package file
+  of the agent's, `dpkg -i`): dpkg runs its scripts when the verifier's install wakes the trigger;
+* the programs apt and dpkg run (`/usr/lib/apt`, dpkg's and debconf's programs, `ldconfig`,
+  `update-alternatives`, `invoke-rc.d` and `policy-rc.d`, apt-cache, libapt), each with whether it
+  is still its Debian package's own file (`PATH?prog`: `intact` by the package's md5sums, else
+  `changed` or `unowned`).
+Only what makes apt or dpkg run a command, moves what they work on, or gives apt a source the
+agent controls counts (`_apt_runs`, `_dpkg_options`, `_local_sources`): an honest agent's
+`APT::Install-Recommends "false"`, a signed source on the network it added to install a tool, a
+package it installed or upgraded with apt, are not entries. What counts is `apt_hook_planted`.
+
+Not read: a package of the agent's that takes the name and version of one apt has from a source, or
+that apt's log is made to name (its files are dpkg's, as an honest install's are, and the two cannot
+be told apart without the archive's copy of the package).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from typing import Any
+
+from tbscale.runner.findings import entry, file_state
+from tbscale.shell.parse import invocation, split_segments
+from tbscale.shell.tampering import attribute_command
+from tbscale.types.guard import GuardSnapshot, Tampering, ToolRun
+
+KIND = "apt_hook_planted"
+TEXT = "?text"  # `PATH?text`: a settings file's bytes in hex, printed at the baseline
+_PROGRAMS = frozenset({"apt-get", "apt", "aptitude", "dpkg"})
+# dpkg's files of a package (`/var/lib/dpkg/info/PKG.EXT`) that decide what it runs
+_CONTROL = ("preinst", "postinst", "prerm", "postrm", "config", "triggers", "md5sums")
+
+
+def apt_folders(texts: list[str], tests_mount: str | None = None) -> list[str]:
+    """`["a:"]` where the scripts run apt, aptitude or dpkg (their settings are the system's, not a
+    folder's); none where they run neither."""
+    for text in texts:
+        for segment in split_segments(text):
+            if invocation(segment).program in _PROGRAMS:
+                return ["a:"]
+    return []
+
+
+# ---- the settings files ------------------------------------------------------------------------------
+
+def read_settings(path: str, data: bytes) -> dict[str, Any]:
+    """A settings file's lines that make apt or dpkg run a command, move what they work on, or
+    give apt a source the agent controls (`runs`), by the file's kind (its path)."""
+    text = data.decode("utf-8", "replace")
+    if path.startswith("/etc/dpkg/") or path.endswith("/.dpkg.cfg"):
+        return {"runs": sorted(_dpkg_options(text))}
+    if posixpath.basename(path).startswith("sources.list") or "/sources.list.d/" in path:
+        return {"runs": sorted(_local_sources(path, text))}
+    return {"runs": sorted(_apt_settings(text))}
+
+
+# apt.conf(5)'s tokens, in the order apt's reader takes them: a quoted value (in which nothing is a
+# comment), a comment (`//`, `/* */`, `#` to the end of the line, but for `#include` and `#clear`),
+# a brace or semicolon, a word (a key, or a value left unquoted: apt takes `Dir::Bin::dpkg /opt/x;`)
+_TOKEN = re.compile(r'"([^"]*)"|//[^\n]*|/\*.*?(?:\*/|\Z)|(#(?:include|clear)\b)|#[^\n]*|([{};])|((?:[^\s{};"#/]|/(?![/*]))+)',
+                    re.S)
+
+
+def apt_config(text: str) -> list[tuple[str, str]]:
+    """apt.conf(5) read as (key, value) pairs: scopes joined by `::`, a list's items each under
+    its scope's key, values quoted or not; `#include` and `#clear` as keys of their own."""
+    out: list[tuple[str, str]] = []
+    scope: list[str] = []
+    key: str | None = None
+    valued = False
+    directive: str | None = None
+
+    def scoped(*more: str) -> str:
+        return "::".join(s for s in [*scope, *more] if s)
+
+    for quoted, hashed, punct, word in (m.groups() for m in _TOKEN.finditer(text)):
+        if quoted is None and hashed is None and punct is None and word is None:
+            continue  # a comment
+        if directive is not None:
+            if punct == ";":
+                directive = None
+            elif quoted is not None or word:
+                out.append((directive, word or quoted or ""))
+            continue
+        if hashed:
+            directive = hashed
+        elif punct == "{":
+            scope.append(key or "")
+            key, valued = None, False
+        elif punct == "}":
+            if scope:
+                scope.pop()
+            key, valued = None, False
+        elif punct == ";":
+            if key is not None and not valued and scope:
+                out.append((scoped(), key))  # a bare word in a list: one of its items
+            key, valued = None, False
+        elif word and key is None:
+            key = word.rstrip(":")  # `Key::` appends to a list
+        else:  # a value, of the key before it or an item of the scope's list
+            out.append((scoped(key or ""), word or quoted or ""))
+            valued = True
+    return out
+
+
+def _apt_runs(key: str) -> bool:
+    """Whether an apt setting makes apt run a command, or moves what it works on (apt.conf(5),
+    apt-get(8)). `Binary::NAME::` scopes a setting to one program, as `apt-get`."""
+    k = re.sub(r"^binary::[^:]+::", "", key.lower())
+    if k in ("#include", "#clear"):
+        return k == "#include"  # a file read from anywhere
+    if re.search(r"(^|::)(pre|post)-invoke(-success|-stats)?$", k) or re.search(r"(^|::)(pre|post)-install-pkgs$", k):
+        return True  # APT::Update::Pre-Invoke, DPkg::Post-Invoke, DPkg::Pre-Install-Pkgs
+    if k.startswith("dpkg::tools::") or k in ("dpkg::options", "dpkg::chroot-directory", "dpkg::run-directory",
+                                              "dpkg::path"):  # the PATH maintainer scripts run with
+        return True
+    if k == "dir" or k.startswith("dir::"):  # where apt finds its programs (Dir::Bin), settings, state
+        return not (k.startswith("dir::log") or k == "dir::ignore-files-silently")
+    if k in ("apt::sandbox::user", "apt::solver", "apt::planner"):  # methods run as root; another solver's program
+        return True
+    return bool(re.search(r"^acquire::[^:]+::proxy-?auto-?detect$", k))
+
+
+def _apt_settings(text: str) -> set[str]:
+    return {f"{key}={value}" if value else key for key, value in apt_config(text) if _apt_runs(key)}
+
+
+# dpkg.cfg(5): a command dpkg runs, or the folders it takes for its database and the system
+_DPKG_RUNS = frozenset({"pre-invoke", "post-invoke", "status-logger", "admindir", "instdir", "root"})
+
+
+def _dpkg_options(text: str) -> set[str]:
+    out = set()
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name = re.split(r"[\s=]", line, maxsplit=1)[0]
+        value = line[len(name):].lstrip(" \t=")
+        if name.lstrip("-") in _DPKG_RUNS:
+            out.add(f"{name.lstrip('-')}={value}")
+    return out
+
+
+_LOCAL = ("file:", "copy:", "cdrom:", "mirror+file:", "mirror+copy:")
+_UNSIGNED = re.compile(r"\b(trusted|allow-insecure|allow-weak|allow-downgrade-to-insecure)\s*[=:]\s*yes\b", re.I)
+
+
+def _local_sources(path: str, text: str) -> set[str]:
+    """The sources that serve what the agent put there: a folder of the container's (`file:`,
+    `copy:`, `cdrom:`), or any source whose signatures apt is told not to check (`trusted=yes`).
+    One-line entries (sources.list) and deb822 stanzas (`.sources`) alike."""
+    out = set()
+    if path.endswith(".sources"):
+        for stanza in re.split(r"\n\s*\n", text):
+            fields = {}
+            for m in re.finditer(r"^([A-Za-z-]+):[ \t]*(.*(?:\n[ \t]+.*)*)", stanza, re.M):
+                fields[m.group(1).lower()] = " ".join(m.group(2).split())
+            if not fields.get("uris") or fields.get("enabled", "yes").lower() == "no":
+                continue
+            if any(u.startswith(_LOCAL) for u in fields["uris"].split()) or any(
+                    fields.get(k, "").lower() == "yes" for k in ("trusted", "allow-insecure", "allow-weak",
+                                                                 "allow-downgrade-to-insecure")):
+                out.add(" ".join(f"{k}: {fields[k]}" for k in ("types", "uris", "suites", "trusted") if k in fields))
+        return out
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        m = re.match(r"(deb|deb-src)\s+(\[[^\]]*\]\s+)?(\S+)", line)
+        if m and (m.group(3).startswith(_LOCAL) or _UNSIGNED.search(m.group(2) or "")):
+            out.add(" ".join(line.split()))
+    return out
+
+
+def settings_file(path: str) -> bool:
+    """What is read again from outside: the settings files."""
+    return "?" not in path
+
+
+# ---- what changed ---------------------------------------------------------------------------------
+
+def apt_changed(before: dict[str, str], after: dict[str, str], read_before: dict, read_after: dict,
+                snap: GuardSnapshot, actions: list[tuple[int, str]], run: ToolRun) -> list[Tampering]:
+    """The entry for what changed in apt's and dpkg's settings, dpkg's files and the programs they
+    run (`before`, `after`: path -> digest, `-` absent, `other` a folder or link; and the
+    pseudo-paths the shell prints), with the settings files as `read_settings` gives them: at the
+    baseline from the shell's `PATH?text` lines, after the sweep read from outside."""
+    read_before = {p[:-len(TEXT)]: _from_hex(p[:-len(TEXT)], d) for p, d in before.items() if p.endswith(TEXT)}
+    found: list[str] = []
+    keys: list[str] = []
+    for path in sorted(p for p in set(before) | set(after) if p.endswith("?link")):
+        if before.get(path, "-") != after.get(path, "-"):
+            found.append(f"{path[:-5]} (made a link to {after.get(path, '-')}: apt or dpkg now read settings from there)"
+                         if after.get(path, "-") != "-" else f"{path[:-5]} (was a link, now is not)")
+    for path in sorted(p for p in set(before) | set(after) if "?" not in p):
+        was, now = before.get(path, "-"), after.get(path, "-")
+        if was == now or now == "-":
+            continue
+        if now == "other":
+            found.append(f"{path} ({file_state(was, now)})")
+            continue
+        read_now = read_after.get(path) or {}
+        old, current = set((read_before.get(path) or {}).get("runs") or []), set(read_now.get("runs") or [])
+        new = sorted(current - old)
+        if new:
+            found.append(f"{path} ({'; '.join(new)[:300]})")
+            keys += [line.split("=", 1)[0] for line in new]
+    changed = {p[:-2] for p in after if p.endswith("?c")}
+    for path in sorted(changed):
+        package, _, ext = posixpath.basename(path).rpartition(".")
+        listed = posixpath.join(posixpath.dirname(path), package + ".list")
+        if ext in _CONTROL and after.get(listed + "?e") == "1" and listed not in changed:
+            found.append(f"{path} (changed, and dpkg did not install {package} again: dpkg runs it)")
+    for path in sorted(p for p in after if p.endswith("?origin") and after[p] == "none"):
+        package = posixpath.basename(path)[:-len(".triggers?origin")]
+        found.append(f"{path[:-7]} (installed in the agent phase from no source apt has, and waits on a trigger: "
+                     f"dpkg runs {package}'s scripts when the verifier's install wakes it)")
+    for path in sorted(p for p in after if p.endswith("?prog")):
+        state = after[path]
+        if state != "intact":
+            found.append(f"{path[:-5]} ({'not its package' + chr(39) + 's copy' if state == 'changed' else 'added, of no package'}"
+                         ": apt or dpkg runs it)")
+    if not found:
+        return []
+    paths = sorted({f.split(" (", 1)[0] for f in found})
+    return [entry(KIND, "what apt or dpkg runs where the verifier runs them was changed (a setting that runs a "
+                  "command or names a source of the agent's, a maintainer script, a program they run): "
+                  + "; ".join(found[:5])[:700],
+                  paths=paths[:20], by_command=attribute_command(actions, posixpath.basename(paths[0]),
+                                                                 [*keys[:5], *paths[:5]]))]
+
+
+def _from_hex(path: str, text: str) -> dict[str, Any]:
+    try:
+        return read_settings(path, bytes.fromhex(text))
+    except ValueError:
+        return {"runs": []}
+
+
+# ---- the guard shell's part (runner/guard.py runs it in its checks' exec) ----------------------------
+# `TBSCALE_APT`, `apt_folders`' lines; `_fd` is guard_shell.PROJECT's (guard_shell.CHANGES' `_newer`
+# comes after the build tools' blocks: `_ap_newer` is the same). `AP PATH DIGEST` for each settings
+# file, `AP PATH?text HEX` at the baseline, `AP DIR?link TARGET|-`; after the sweep `AP PATH?c -`,
+# `AP PKG.list?e 1`, `AP PKG.triggers?origin source|none`, `AP PATH?prog intact|changed|unowned`.
+APT = r'''
+if [ -n "${TBSCALE_APT+set}" ]; then
+  _ap_cfg() {
+    _fd AP "$1"
+    [ -z "${TBSCALE_SINCE:-}" ] && [ "$_fdd" != - ] && [ "$_fdd" != other ] && [ "$(($(wc -c < "$1")))" -le 65536 ] \
+      && printf 'AP\t%s?text\t%s\n' "$1" "$(od -An -v -tx1 < "$1" | tr -d ' \n')"
+    return 0
+  }
+  for _d in /etc/apt /etc/apt/apt.conf.d /etc/apt/sources.list.d /etc/dpkg /etc/dpkg/dpkg.cfg.d; do
+    if [ -L "$_d" ]; then printf 'AP\t%s?link\t%s\n' "$_d" "$(readlink -- "$_d" | tr '\t\n' '  ')"
+    else printf 'AP\t%s?link\t-\n' "$_d"; fi
+  done
+  for _f in /etc/apt/apt.conf /etc/apt/apt.conf.d/* /etc/apt/sources.list /etc/apt/sources.list.d/* \
+      /etc/dpkg/dpkg.cfg /etc/dpkg/dpkg.cfg.d/* "${HOME:-/root}/.dpkg.cfg"; do
+    { [ -e "$_f" ] || [ -L "$_f" ]; } && _ap_cfg "$_f"
+  done
+  case "${TBSCALE_SINCE:-}" in
+    '') ;;
+    *.*) _ap_newer() { find "$@" -newerct "@$TBSCALE_SINCE" 2>/dev/null; } ;;
+    *) _ap_newer() { find "$@" -exec stat -c '%Z %n' {} + 2>/dev/null |
+                     awk -v s="$TBSCALE_SINCE" '$1 >= s { sub(/^[0-9]+ /, ""); print }'; } ;;
+  esac
+  if [ -n "${TBSCALE_SINCE:-}" ]; then
+    _ap_newer /var/lib/dpkg/info -maxdepth 1 -type f | head -n 2000 | while IFS= read -r _f; do
+      printf 'AP\t%s?c\t-\n' "$_f"
+      case $_f in *.list) ;; *) [ -e "${_f%.*}.list" ] && printf 'AP\t%s.list?e\t1\n' "${_f%.*}" ;; esac
+    done
+    # a package dpkg installed in the agent phase that waits on a trigger: whether apt has its version
+    # from a source (`apt-cache madison`), or it came from a file of the agent's (`dpkg -i`)
+    _ap_newer /var/lib/dpkg/info -maxdepth 1 -name '*.list' -type f | head -n 500 | while IFS= read -r _f; do
+      _t=${_f%.list}.triggers
+      [ -f "$_t" ] && grep -q '^[[:space:]]*interest' "$_t" 2>/dev/null || continue
+      _pkg=${_f##*/}; _pkg=${_pkg%.list}
+      _v=$(dpkg-query -W -f='${Version}' "$_pkg" 2>/dev/null)
+      _n=${_pkg%%:*}
+      if [ -n "$_v" ] && { apt-cache madison "$_n" 2>/dev/null | awk -F'|' -v v="$_v" \
+          '{ gsub(/^ +| +$/, "", $2) } $2 == v { f = 1 } END { exit !f }' \
+          || grep -h -e '^Install: ' -e '^Upgrade: ' -e '^Reinstall: ' /var/log/apt/history.log 2>/dev/null \
+          | grep -F -e " $_n (" -e " $_n:" | grep -F -q -e "($_v" -e ", $_v)"; }; then _o=source; else _o=none; fi
+      printf 'AP\t%s?origin\t%s\n' "$_t" "$_o"
+    done
+    _ap_newer /usr/lib/apt /usr/share/debconf /usr/share/perl5/Debconf /usr/bin/dpkg* /usr/bin/update-alternatives \
+        /usr/bin/gpgv /usr/bin/sqv /usr/bin/apt-key /usr/bin/apt-cache /usr/bin/debconf* /usr/bin/ucf* /usr/sbin/ldconfig \
+        /sbin/ldconfig /usr/sbin/invoke-rc.d /usr/sbin/policy-rc.d /usr/sbin/update-rc.d /usr/bin/deb-systemd-* \
+        /usr/lib/*/libapt-pkg.so* /usr/lib/*/libapt-private.so* \
+        -maxdepth 3 \( -type f -o -type l \) | head -n 200 | while IFS= read -r _f; do
+      # its package, by the path dpkg has for it (before a merged /usr, /sbin/ldconfig for /usr/sbin/ldconfig)
+      _pk=; for _o in "$_f" "${_f#/usr}" "/usr$_f"; do
+        _pk=$(grep -l -x -F -- "$_o" /var/lib/dpkg/info/*.list 2>/dev/null | head -n 1); [ -n "$_pk" ] && break
+      done
+      if [ -z "$_pk" ]; then _st=unowned
+      else
+        _want=$(awk -v f="${_o#/}" '$2 == f { print $1; exit }' "${_pk%.list}.md5sums" 2>/dev/null)
+        _got=$(md5sum < "$_f" 2>/dev/null | cut -d' ' -f1)
+        if [ -n "$_want" ] && [ "$_want" = "$_got" ]; then _st=intact
+        elif [ -z "$_want" ] && [ -L "$_f" ]; then _st=intact
+        else _st=changed; fi
+      fi
+      printf 'AP\t%s?prog\t%s\n' "$_f" "$_st"
+    done
+  fi
+fi
+'''
