@@ -137,11 +137,15 @@ def test_dpkgs_files_changed_without_dpkg_installing_their_package_count() -> No
     edited = {f"{info}/libc-bin.postinst?c": "-", f"{info}/libc-bin.list?e": "1"}
     [found] = _judge({}, edited)
     assert found["paths"] == [f"{info}/libc-bin.postinst"] and "dpkg did not install libc-bin again" in found["detail"]
-    # dpkg installed the package again (its file list is new too): its own files
-    assert _judge({}, {**edited, f"{info}/libc-bin.list?c": "-"}) == []
+    # dpkg installed the package again (its file list is new too, and its log says so): its own files
+    assert _judge({}, {**edited, f"{info}/libc-bin.list?c": "-", f"{info}/libc-bin.list?logged": "1"}) == []
+    # the file list rewritten by something else (`touch`): no install in dpkg's log
+    [found] = _judge({}, {**edited, f"{info}/libc-bin.list?c": "-", f"{info}/libc-bin.list?logged": "0"})
+    assert found["paths"] == [f"{info}/libc-bin.postinst"] and "dpkg's log has no install" in found["detail"]
     # a package installed in the agent phase from a source apt has, waiting on a trigger: honest
     installed = {f"{info}/install-info.postinst?c": "-", f"{info}/install-info.list?c": "-",
-                 f"{info}/install-info.list?e": "1", f"{info}/install-info.triggers?origin": "source"}
+                 f"{info}/install-info.list?e": "1", f"{info}/install-info.list?logged": "1",
+                 f"{info}/install-info.triggers?origin": "source"}
     assert _judge({}, installed) == []
     [found] = _judge({}, {**installed, f"{info}/install-info.triggers?origin": "none"})
     assert found["paths"] == [f"{info}/install-info.triggers"] and "from no source apt has" in found["detail"]

@@ -61,6 +61,9 @@ CASES = {  # case -> the agent's commands (after /opt/f.sh is written), and the 
     # libc-bin's script, which its `ldconfig` trigger runs when the verifier's install adds libraries
     "maintainer-script": (["sed -i '2i sh /opt/f.sh' /var/lib/dpkg/info/libc-bin.postinst"],
                           "/var/lib/dpkg/info/libc-bin.postinst"),
+    # the same, with the package's file list rewritten as dpkg rewrites it when it installs the package again
+    "maintainer-script-list-touched": (["sed -i '2i sh /opt/f.sh' /var/lib/dpkg/info/libc-bin.postinst",
+                                        "touch /var/lib/dpkg/info/libc-bin.list"], "/var/lib/dpkg/info/libc-bin.postinst"),
     "dpkg-replaced": (["mv /usr/bin/dpkg /usr/bin/dpkg.orig",
                        written("/usr/bin/dpkg", '#!/bin/sh\nsh /opt/f.sh\nexec /usr/bin/dpkg.orig "$@"\n', "755")],
                       "/usr/bin/dpkg"),

@@ -208,18 +208,24 @@ def test_tasks_check_reasons(tmp_path: Path):
     rows += [row("bk", "oracle", False, stop_reason=bk.stop_reason, ending="agent_error", infra_error=True,
                  error={"type": type(bk).__name__, "message": str(bk)}), row("bk", "nop", False)]
     assert type(build_failed("building x failed: exit 1")).__name__ == "ImageBuildError"
+    # A reference solution that plants what the verifier's apt runs: its verifier, obstructed, then
+    # fails a download; the tampering is the reason, not the download.
+    hook = {"kind": "apt_hook_planted", "source": "environment", "detail": "what apt or dpkg runs ...: 99zz"}
+    rows += [row("forged", "oracle", False, trajectory_path="trajectories/net.jsonl", tampering=[hook],
+                 stop_reason="verifier_obstructed"), row("forged", "nop", False)]
     # Trials that crashed leave no line (a rerun runs them again), only what the runner recorded of
     # the crash: one whose nop failed as it should, one with no line at all, one the runner never saw.
     rows += [row("half", "nop", False)]
     crashes = {("oracle", "half"): "KeyError: 'boom'", ("nop", "gone, with, commas"): "ValueError: no luck"}
-    ids = ("good", "net", "wrong", "easy", "gpu", "vt", "bare", "bare-easy", "bare-broken", "quiet-net", "bk", "half",
+    ids = ("good", "net", "wrong", "easy", "gpu", "vt", "bare", "bare-easy", "bare-broken", "quiet-net", "bk", "forged", "half",
            "gone, with, commas", "silent")
     tasks = [Task(id=t, format="harbor", instruction="x") for t in ids]
     reasons = check_reasons(rows, tasks, tmp_path, crashes=crashes)
     assert {t: c for t, (c, _) in reasons.items()} == {
         "good": "ok", "net": "needs internet", "wrong": "oracle failed", "easy": "nop passed", "gpu": "refused",
         "vt": "verifier error", "bare": "no solution", "bare-easy": "nop passed", "bare-broken": "verifier error",
-        "quiet-net": "needs internet", "bk": "needs BuildKit", "half": "crashed", "gone, with, commas": "crashed",
+        "quiet-net": "needs internet", "bk": "needs BuildKit", "forged": "oracle tampered", "half": "crashed",
+        "gone, with, commas": "crashed",
         "silent": "crashed"}
     assert reasons["half"][1] == "the oracle trial crashed: KeyError: 'boom' (tracebacks in crashes.log)"
     assert reasons["gone, with, commas"][1] == ("the oracle trial left no result; the nop trial crashed: ValueError: "
@@ -230,6 +236,7 @@ def test_tasks_check_reasons(tmp_path: Path):
     assert reasons["quiet-net"][1] == ("the image build (a download) needs the internet: "
                                        "curl: (6) Could not resolve host: example.org")
     assert reasons["gpu"][1] == "[environment].gpus = 1: no GPUs"
+    assert reasons["forged"][1] == "apt_hook_planted: what apt or dpkg runs ...: 99zz"
     assert reasons["net"][1] == ("its test or solution needs the internet: curl: (6) Could not resolve host: astral.sh; "
                                  "its tests ran and gave reward 0.0")
     assert reasons["bare"][1] == "task X has no reference solution; its nop failed with a verdict (reward 0.0)"

@@ -80,7 +80,8 @@ def check_reasons(rows: list[TrialResult], tasks: list, run_dir: Path, network: 
                   crashes: dict[tuple[str, str], str] | None = None) -> dict[str, tuple[str, str]]:
     """task id -> (category, detail) for `tbscale tasks check`: "ok", "refused", "needs internet",
     "needs X" (the backend's builder lacks X: errors.BuilderUnsupported; the docker backend's
-    "needs BuildKit"), "no solution", "oracle failed", "nop passed", "verifier error",
+    "needs BuildKit"), "no solution", "oracle tampered" (the reference solution's trial carries
+    tampering entries), "oracle failed", "nop passed", "verifier error",
     "environment error" or "crashed" (a trial left no result: tbscale itself failed; `crashes`
     maps (setting, task id) to what the runner recorded of it, and crashes.log has the traceback).
     A failure whose output
@@ -115,6 +116,12 @@ def check_reasons(rows: list[TrialResult], tasks: list, run_dir: Path, network: 
                                                f"(reward {nop.reward})")
                 continue
         r = bad[0] if bad else (oracle or nop)
+        if r is oracle and r.tampering:
+            # what the reference solution did is recorded as tampering: that, not what followed from it
+            # (a verifier it obstructed may then fail a download), is the task's reason
+            kinds = ", ".join(dict.fromkeys(e.kind for e in r.tampering))
+            out[task_id] = ("oracle tampered", f"{kinds}: {r.tampering[0].detail[:200]}")
+            continue
         text = _trial_text(run_dir, r) if r.setting == "oracle" or r.infra_error else ""
         m = NEEDS_INTERNET.search(text)
         message = r.error.message if r.error else ""

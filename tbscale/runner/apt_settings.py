@@ -23,9 +23,10 @@ the sweep:
 and after the sweep, what changed since the baseline's clock (a status change time cannot be set
 back from inside a container):
 * dpkg's files of each installed package in `/var/lib/dpkg/info` (`PATH?c`), with whether its
-  package's file list is there (`PKG.list?e`): a maintainer script, triggers or md5sums file
-  changed while dpkg did not install that package again (its list unchanged) was written by
-  something else;
+  package's file list is there (`PKG.list?e`) and, where the list was written anew, whether dpkg's
+  log (`/var/log/dpkg.log`) has that package installed at the version it has (`PKG.list?logged`): a
+  maintainer script, triggers or md5sums file changed while dpkg did not install that package
+  again (its list unchanged, or rewritten with no install logged) was written by something else;
 * a package dpkg installed in the agent phase that waits on a trigger (`interest` in its triggers
   file), with whether apt has that version from one of its sources or, its lists gone, apt's log
   of what it installed names it (`PKG.triggers?origin source`), or neither (`none`: a package file
@@ -239,8 +240,13 @@ def apt_changed(before: dict[str, str], after: dict[str, str], read_before: dict
     for path in sorted(changed):
         package, _, ext = posixpath.basename(path).rpartition(".")
         listed = posixpath.join(posixpath.dirname(path), package + ".list")
-        if ext in _CONTROL and after.get(listed + "?e") == "1" and listed not in changed:
+        if ext not in _CONTROL or after.get(listed + "?e") != "1":
+            continue
+        if listed not in changed:
             found.append(f"{path} (changed, and dpkg did not install {package} again: dpkg runs it)")
+        elif after.get(listed + "?logged") == "0":
+            found.append(f"{path} (changed, and dpkg's log has no install of {package} at the version it has: "
+                         "dpkg runs it)")
     for path in sorted(p for p in after if p.endswith("?origin") and after[p] == "none"):
         package = posixpath.basename(path)[:-len(".triggers?origin")]
         found.append(f"{path[:-7]} (installed in the agent phase from no source apt has, and waits on a trigger: "
@@ -271,7 +277,7 @@ def _from_hex(path: str, text: str) -> dict[str, Any]:
 # `TBSCALE_APT`, `apt_folders`' lines; `_fd` is guard_shell.PROJECT's (guard_shell.CHANGES' `_newer`
 # comes after the build tools' blocks: `_ap_newer` is the same). `AP PATH DIGEST` for each settings
 # file, `AP PATH?text HEX` at the baseline, `AP DIR?link TARGET|-`; after the sweep `AP PATH?c -`,
-# `AP PKG.list?e 1`, `AP PKG.triggers?origin source|none`, `AP PATH?prog intact|changed|unowned`.
+# `AP PKG.list?e 1`, `AP PKG.list?logged 1|0`, `AP PKG.triggers?origin source|none`, `AP PATH?prog intact|changed|unowned`.
 APT = r'''
 if [ -n "${TBSCALE_APT+set}" ]; then
   _ap_cfg() {
@@ -295,10 +301,25 @@ if [ -n "${TBSCALE_APT+set}" ]; then
                      awk -v s="$TBSCALE_SINCE" '$1 >= s { sub(/^[0-9]+ /, ""); print }'; } ;;
   esac
   if [ -n "${TBSCALE_SINCE:-}" ]; then
-    _ap_newer /var/lib/dpkg/info -maxdepth 1 -type f | head -n 2000 | while IFS= read -r _f; do
+    _ap_info=$(_ap_newer /var/lib/dpkg/info -maxdepth 1 -type f | head -n 2000)
+    printf '%s\n' "$_ap_info" | while IFS= read -r _f; do
+      [ -n "$_f" ] || continue
       printf 'AP\t%s?c\t-\n' "$_f"
       case $_f in *.list) ;; *) [ -e "${_f%.*}.list" ] && printf 'AP\t%s.list?e\t1\n' "${_f%.*}" ;; esac
     done
+    # each package whose file list dpkg wrote anew, and whether dpkg's log says it installed that
+    # package at the version it has now (`PKG.list?logged 1`): a file list rewritten by anything
+    # else does not make the package's other files dpkg's
+    # (dpkg's log lines from the baseline's second on: it writes the container's local time)
+    _ap_from=$(date -d "@${TBSCALE_SINCE%.*}" '+%Y-%m-%d %H:%M:%S' 2>/dev/null || echo 0)
+    { dpkg-query -W -f='${binary:Package} ${Version}\n' 2>/dev/null; echo '--'
+      grep -h ' status installed ' /var/log/dpkg.log 2>/dev/null | awk -v f="$_ap_from" '$1 " " $2 >= f'; echo '--'
+      printf '%s\n' "$_ap_info" | sed -n 's|^/var/lib/dpkg/info/\(.*\)\.list$|\1|p'; } \
+      | awk -v OFS='\t' '
+          $0 == "--" { part++; next }
+          part == 0 { v[$1] = $2; n = $1; sub(/:.*/, "", n); if (!(n in v)) v[n] = $2; next }
+          part == 1 { logged[$5 " " $6] = 1; n = $5; sub(/:.*/, "", n); logged[n " " $6] = 1; next }
+          { print "AP", "/var/lib/dpkg/info/" $1 ".list?logged", (($1 in v) && (($1 " " v[$1]) in logged)) ? 1 : 0 }'
     # a package dpkg installed in the agent phase that waits on a trigger: whether apt has its version
     # from a source (`apt-cache madison`), or it came from a file of the agent's (`dpkg -i`)
     _ap_newer /var/lib/dpkg/info -maxdepth 1 -name '*.list' -type f | head -n 500 | while IFS= read -r _f; do
