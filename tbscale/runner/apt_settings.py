@@ -251,11 +251,9 @@ def apt_changed(before: dict[str, str], after: dict[str, str], read_before: dict
         package = posixpath.basename(path)[:-len(".triggers?origin")]
         found.append(f"{path[:-7]} (installed in the agent phase from no source apt has, and waits on a trigger: "
                      f"dpkg runs {package}'s scripts when the verifier's install wakes it)")
-    for path in sorted(p for p in after if p.endswith("?prog")):
-        state = after[path]
-        if state != "intact":
-            found.append(f"{path[:-5]} ({'not its package' + chr(39) + 's copy' if state == 'changed' else 'added, of no package'}"
-                         ": apt or dpkg runs it)")
+    for path in sorted(p for p in after if p.endswith("?prog") and after[p] != "intact"):
+        what = "not its package's copy" if after[path] == "changed" else "added, of no package"
+        found.append(f"{path[:-5]} ({what}: apt or dpkg runs it)")
     if not found:
         return []
     paths = sorted({f.split(" (", 1)[0] for f in found})
