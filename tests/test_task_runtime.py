@@ -210,7 +210,8 @@ def test_tasks_check_reasons(tmp_path: Path):
     assert type(build_failed("building x failed: exit 1")).__name__ == "ImageBuildError"
     # A reference solution that plants what the verifier's apt runs: its verifier, obstructed, then
     # fails a download; the tampering is the reason, not the download.
-    hook = {"kind": "apt_hook_planted", "source": "environment", "detail": "what apt or dpkg runs ...: 99zz"}
+    hook = {"kind": "apt_hook_planted", "source": "environment",
+            "detail": "what apt or dpkg runs ... was changed (a setting ...): /etc/apt/apt.conf.d/99zz (APT::X=sh /x)"}
     rows += [row("forged", "oracle", False, trajectory_path="trajectories/net.jsonl", tampering=[hook],
                  stop_reason="verifier_obstructed"), row("forged", "nop", False)]
     # Trials that crashed leave no line (a rerun runs them again), only what the runner recorded of
@@ -236,7 +237,7 @@ def test_tasks_check_reasons(tmp_path: Path):
     assert reasons["quiet-net"][1] == ("the image build (a download) needs the internet: "
                                        "curl: (6) Could not resolve host: example.org")
     assert reasons["gpu"][1] == "[environment].gpus = 1: no GPUs"
-    assert reasons["forged"][1] == "apt_hook_planted: what apt or dpkg runs ...: 99zz"
+    assert reasons["forged"][1] == "apt_hook_planted: /etc/apt/apt.conf.d/99zz (APT::X=sh /x)"
     assert reasons["net"][1] == ("its test or solution needs the internet: curl: (6) Could not resolve host: astral.sh; "
                                  "its tests ran and gave reward 0.0")
     assert reasons["bare"][1] == "task X has no reference solution; its nop failed with a verdict (reward 0.0)"

@@ -120,7 +120,9 @@ def check_reasons(rows: list[TrialResult], tasks: list, run_dir: Path, network: 
             # what the reference solution did is recorded as tampering: that, not what followed from it
             # (a verifier it obstructed may then fail a download), is the task's reason
             kinds = ", ".join(dict.fromkeys(e.kind for e in r.tampering))
-            out[task_id] = ("oracle tampered", f"{kinds}: {r.tampering[0].detail[:200]}")
+            # a detail says what it checks, then what it found after the first ": ": the latter
+            found = r.tampering[0].detail.split(": ", 1)[-1]
+            out[task_id] = ("oracle tampered", f"{kinds}: {found[:200]}")
             continue
         text = _trial_text(run_dir, r) if r.setting == "oracle" or r.infra_error else ""
         m = NEEDS_INTERNET.search(text)
