@@ -54,6 +54,7 @@ from tbscale.shell.tampering import TEST_TOOLS, attribute_command
 from tbscale.runner.build_tools import TOOLS
 from tbscale.runner.build_times import BUILD_TIMES, set_forward
 from tbscale.runner.npm_project import NPM, NPM_CLEAR, NPM_READ, node_library_changed, npm_changed, npm_settings
+from tbscale.runner.uv_cache import UV_CLEAR, UV_FOLDERS
 from tbscale.runner.verifier_reads import read_verifier
 from tbscale.types.guard import (AgentProcessInfo, GuardSnapshot, ProcessBaseline, ProcessInfo,
                                  SweepRecord, Tampering, ToolRun)
@@ -107,6 +108,7 @@ class VerifierGuard:
         # the folders its npm commands run in and the package.json scripts they run (runner/npm_project.py)
         self.npm, self.npm_scripts = list(reads.npm), list(reads.npm_scripts)
         self.tools = dict(reads.tools)  # where it runs each build tool (runner/build_tools.py)
+        self.uv = reads.uv  # it runs uv or uvx, which reuse uv's folders (runner/uv_cache.py)
         self.npm_before: dict[str, dict[str, Any] | None] = {}
         self.tools_before: dict[str, dict[str, dict[str, Any] | None]] = {}
         # SNAPSHOT's arguments: the names, then `--` and the names in folders, which alone it takes
@@ -151,7 +153,7 @@ class VerifierGuard:
         processes running (`processes`), as `_processes` does: one round trip instead of two. With
         `bytecode`, the compiled modules the agent phase wrote are removed (`BYTECODE`)."""
         env = self._env(self.box, since)
-        cmd = f"set -- {self.tool_args}\n" + SNAPSHOT + CLOCK + MOUNTS + SOURCED + PROJECT + NPM + "".join(t.shell for t in TOOLS) + CHANGES + STARTUP_COPIES
+        cmd = f"set -- {self.tool_args}\n" + SNAPSHOT + CLOCK + MOUNTS + SOURCED + PROJECT + NPM + UV_FOLDERS + "".join(t.shell for t in TOOLS) + CHANGES + STARTUP_COPIES
         if not since:
             # What an earlier verification (a previous step's) left in /logs/verifier is not the
             # agent's: clear it before this agent phase, so that anything found there later is.
@@ -159,7 +161,7 @@ class VerifierGuard:
         if setup:
             cmd = SETUP % setup + cmd
         if bytecode and since:
-            cmd += BYTECODE + NPM_CLEAR + BUILD_TIMES
+            cmd += BYTECODE + NPM_CLEAR + UV_CLEAR + BUILD_TIMES
         if processes:
             cmd += PROCESSES
         if probe:
@@ -197,6 +199,12 @@ class VerifierGuard:
             public = getattr(getattr(self.verifier, "network", None), "mode", "public") == "public"
             if since and self.sweep and clear and public:
                 env["TBSCALE_NPM_CLEAR"] = "\n".join(clear)
+        if self.uv:
+            env["TBSCALE_UV"] = "1"
+            made = (self.before or {}).get("uv_absent")
+            # as for npm's: not with the sweep off, nor where the verifier's uv cannot download again
+            if since and self.sweep and made and getattr(getattr(self.verifier, "network", None), "mode", "public") == "public":
+                env["TBSCALE_UV_CLEAR"] = "\n".join(made)
         for tool in TOOLS:
             if self.tools.get(tool.key):
                 env[tool.env] = "\n".join(self.tools[tool.key])
@@ -342,6 +350,8 @@ class VerifierGuard:
             record["bytecode_removed"] = after["bytecode_removed"]
         if after.get("node_modules_removed"):
             record["node_modules_removed"] = after["node_modules_removed"]
+        if after.get("uv_removed"):
+            record["uv_removed"] = after["uv_removed"]
         if after.get("build_sources_touched"):
             record["build_sources_touched"] = after["build_sources_touched"]
         folder = after["artifacts_folder"]

@@ -410,6 +410,8 @@ def parse_snapshot(output: str) -> GuardSnapshot:
     npm: dict[str, str] = {}
     npm_absent: list[str] = []
     npm_removed: list[str] = []
+    uv_absent: list[str] = []
+    uv_removed: list[str] = []
     node_roots: list[str] = []
     built: dict[str, dict[str, str]] = {}  # the build tools' files (runner/build_tools.py)
     test_mains: list[str] = []
@@ -444,8 +446,9 @@ def parse_snapshot(output: str) -> GuardSnapshot:
             npm.setdefault(parts[1], parts[2])
         elif parts[0] in BUILD_TAGS and len(parts) == 3:
             built.setdefault(BUILD_TAGS[parts[0]], {}).setdefault(parts[1], parts[2])
-        elif parts[0] in ("Z", "L", "GL", "GT", "TF") and len(parts) == 2:
-            {"Z": npm_absent, "L": npm_removed, "GL": node_roots, "GT": test_mains, "TF": set_forward}[parts[0]].append(parts[1])
+        elif parts[0] in ("Z", "L", "UZ", "UL", "GL", "GT", "TF") and len(parts) == 2:
+            {"Z": npm_absent, "L": npm_removed, "UZ": uv_absent, "UL": uv_removed, "GL": node_roots, "GT": test_mains,
+             "TF": set_forward}[parts[0]].append(parts[1])
         elif parts[0] == "TT" and len(parts) == 2 and parts[1].strip().isdigit():
             touched = int(parts[1])
         elif parts[0] == "Y" and len(parts) == 2:
@@ -492,6 +495,10 @@ def parse_snapshot(output: str) -> GuardSnapshot:
         snap["npm_absent"] = sorted(set(npm_absent))
     if npm_removed:
         snap["node_modules_removed"] = sorted(set(npm_removed))
+    if uv_absent:
+        snap["uv_absent"] = sorted(set(uv_absent))
+    if uv_removed:
+        snap["uv_removed"] = sorted(set(uv_removed))
     if node_roots:
         snap["node_roots"] = sorted(set(node_roots))
     for key, files in built.items():

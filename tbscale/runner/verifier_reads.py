@@ -269,6 +269,7 @@ class VerifierReads:
     npm_scripts: list[str] = ()  # the package.json scripts those run
     # where it runs each build tool of runner/build_tools.py (its `folders`), by the tool's key
     tools: dict[str, list[str]] = field(default_factory=dict)
+    uv: bool = False  # its scripts run uv or uvx (runner/uv_cache.py)
 
 
 def read_verifier(verifier, tests_dirs: list[Path] | None = None) -> VerifierReads:
@@ -288,4 +289,6 @@ def read_verifier(verifier, tests_dirs: list[Path] | None = None) -> VerifierRea
            if "/" not in n and n not in _NOT_IN_FOLDERS and n not in ("uv", "uvx")]
     in_envs = [f"{env.lstrip('?')}/bin/{n}" for env in envs for n in run]
     return VerifierReads(names, (_in_folders(names, texts, sourced) + in_envs)[:MAX_TOOLS], sourced + verifier_venvs(texts),
-                         reads_project(texts), envs, npm, npm_scripts, tools)
+                         reads_project(texts), envs, npm, npm_scripts, tools,
+                         # `uv run` is read as the program it runs: its `.venv` says it is there
+                         bool({"uv", "uvx"} & set(_program_names(texts, [], ())) or envs or reads_project(texts)))

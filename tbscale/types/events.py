@@ -283,6 +283,9 @@ class SweepEvent(EventBase):
     # `node_modules` folders the agent phase made where the verifier's npm installs, removed before
     # it ran (runner/npm_project.py): its own `npm install` makes them again
     node_modules_removed: list[str] | None = None
+    # uv's folders (its cache, managed Pythons, tools) the agent phase made where the verifier runs uv or
+    # uvx, removed before it ran (runner/uv_cache.py): its own uv makes them again
+    uv_removed: list[str] | None = None
     # files the agent phase changed where the verifier's cargo or make builds, touched before it ran so
     # that it compiles them again whatever time they were given (runner/build_times.py)
     build_sources_touched: int | None = None

@@ -98,6 +98,8 @@ class GuardSnapshot(TypedDict, total=False):
     npm: dict[str, str]  # npm's and the JS test runners' files where the verifier's npm runs -> digest (`G`)
     npm_absent: list[str]  # at the baseline: `node_modules` absent in or above a folder where it installs (`Z`)
     node_modules_removed: list[str]  # after the sweep: those the agent phase made, removed (`L`)
+    uv_absent: list[str]  # at the baseline: uv's folders absent, where the verifier runs uv (`UZ`)
+    uv_removed: list[str]  # after the sweep: those the agent phase made, removed (`UL`)
     go: dict[str, str]  # go's settings files and module files where the verifier's go runs -> digest (`GO`)
     cargo: dict[str, str]  # cargo's settings, Cargo.toml files and build.rs where the verifier's cargo runs (`CG`)
     cmake: dict[str, str]  # the build files the verifier's cmake and make read (`CM`)
@@ -122,6 +124,7 @@ class SweepRecord(TypedDict, total=False):
     sidecar_processes_killed: dict[str, list[AgentProcessInfo]]
     bytecode_removed: int  # compiled Python modules the agent phase wrote, removed before the verifier
     node_modules_removed: list[str]  # `node_modules` the agent phase made where the verifier's npm installs, removed
+    uv_removed: list[str]  # uv's folders (cache, managed Pythons, tools) the agent phase made, removed
     build_sources_touched: int  # files the agent phase changed where the verifier's cargo or make builds, touched
     # Where the changed paths were listed from, when not from inside alone: "inside and outside"
     # (environment.file_checks: outside), "outside" (no `find` inside), "nowhere" (no `find` inside
