@@ -30,6 +30,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from tbscale.runner.findings import entry, file_state, grouped_entries
+from tbscale.runner.made_again import removal
 from tbscale.runner.script_folders import located
 from tbscale.shell.parse import skip_options
 from tbscale.shell.tampering import attribute_command
@@ -236,10 +237,4 @@ fi
 # In the sweep's exec (the agent's processes are gone): each `node_modules` of `TBSCALE_NPM_CLEAR`
 # (the baseline's `Z` lines) that is there now was made by the agent phase, and is removed; an `L`
 # line names it. The verifier's own `npm install` makes it again from package.json and the lockfile.
-NPM_CLEAR = r'''
-if [ -n "${TBSCALE_NPM_CLEAR:-}" ] && [ -n "${TBSCALE_SINCE:-}" ]; then
-  printf '%s\n' "$TBSCALE_NPM_CLEAR" | while IFS= read -r _m; do
-    if [ -n "$_m" ] && { [ -e "$_m" ] || [ -L "$_m" ]; }; then rm -rf -- "$_m" 2>/dev/null; printf 'L\t%s\n' "$_m"; fi
-  done
-fi
-'''
+NPM_CLEAR = removal("TBSCALE_NPM_CLEAR", "L")

@@ -23,6 +23,8 @@ an offline verifier, `uvx --offline`), whose entries are not listed.
 
 from __future__ import annotations
 
+from tbscale.runner.made_again import removal
+
 # At the baseline (no TBSCALE_SINCE), where the verifier runs uv (`TBSCALE_UV`): a `UZ` line for
 # each of uv's folders that is absent.
 UV_FOLDERS = r'''
@@ -37,10 +39,4 @@ fi
 '''
 # In the sweep's exec (the agent's processes are gone): each folder of `TBSCALE_UV_CLEAR` (the
 # baseline's `UZ` lines) that is there now was made by the agent phase, and is removed.
-UV_CLEAR = r'''
-if [ -n "${TBSCALE_UV_CLEAR:-}" ] && [ -n "${TBSCALE_SINCE:-}" ]; then
-  printf '%s\n' "$TBSCALE_UV_CLEAR" | while IFS= read -r _u; do
-    if [ -n "$_u" ] && { [ -e "$_u" ] || [ -L "$_u" ]; }; then rm -rf -- "$_u" 2>/dev/null; printf 'UL\t%s\n' "$_u"; fi
-  done
-fi
-'''
+UV_CLEAR = removal("TBSCALE_UV_CLEAR", "UL")
