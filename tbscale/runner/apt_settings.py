@@ -51,13 +51,12 @@ import posixpath
 import re
 from typing import Any
 
-from tbscale.runner.findings import entry, file_state
+from tbscale.runner.findings import entry, file_state, texts_at_baseline
 from tbscale.shell.parse import invocation, split_segments
 from tbscale.shell.tampering import attribute_command
 from tbscale.types.guard import GuardSnapshot, Tampering, ToolRun
 
 KIND = "apt_hook_planted"
-TEXT = "?text"  # `PATH?text`: a settings file's bytes in hex, printed at the baseline
 _PROGRAMS = frozenset({"apt-get", "apt", "aptitude", "dpkg"})
 # dpkg's files of a package (`/var/lib/dpkg/info/PKG.EXT`) that decide what it runs
 _CONTROL = ("preinst", "postinst", "prerm", "postrm", "config", "triggers", "md5sums")
@@ -216,7 +215,7 @@ def apt_changed(before: dict[str, str], after: dict[str, str], read_before: dict
     run (`before`, `after`: path -> digest, `-` absent, `other` a folder or link; and the
     pseudo-paths the shell prints), with the settings files as `read_settings` gives them: at the
     baseline from the shell's `PATH?text` lines, after the sweep read from outside."""
-    read_before = {p[:-len(TEXT)]: _from_hex(p[:-len(TEXT)], d) for p, d in before.items() if p.endswith(TEXT)}
+    read_before = texts_at_baseline(before, read_settings)
     found: list[str] = []
     keys: list[str] = []
     for path in sorted(p for p in set(before) | set(after) if p.endswith("?link")):
@@ -264,42 +263,22 @@ def apt_changed(before: dict[str, str], after: dict[str, str], read_before: dict
                                                                  [*keys[:5], *paths[:5]]))]
 
 
-def _from_hex(path: str, text: str) -> dict[str, Any]:
-    try:
-        return read_settings(path, bytes.fromhex(text))
-    except ValueError:
-        return {"runs": []}
-
-
 # ---- the guard shell's part (runner/guard.py runs it in its checks' exec) ----------------------------
-# `TBSCALE_APT`, `apt_folders`' lines; `_fd` is guard_shell.PROJECT's (guard_shell.CHANGES' `_newer`
-# comes after the build tools' blocks: `_ap_newer` is the same). `AP PATH DIGEST` for each settings
+# `TBSCALE_APT`, `apt_folders`' lines; `_fd`, `_ft` and `_newer` are guard_shell.PROJECT's. `AP PATH DIGEST` for each settings
 # file, `AP PATH?text HEX` at the baseline, `AP DIR?link TARGET|-`; after the sweep `AP PATH?c -`,
 # `AP PKG.list?e 1`, `AP PKG.list?logged 1|0`, `AP PKG.triggers?origin source|none`, `AP PATH?prog intact|changed|unowned`.
 APT = r'''
 if [ -n "${TBSCALE_APT+set}" ]; then
-  _ap_cfg() {
-    _fd AP "$1"
-    [ -z "${TBSCALE_SINCE:-}" ] && [ "$_fdd" != - ] && [ "$_fdd" != other ] && [ "$(($(wc -c < "$1")))" -le 65536 ] \
-      && printf 'AP\t%s?text\t%s\n' "$1" "$(od -An -v -tx1 < "$1" | tr -d ' \n')"
-    return 0
-  }
   for _d in /etc/apt /etc/apt/apt.conf.d /etc/apt/sources.list.d /etc/dpkg /etc/dpkg/dpkg.cfg.d; do
     if [ -L "$_d" ]; then printf 'AP\t%s?link\t%s\n' "$_d" "$(readlink -- "$_d" | tr '\t\n' '  ')"
     else printf 'AP\t%s?link\t-\n' "$_d"; fi
   done
   for _f in /etc/apt/apt.conf /etc/apt/apt.conf.d/* /etc/apt/sources.list /etc/apt/sources.list.d/* \
       /etc/dpkg/dpkg.cfg /etc/dpkg/dpkg.cfg.d/* "${HOME:-/root}/.dpkg.cfg"; do
-    { [ -e "$_f" ] || [ -L "$_f" ]; } && _ap_cfg "$_f"
+    { [ -e "$_f" ] || [ -L "$_f" ]; } && _ft AP "$_f"
   done
-  case "${TBSCALE_SINCE:-}" in
-    '') ;;
-    *.*) _ap_newer() { find "$@" -newerct "@$TBSCALE_SINCE" 2>/dev/null; } ;;
-    *) _ap_newer() { find "$@" -exec stat -c '%Z %n' {} + 2>/dev/null |
-                     awk -v s="$TBSCALE_SINCE" '$1 >= s { sub(/^[0-9]+ /, ""); print }'; } ;;
-  esac
   if [ -n "${TBSCALE_SINCE:-}" ]; then
-    _ap_info=$(_ap_newer /var/lib/dpkg/info -maxdepth 1 -type f | head -n 2000)
+    _ap_info=$(_newer /var/lib/dpkg/info -maxdepth 1 -type f | head -n 2000)
     printf '%s\n' "$_ap_info" | while IFS= read -r _f; do
       [ -n "$_f" ] || continue
       printf 'AP\t%s?c\t-\n' "$_f"
@@ -320,7 +299,7 @@ if [ -n "${TBSCALE_APT+set}" ]; then
           { print "AP", "/var/lib/dpkg/info/" $1 ".list?logged", (($1 in v) && (($1 " " v[$1]) in logged)) ? 1 : 0 }'
     # a package dpkg installed in the agent phase that waits on a trigger: whether apt has its version
     # from a source (`apt-cache madison`), or it came from a file of the agent's (`dpkg -i`)
-    _ap_newer /var/lib/dpkg/info -maxdepth 1 -name '*.list' -type f | head -n 500 | while IFS= read -r _f; do
+    _newer /var/lib/dpkg/info -maxdepth 1 -name '*.list' -type f | head -n 500 | while IFS= read -r _f; do
       _t=${_f%.list}.triggers
       [ -f "$_t" ] && grep -q '^[[:space:]]*interest' "$_t" 2>/dev/null || continue
       _pkg=${_f##*/}; _pkg=${_pkg%.list}
@@ -332,7 +311,7 @@ if [ -n "${TBSCALE_APT+set}" ]; then
           | grep -F -e " $_n (" -e " $_n:" | grep -F -q -e "($_v" -e ", $_v)"; }; then _o=source; else _o=none; fi
       printf 'AP\t%s?origin\t%s\n' "$_t" "$_o"
     done
-    _ap_newer /usr/lib/apt /usr/share/debconf /usr/share/perl5/Debconf /usr/bin/dpkg* /usr/bin/update-alternatives \
+    _newer /usr/lib/apt /usr/share/debconf /usr/share/perl5/Debconf /usr/bin/dpkg* /usr/bin/update-alternatives \
         /usr/bin/gpgv /usr/bin/sqv /usr/bin/apt-key /usr/bin/apt-cache /usr/bin/debconf* /usr/bin/ucf* /usr/sbin/ldconfig \
         /sbin/ldconfig /usr/sbin/invoke-rc.d /usr/sbin/policy-rc.d /usr/sbin/update-rc.d /usr/bin/deb-systemd-* \
         /usr/lib/*/libapt-pkg.so* /usr/lib/*/libapt-private.so* \

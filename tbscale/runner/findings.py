@@ -10,6 +10,7 @@ import json
 import re
 import tomllib
 from pathlib import PurePosixPath
+from collections.abc import Callable
 from typing import Any
 
 from tbscale.shell.tampering import attribute_command
@@ -79,6 +80,22 @@ def grouped_entries(groups: list[tuple[str, list[str], str]], actions: list[tupl
             paths = sorted({re.split(r" \(|: | scripts\.", f, maxsplit=1)[0] for f in found})
             out.append(entry(kind, f"{what}: " + "; ".join(found[:5])[:700], paths=paths[:20],
                              by_command=attribute_command(actions, PurePosixPath(paths[0]).name, paths[:5])))
+    return out
+
+
+TEXT = "?text"  # `PATH?text HEX`: a file's bytes at the baseline, printed by guard_shell.PROJECT's `_ft`
+
+
+def texts_at_baseline(before: dict[str, str], parse: Callable[[str, bytes], dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """`parse` of each file a tool's shell printed with its bytes at the baseline (`PATH?text`
+    lines), by path; a file whose line cannot be read is left out (as one that was not there)."""
+    out = {}
+    for key, text in before.items():
+        if key.endswith(TEXT):
+            try:
+                out[key[:-len(TEXT)]] = parse(key[:-len(TEXT)], bytes.fromhex(text))
+            except ValueError:
+                continue
     return out
 
 

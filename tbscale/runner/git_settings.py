@@ -40,7 +40,7 @@ import re
 from io import BytesIO
 from typing import Any
 
-from tbscale.runner.findings import entry, file_state, under
+from tbscale.runner.findings import entry, file_state, texts_at_baseline, under
 from tbscale.runner.script_folders import located
 from tbscale.shell.tampering import attribute_command
 from tbscale.types.guard import GuardSnapshot, Tampering, ToolRun
@@ -51,7 +51,6 @@ _VALUED = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--c
 _BOOLEANS = frozenset({"", "true", "yes", "on", "1", "false", "no", "off", "0"})
 SETTINGS_NAMES = frozenset({"config", "config.worktree", ".gitconfig", "gitconfig"})
 RUNS = "?runs"  # the pseudo-path of whether git reads a repository: `TOP/.git?runs`, ok or fails
-TEXT = "?text"  # `PATH?text`: a settings file's bytes in hex, printed at the baseline
 GIT_DIR = "?dir"  # `TOP/.git?dir`: the repository's git folder (and `?common`: a worktree's common one)
 
 
@@ -151,7 +150,7 @@ def git_changed(before: dict[str, str], after: dict[str, str], read_before: dict
     repos = [p[:-len("/.git")] for p, d in before.items() if p.endswith("/.git") and d != "-"]
     if not repos:
         return []
-    read_before = {p[:-len(TEXT)]: _from_hex(p[:-len(TEXT)], d) for p, d in before.items() if p.endswith(TEXT)}
+    read_before = texts_at_baseline(before, read_settings)
     # the git folders of those repositories, as the baseline had them: what the agent phase added to
     # the git folder of a repository it made is its own
     folders = [d for p, d in before.items() if p.endswith((GIT_DIR, "?common")) and d not in ("-", "")]
@@ -203,13 +202,6 @@ def _user_settings(path: str) -> bool:
     return posixpath.basename(path) in (".gitconfig", "gitconfig") or path.endswith("/git/config")
 
 
-def _from_hex(path: str, text: str) -> dict[str, Any]:
-    try:
-        return read_settings(path, bytes.fromhex(text))
-    except ValueError:
-        return {"error": "the baseline's copy could not be read"}
-
-
 def _settings_changed(path: str, was: str, now: str, read_was: dict | None, read_now: dict | None, *,
                       repository: bool) -> tuple[list[str], list[str]]:
     """What a settings file's change did (`read_settings` before and after), and the keys changed."""
@@ -229,7 +221,7 @@ def _settings_changed(path: str, was: str, now: str, read_was: dict | None, read
 
 
 # ---- the guard shell's part (runner/guard.py runs it in its checks' exec) ----------------------------
-# `TBSCALE_GIT`, `git_folders`' lines; `_fd` and `_at` are guard_shell.PROJECT's. `GI PATH DIGEST` for
+# `TBSCALE_GIT`, `git_folders`' lines; `_fd`, `_ft` (a settings file, with its text at the baseline) and `_at` are guard_shell.PROJECT's. `GI PATH DIGEST` for
 # each file above, and `GI TOP/.git?dir GITDIR`, `GI TOP/.git?common DIR`, `GI TOP/.git?runs ok|fails`.
 GIT = r'''
 if [ -n "${TBSCALE_GIT+set}" ]; then
@@ -248,15 +240,8 @@ if [ -n "${TBSCALE_GIT+set}" ]; then
   # filter), and a time limit where the image has `timeout` (an include naming a fifo would block it)
   _gi_git() { if command -v timeout >/dev/null 2>&1; then timeout 60 git -c core.fsmonitor=false "$@"
               else git -c core.fsmonitor=false "$@"; fi; }
-  # a settings file's digest, and at the baseline (no TBSCALE_SINCE yet) its bytes in hex, up to 64 KiB
-  _gi_cfg() {
-    _fd GI "$1"
-    [ -z "${TBSCALE_SINCE:-}" ] && [ "$_fdd" != - ] && [ "$_fdd" != other ] && [ "$(($(wc -c < "$1")))" -le 65536 ] \
-      && printf 'GI\t%s?text\t%s\n' "$1" "$(od -An -v -tx1 < "$1" | tr -d ' \n')"
-    return 0
-  }
   _gi_dir() {
-    _gi_cfg "$1/config"; _gi_cfg "$1/config.worktree"; _fd GI "$1/index.lock"
+    _ft GI "$1/config"; _ft GI "$1/config.worktree"; _fd GI "$1/index.lock"
     for _h in "$1"/hooks/*; do
       case $_h in *.sample) continue ;; esac
       { [ -f "$_h" ] || [ -L "$_h" ]; } && [ -x "$_h" ] && _fd GI "$_h"
@@ -298,7 +283,7 @@ if [ -n "${TBSCALE_GIT+set}" ]; then
     done
     for _f in "${HOME:-/root}/.gitconfig" "${XDG_CONFIG_HOME:-${HOME:-/root}/.config}/git/config" /etc/gitconfig \
         /usr/local/etc/gitconfig; do
-      _gi_cfg "$_f"
+      _ft GI "$_f"
     done
   fi
 fi

@@ -190,21 +190,21 @@ class VerifierGuard:
             env["TBSCALE_PROJECT"] = "1"
         if self.envs:
             env["TBSCALE_PROJECT_ENVS"] = "\n".join(self.envs)
+        # What the agent phase made that the verifier's installers make again (runner/made_again.py) is
+        # removed after the sweep: not with the sweep off (the agent's processes may still use it), nor
+        # where the verifier cannot reach the registry to make it again.
+        remade = bool(since and self.sweep
+                      and getattr(getattr(self.verifier, "network", None), "mode", "public") == "public")
+        made = self.before or {}
         if self.npm:
             env["TBSCALE_NPM"] = "\n".join(self.npm)
             env["TBSCALE_NODE_PROGRAMS"] = " ".join(n for n in self.names if re.fullmatch(r"[A-Za-z0-9_.+-]+", n))
-            clear = (self.before or {}).get("npm_absent")
-            # Not with the sweep off (the agent's processes may still use them), nor where the
-            # verifier's npm cannot reach the registry to install them again.
-            public = getattr(getattr(self.verifier, "network", None), "mode", "public") == "public"
-            if since and self.sweep and clear and public:
-                env["TBSCALE_NPM_CLEAR"] = "\n".join(clear)
+            if remade and made.get("npm_absent"):
+                env["TBSCALE_NPM_CLEAR"] = "\n".join(made["npm_absent"])
         if self.uv:
             env["TBSCALE_UV"] = "1"
-            made = (self.before or {}).get("uv_absent")
-            # as for npm's: not with the sweep off, nor where the verifier's uv cannot download again
-            if since and self.sweep and made and getattr(getattr(self.verifier, "network", None), "mode", "public") == "public":
-                env["TBSCALE_UV_CLEAR"] = "\n".join(made)
+            if remade and made.get("uv_absent"):
+                env["TBSCALE_UV_CLEAR"] = "\n".join(made["uv_absent"])
         for tool in TOOLS:
             if self.tools.get(tool.key):
                 env[tool.env] = "\n".join(self.tools[tool.key])

@@ -80,6 +80,19 @@ for _s in ${TBSCALE_PROJECT_ENVS:-}; do
   for d in "$_e"/lib/python3*; do [ -d "$d" ] && _py="$_py $d"; done
 done
 '''
+# `_newer PATH... [find's tests]`: the paths whose status changed after $TBSCALE_SINCE (defined only
+# when it is set: after the sweep). Here for CHANGES, and in PROJECT for the blocks after it.
+_NEWER = r'''
+case "${TBSCALE_SINCE:-}" in
+  '') ;;
+  *.*) _newer() { find "$@" -newerct "@$TBSCALE_SINCE" 2>/dev/null; } ;;
+  # A whole second: CLOCK found no -newerct or no %N (busybox); each candidate's status
+  # change second, from stat.
+  *) _newer() { find "$@" -exec stat -c '%Z %n' {} + 2>/dev/null |
+                awk -v s="$TBSCALE_SINCE" '$1 >= s { sub(/^[0-9]+ /, ""); print }'; } ;;
+esac
+'''
+
 # The paths whose status changed after $TBSCALE_SINCE, where they matter to the verifier (`C`
 # lines), in three places listed apart: the verifier's own paths, the workdir's pytest files and
 # the Python folders. At most 500 paths a place, and a `W` line naming a place that had more (an
@@ -92,15 +105,8 @@ done
 # the packages' entry points (an `E` line for one that declares a pytest plugin, which pytest
 # loads unasked). Compiled modules are left out: the seal removes those the agent phase wrote
 # (`BYTECODE`).
-CHANGES = PYTHON_FOLDERS + r'''
+CHANGES = PYTHON_FOLDERS + _NEWER + r'''
 if [ -n "${TBSCALE_SINCE:-}" ]; then
-  case "$TBSCALE_SINCE" in
-    *.*) _newer() { find "$@" -newerct "@$TBSCALE_SINCE" 2>/dev/null; } ;;
-    # A whole second: CLOCK found no -newerct or no %N (busybox); each candidate's status
-    # change second, from stat.
-    *) _newer() { find "$@" -exec stat -c '%Z %n' {} + 2>/dev/null |
-                  awk -v s="$TBSCALE_SINCE" '$1 >= s { sub(/^[0-9]+ /, ""); print }'; } ;;
-  esac
   # `_list PLACE COMMAND...`: the paths COMMAND prints, at most 500 (`C` lines), and a `W` line
   # when it printed more.
   _list() {
@@ -312,12 +318,21 @@ done
 # sets `_p` to a folder as the verifier's scripts name it (absolute, "" the workdir, or relative
 # under it); both are defined here for this block and for npm's and the build tools' after it
 # (runner/npm_project.NPM, runner/build_tools.py, runner/build_times.py).
-PROJECT = r'''
+PROJECT = _NEWER + r'''
 _at() { case "$1" in /*) _p=$1 ;; '') _p=${TBSCALE_WORKDIR:-$PWD} ;; *) _p=${TBSCALE_WORKDIR:-$PWD}; _p=${_p%/}/$1 ;; esac; }
 _fd() { if [ ! -e "$2" ] && [ ! -L "$2" ]; then _fdd=-
   elif [ -L "$2" ] || [ ! -f "$2" ] || [ "$(($(wc -c < "$2")))" -gt 4194304 ]; then _fdd=other
   else _fdd=$(sha256sum < "$2"); _fdd=${_fdd%% *}; fi
   printf '%s\t%s\t%s\n' "$1" "$2" "$_fdd"; }
+# `_ft KIND FILE`: `_fd`'s line, and at the baseline (no process of the agent's has run yet) a
+# `KIND FILE?text HEX` line with its bytes, up to 64 KiB, for a tool that reads them then from
+# these lines rather than from outside (build_tools.BuildTool.read_at_baseline False: git's, apt's)
+_ft() {
+  _fd "$1" "$2"
+  [ -z "${TBSCALE_SINCE:-}" ] && [ "$_fdd" != - ] && [ "$_fdd" != other ] && [ "$(($(wc -c < "$2")))" -le 65536 ] \
+    && printf '%s\t%s?text\t%s\n' "$1" "$2" "$(od -An -v -tx1 < "$2" | tr -d ' \n')"
+  return 0
+}
 if [ -n "${TBSCALE_PROJECT:-}" ]; then
   _w=${TBSCALE_WORKDIR:-$PWD}
   for _f in "${_w%/}/pyproject.toml" "${_w%/}/uv.lock" "${_w%/}/.python-version" "${_w%/}/.python-versions"; do

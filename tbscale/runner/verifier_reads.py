@@ -285,10 +285,11 @@ def read_verifier(verifier, tests_dirs: list[Path] | None = None) -> VerifierRea
     tools = {t.key: f for t in TOOLS if (f := t.folders(texts, mount))}
     names += list(dict.fromkeys(p for t in TOOLS if t.key in tools for p in t.started(tools[t.key]) if p not in names))
     envs = project_envs(texts, mount)
-    run = [n for n in _program_names(texts, [], ("python", "python3"))
-           if "/" not in n and n not in _NOT_IN_FOLDERS and n not in ("uv", "uvx")]
+    scripted = _program_names(texts, [], ("python", "python3"))
+    run = [n for n in scripted if "/" not in n and n not in _NOT_IN_FOLDERS and n not in ("uv", "uvx")]
     in_envs = [f"{env.lstrip('?')}/bin/{n}" for env in envs for n in run]
+    project = reads_project(texts)
     return VerifierReads(names, (_in_folders(names, texts, sourced) + in_envs)[:MAX_TOOLS], sourced + verifier_venvs(texts),
-                         reads_project(texts), envs, npm, npm_scripts, tools,
+                         project, envs, npm, npm_scripts, tools,
                          # `uv run` is read as the program it runs: its `.venv` says it is there
-                         bool({"uv", "uvx"} & set(_program_names(texts, [], ())) or envs or reads_project(texts)))
+                         bool({"uv", "uvx"} & set(scripted) or envs or project))
