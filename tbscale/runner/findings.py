@@ -25,7 +25,7 @@ PYTEST_CONFIGS = ("conftest.py", "pytest.ini", ".pytest.ini", "tox.ini", "setup.
 SHADOWING = ("pytest.py", "pytest/__init__.py", "_pytest/__init__.py")
 _SITE = re.compile(r"/(site|dist)-packages/")
 # pytest's own packages and the ones it imports on every run (runner/guard.py `_CHANGES` lists them).
-_TEST_RUNNER = re.compile(r"/(site|dist)-packages/(_pytest|pytest|pluggy|iniconfig|packaging|exceptiongroup|tomli)(/|$)"
+TEST_RUNNER = re.compile(r"/(site|dist)-packages/(_pytest|pytest|pluggy|iniconfig|packaging|exceptiongroup|tomli)(/|$)"
                           r"|/(site|dist)-packages/(py|pytest)\.py$")
 # The interpreter's own library: the standard modules (outside the packages' folders) and a zip of
 # them, which sys.path puts before the folder (/usr/lib/python311.zip).
@@ -387,7 +387,7 @@ def _changed_paths(paths: list[str], kinds: dict[str, int], tests_mount: str, ac
             groups.setdefault("test_config_planted", []).append(p)
         elif any(p.endswith("/" + s) for s in SHADOWING) and not _SITE.search(p):
             groups.setdefault("module_shadowing", []).append(p)
-        elif _TEST_RUNNER.search(p) and "/__pycache__/" not in p and kinds.get(p) != 1:
+        elif TEST_RUNNER.search(p) and "/__pycache__/" not in p and kinds.get(p) != 1:
             groups.setdefault("test_library_changed", []).append(p)
         elif (_PYTHON_LIBRARY.match(p) and not _SITE.search(p) and "/__pycache__/" not in p
               and p.endswith((".py", ".so", ".zip"))):
@@ -522,7 +522,7 @@ def checked_path(path: str, tests_mount: str, workdir: str | None, venvs: tuple[
     if not _python_folder(path, venvs) or "/__pycache__/" in path:
         return False
     return (pure.name in STARTUP_HOOKS or pure.suffix == ".pth" or pure.name == "entry_points.txt"
-            or bool(_TEST_RUNNER.search(path)) or pth_module(path, modules)
+            or bool(TEST_RUNNER.search(path)) or pth_module(path, modules)
             or (not _SITE.search(path) and pure.suffix in (".py", ".so", ".zip")))
 
 

@@ -54,6 +54,7 @@ from tbscale.shell.tampering import TEST_TOOLS, attribute_command
 from tbscale.runner.build_tools import TOOLS
 from tbscale.runner.build_times import BUILD_TIMES, set_forward
 from tbscale.runner.npm_project import NPM, NPM_CLEAR, NPM_READ, node_library_changed, npm_changed, npm_settings
+from tbscale.runner.package_updates import settle
 from tbscale.runner.uv_cache import UV_CLEAR, UV_FOLDERS
 from tbscale.runner.verifier_reads import read_verifier
 from tbscale.types.guard import (AgentProcessInfo, GuardSnapshot, ProcessBaseline, ProcessInfo,
@@ -397,6 +398,10 @@ class VerifierGuard:
             entries.append(entry("verifier_output_forged", "a line of the guard's check was given twice with different "
                                  "values (something beside the check wrote into its output): " + ", ".join(forged[:10])))
         entries += self._describe(entries)
+        entries, updates = settle(entries, self.box, (self.before or {}).get("tools") or {}, after.get("tools") or {},
+                                  after.get("changes"), home=after.get("home") or "/root")
+        if updates:
+            record["package_updates"] = updates
         self.timing["guard_check"] = time.monotonic() - t
         return entries, record
 

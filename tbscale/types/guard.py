@@ -126,10 +126,28 @@ class SweepRecord(TypedDict, total=False):
     node_modules_removed: list[str]  # `node_modules` the agent phase made where the verifier's npm installs, removed
     uv_removed: list[str]  # uv's folders (cache, managed Pythons, tools) the agent phase made, removed
     build_sources_touched: int  # files the agent phase changed where the verifier's cargo or make builds, touched
+    # Releases the agent phase installed over a program or test library the verifier runs, each
+    # found, file for file, to be the release PyPI publishes: the entries they settled are not
+    # tampering (runner/package_updates.py).
+    package_updates: list[PackageUpdate]
     # Where the changed paths were listed from, when not from inside alone: "inside and outside"
     # (environment.file_checks: outside), "outside" (no `find` inside), "nowhere" (no `find` inside
     # and a backend that cannot list changes from outside: changed files went unchecked).
     changes_listed: str
+
+
+class PackageUpdate(TypedDict):
+    """A published release that settled tampering entries (runner/package_updates.py): its name,
+    version, wheel and the wheel's sha256 as the index gives them, the packages folder it is in,
+    the entries' details, and the command that installed it."""
+
+    package: str
+    version: str
+    wheel: str
+    wheel_sha256: str
+    site: str
+    settles: list[str]
+    by_command: CommandAttribution | None
 
 
 class CommandAttribution(TypedDict, total=False):
@@ -157,6 +175,9 @@ class Tampering(TypedDict, total=False):
     after: ToolState | str
     by_command: CommandAttribution | None
     paths: list[str]
+    # why a program or test library a package install replaced was not settled as the published
+    # release (runner/package_updates.py)
+    published_check: str
 
 
 class ToolRun(NamedTuple):
