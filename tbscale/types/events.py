@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from tbscale.types.completion import Usage
+from tbscale.types.guard import PackageUpdate
 
 
 class EventBase(BaseModel):
@@ -268,22 +269,6 @@ class AgentProcess(BaseModel):
     cmd: str
 
 
-class PackageUpdateRecord(BaseModel):
-    """A release the agent phase installed over a program or test library the verifier runs, found
-    file for file to be the one PyPI publishes (runner/package_updates.py): the tampering entries
-    it settled (`settles`, their details) are not in the sweep's `tampering`."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    package: str
-    version: str
-    wheel: str
-    wheel_sha256: str
-    site: str
-    settles: list[str]
-    by_command: dict[str, Any] | None = None
-
-
 class SweepEvent(EventBase):
     """Between the agent phase and the verifier (docs/tasks.md, "Verification integrity"): how the
     agent's processes were stopped (`method` restart, or none when they are kept), which ones were
@@ -303,7 +288,7 @@ class SweepEvent(EventBase):
     # uvx, removed before it ran (runner/uv_cache.py): its own uv makes them again
     uv_removed: list[str] | None = None
     # published releases that settled tampering entries (runner/package_updates.py)
-    package_updates: list[PackageUpdateRecord] | None = None
+    package_updates: list[PackageUpdate] | None = None
     # files the agent phase changed where the verifier's cargo or make builds, touched before it ran so
     # that it compiles them again whatever time they were given (runner/build_times.py)
     build_sources_touched: int | None = None
