@@ -352,3 +352,35 @@ def test_an_entry_from_the_listing_outside_names_the_program_by_its_path(index, 
                                             "pytest = pytest:console_main\n")
     kept, [u] = _settle(box, [e])
     assert kept == [] and u["settles"] == [e["detail"]]
+
+
+SETUPTOOLS_FILES = {"distutils-precedence.pth": b"import os; var = 'SETUPTOOLS_USE_DISTUTILS'; "
+                                                b"enabled = os.environ.get(var, 'local') == 'local'; "
+                                                b"enabled and __import__('_distutils_hack').add_shim(); \n",
+                    "_distutils_hack/__init__.py": b"def add_shim():\n    pass\n", "setuptools/__init__.py": b""}
+
+
+def test_setuptools_start_up_hook_is_settled_and_no_other(index, tmp_path):
+    """`pip install -U pip setuptools wheel` writes setuptools' `.pth`, which imports
+    `_distutils_hack` at every start; a hook of anyone else's in the same entry keeps it."""
+    index.add("setuptools", "99.0", SETUPTOOLS_FILES, "")
+    box = FolderBox(tmp_path / "fs")
+    box.install("setuptools", "99.0", SETUPTOOLS_FILES)
+    hook = {"kind": "startup_hook_planted", "source": "environment", "detail": "a file every interpreter start loads",
+            "paths": [f"{SITE}/distutils-precedence.pth", f"{SITE}/_distutils_hack/__init__.py"]}
+    kept, [u] = _settle(box, [dict(hook)])
+    assert kept == [] and u["package"] == "setuptools"
+    box.write(f"{SITE}/zz.pth", b"import os; os._exit(0)\n")
+    [e] = _settle(box, [dict(hook, paths=hook["paths"] + [f"{SITE}/zz.pth"])])[0]
+    assert f"{SITE}/zz.pth is no file of setuptools" in e["published_check"]
+    alone = {"kind": "startup_hook_planted", "source": "environment", "detail": "x", "paths": [f"{SITE}/zz.pth"]}
+    assert _settle(box, [alone]) == ([alone], []) and "published_check" not in alone
+    box.write(f"{SITE}/_distutils_hack/__init__.py", b"import os; os._exit(0)\n")
+    [e] = _settle(box, [dict(hook)])[0]
+    assert "_distutils_hack/__init__.py differs from setuptools-99.0" in e["published_check"]
+
+
+def test_npms_test_library_entries_are_left_alone(tmp_path):
+    e = {"kind": "test_library_changed", "source": "environment", "detail": "jest",
+         "paths": ["/usr/lib/node_modules/jest/bin/jest.js"]}
+    assert _settle(FolderBox(tmp_path), [e], changes={"/usr/lib/python3/dist-packages/_pytest/x.py": 0}) == ([e], [])

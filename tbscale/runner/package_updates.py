@@ -1,9 +1,10 @@
-"""A tool or test library the agent phase replaced by installing a published release: settled
-against the release's files on PyPI, not counted as tampering.
+"""A tool, test library or start-up hook the agent phase replaced by installing a published
+release: settled against the release's files on PyPI, not counted as tampering.
 
-An honest agent runs `pip install --upgrade pip` or `pip install -U pytest`. The verifier then runs
-a `pip` or `pytest` that the agent phase wrote, which the guard reports (`toolchain_replaced`,
-`test_library_changed`) and which made the trial a failure. Such an entry is settled when what the
+An honest agent runs `pip install --upgrade pip setuptools` or `pip install -U pytest`. The
+verifier then runs a `pip` or `pytest` that the agent phase wrote, or a Python that starts
+setuptools' `.pth` hook, which the guard reports (`toolchain_replaced`, `test_library_changed`,
+`startup_hook_planted`) and which made the trial a failure. Such an entry is settled when what the
 verifier runs is, file for file, the release as PyPI publishes it:
 
 * the program is a console-script launcher an installer writes (checked by its syntax tree: it
@@ -38,15 +39,19 @@ from tbscale.runner.findings import TEST_RUNNER
 from tbscale.runner.pypi_releases import ReleaseUnavailable, Wheel, canonical, published_wheel
 from tbscale.types.guard import PackageUpdate, Tampering, ToolState
 
-SETTLED_KINDS = ("toolchain_replaced", "toolchain_added", "test_library_changed")
+SETTLED_KINDS = ("toolchain_replaced", "toolchain_added", "test_library_changed", "startup_hook_planted")
 # A program the verifier runs and the distribution it belongs to.
 TOOL_DISTRIBUTIONS = {"pip": "pip", "pip3": "pip", "pytest": "pytest", "py.test": "pytest", "uv": "uv", "uvx": "uv"}
 # The test runner's folders (findings.TEST_RUNNER) and the distribution each belongs to.
 LIBRARY_DISTRIBUTIONS = {"_pytest": "pytest", "pytest": "pytest", "py.py": "pytest", "pluggy": "pluggy",
                          "iniconfig": "iniconfig", "packaging": "packaging", "exceptiongroup": "exceptiongroup",
                          "tomli": "tomli"}
+# A start-up hook an honest install writes, and the distribution it belongs to: setuptools'
+# `.pth`, which imports `_distutils_hack` at every start (`pip install -U pip setuptools wheel`).
+STARTUP_DISTRIBUTIONS = {"distutils-precedence.pth": "setuptools", "_distutils_hack": "setuptools"}
 _SITE_PATH = re.compile(r"^(?P<site>.*/(site|dist)-packages)/(?P<top>[^/]+)")
 _INTERPRETERS = ("python3", "python")
+MAX_ENTRY_PATHS = 20  # findings.grouped entries name this many paths at most
 _FIXUP_NODES = (ast.Assign, ast.If, ast.Call, ast.Attribute, ast.Name, ast.Constant, ast.Subscript, ast.Slice,
                 ast.UnaryOp, ast.USub, ast.Load, ast.Store, ast.Expr)
 
@@ -195,6 +200,8 @@ def _candidates(entries: list[Tampering], tools_before: dict[str, ToolState], to
     vouched = {p for n in _INTERPRETERS if (s := tools_before.get(n)) and s == tools_after.get(n)
                and not s.get("builtin") for p in (s.get("path"), s.get("real")) if p}
     for e in entries:
+        if e["kind"] not in SETTLED_KINDS:
+            continue
         if e["kind"] in ("toolchain_replaced", "toolchain_added"):
             name, after = e.get("tool") or "", e.get("after")
             dist = TOOL_DISTRIBUTIONS.get(name) or ("pip" if re.fullmatch(r"pip3\.[0-9]+", name) else None)
@@ -230,20 +237,28 @@ def _candidates(entries: list[Tampering], tools_before: dict[str, ToolState], to
                        f"{shlex.quote(home.rstrip('/'))}/.local/lib/python3.*/site-packages",
                        f"{q}/local/lib/python3.*/dist-packages", f"{q}/lib/python3.*/site-packages",
                        f"{q}/lib/python3.*/dist-packages", f"{q}/lib/python3/dist-packages"]
-        elif e["kind"] == "test_library_changed":
-            paths = {p for p in changes if TEST_RUNNER.search(p) and "/__pycache__/" not in p} | set(e.get("paths") or [])
+        else:  # test_library_changed, startup_hook_planted
+            known = LIBRARY_DISTRIBUTIONS if e["kind"] == "test_library_changed" else STARTUP_DISTRIBUTIONS
+            paths = set(e.get("paths") or [])
+            if not any((m := _SITE_PATH.match(p)) and m["top"] in known for p in paths):
+                continue  # (npm's test library, a hook no install writes: nothing to settle)
+            if e["kind"] == "test_library_changed":  # every changed path, not only those the entry names
+                paths |= {p for p in changes if TEST_RUNNER.search(p) and "/__pycache__/" not in p}
+            elif len(paths) >= MAX_ENTRY_PATHS:
+                out.append(_Candidate(e, "", why="the entry names only the first of its paths"))
+                continue
             folders = {}
             for p in sorted(paths):
                 m = _SITE_PATH.match(p)
                 if m:
                     folders.setdefault((m["site"], m["top"]), p)
-            if not folders:
-                continue
+            for p in sorted(paths - {q for q in paths if _SITE_PATH.match(q)}):
+                out.append(_Candidate(e, "", why=f"{p} is in no packages folder"))
             for (site, top), p in folders.items():
-                dist = LIBRARY_DISTRIBUTIONS.get(top)
+                dist = known.get(top)
                 c = _Candidate(e, dist or "", top=top, site=site)
                 if not dist:
-                    c.why = f"{p} is in no folder of the test runner's distributions"
+                    c.why = f"{p} is no file of {' or '.join(sorted(set(known.values())))}"
                 out.append(c)
     return out
 
