@@ -63,7 +63,7 @@ class FolderEnvironment:
     def snapshot(self) -> Snapshot:
         return self.owner.take(self)
 
-    def read_file(self, path: str) -> bytes | None:
+    def read_file(self, path: str, limit: int | None = None) -> bytes | None:
         p = self.root / path
         return p.read_bytes() if p.is_file() else None
 

@@ -29,7 +29,7 @@ from urllib.parse import quote, urlencode
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tbscale.environments import BaseBackend, BoundedOutput, Capabilities, CleanResult, ExecResult, StartSpec
-from tbscale.environments.base import LiveSet, extract_tar, file_from_tar, tar_of
+from tbscale.environments.base import READ_LIMIT, TAR_SLACK, LiveSet, extract_tar, file_from_tar, tar_of
 from tbscale.environments.owner import HOST, LABEL_HOST, LABEL_RUN, describe_owner, owner_labels, owner_state
 from tbscale.errors import ImageBuildError, SandboxError, TbscaleError
 from tbscale.seeds import hash_directory
@@ -127,15 +127,18 @@ class RemoteSandbox:
         parent, name = dest.rstrip("/").rsplit("/", 1)
         self.put_archive({name: Path(local)}, parent or "/")
 
-    def _archive(self, path: str) -> bytes | None:
-        return self.api.call("GET", f"/v1/sandboxes/{self.id}/archive", query={"path": path}, missing_ok=True)
+    def _archive(self, path: str, limit: int | None) -> bytes | None:
+        data = self.api.call("GET", f"/v1/sandboxes/{self.id}/archive", query={"path": path}, missing_ok=True)
+        if data is not None and limit is not None and len(data) > limit + TAR_SLACK:
+            raise SandboxError(f"copy out of sandbox {self.id}: {path} is over {limit} bytes")
+        return data
 
-    def read_file(self, path: str) -> bytes | None:
-        data = self._archive(path)
+    def read_file(self, path: str, limit: int | None = READ_LIMIT) -> bytes | None:
+        data = self._archive(path, limit)
         return None if data is None else file_from_tar(data)
 
-    def get_dir(self, path: str, local: Path) -> bool:
-        data = self._archive(path)
+    def get_dir(self, path: str, local: Path, limit: int | None = None) -> bool:
+        data = self._archive(path, limit)
         if data is None:
             return False
         extract_tar(data, local)

@@ -222,3 +222,23 @@ def test_an_exec_something_stopped_is_abandoned_at_its_timeout_plus_grace() -> N
         # has the wrapper's command line; seen once, in a loaded run.)
         assert int(box.exec("wc -l < /tmp/stopper.log", 30).output.strip()) >= 2
         assert box.exec("echo back", 30).output == "back\n"
+
+
+@pytest.mark.docker
+def test_a_copy_out_stops_at_its_limit(tmp_path) -> None:
+    """What the agent left may be any size: a copy out past its limit stops with SandboxError, a
+    file read is capped unless told otherwise, and a folder comes out through a file."""
+    from tbscale.environments.base import READ_LIMIT
+    from tbscale.environments.docker import Container
+    from tbscale.errors import SandboxError
+
+    with Container.start(StartSpec(IMAGE, cpus=1, memory_mb=256)) as box:
+        box.exec("mkdir -p /d && head -c 3000000 /dev/zero > /d/big && echo small > /d/small", 30)
+        assert box.read_file("/d/small", limit=1024) == b"small\n"
+        assert len(box.read_file("/d/big")) == 3_000_000 and READ_LIMIT > 3_000_000
+        with pytest.raises(SandboxError, match="is over"):
+            box.read_file("/d/big", limit=1_000_000)
+        with pytest.raises(SandboxError, match="is over"):
+            box.get_dir("/d", tmp_path / "a", limit=1_000_000)
+        assert box.get_dir("/d", tmp_path / "b") and (tmp_path / "b" / "d" / "big").stat().st_size == 3_000_000
+        assert box.read_file("/d/none", limit=10) is None

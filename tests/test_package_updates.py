@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tbscale.environments.base import ExecResult
+from tbscale.errors import SandboxError
 from tbscale.runner.package_updates import launcher, settle
 from tbscale.runner.pypi_releases import ReleaseUnavailable, published_wheel, wheel_tags
 
@@ -145,13 +146,17 @@ class FolderBox:
         self.write(f"{info}/WHEEL", "Wheel-Version: 1.0\nTag: py3-none-any\n")
         self.write(f"{info}/RECORD", "".join(f"{p},sha256=x,1\n" for p in files))
 
-    def read_file(self, path: str) -> bytes | None:
+    def read_file(self, path: str, limit: int | None = None) -> bytes | None:
         p = self._p(path)
+        if p.is_file() and limit is not None and p.stat().st_size > limit:
+            raise SandboxError(f"{path} is over {limit} bytes")
         return p.read_bytes() if p.is_file() else None
 
-    def get_dir(self, path: str, local: Path) -> bool:
+    def get_dir(self, path: str, local: Path, limit: int | None = None) -> bool:
         import shutil
         p = self._p(path)
+        if limit is not None and sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) > limit:
+            raise SandboxError(f"{path} is over {limit} bytes")
         if p.is_dir():
             shutil.copytree(p, local / p.name, symlinks=True)
         elif p.is_file():
@@ -384,3 +389,13 @@ def test_npms_test_library_entries_are_left_alone(tmp_path):
     e = {"kind": "test_library_changed", "source": "environment", "detail": "jest",
          "paths": ["/usr/lib/node_modules/jest/bin/jest.js"]}
     assert _settle(FolderBox(tmp_path), [e], changes={"/usr/lib/python3/dist-packages/_pytest/x.py": 0}) == ([e], [])
+
+
+def test_a_folder_filled_past_its_release_is_not_copied_out(index, tmp_path):
+    """The copy of the package's folder stops past the wheel's size (and room for compiled
+    modules): an agent cannot make the check fill the host."""
+    box = FolderBox(tmp_path / "fs")
+    box.install("pip", "99.1", PIP_FILES)
+    box.write(f"{SITE}/pip/__pycache__/big.cpython-311.pyc", b"\0" * (40 * 2**20))
+    [e] = _settle(box, [_pip_entry(box)])[0]
+    assert f"{SITE}/pip is over" in e["published_check"]

@@ -15,7 +15,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Protocol
+from typing import IO, Any, Callable, Iterable, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -69,21 +69,27 @@ def tar_of(files: dict[str, bytes | Path]) -> bytes:
     return buf.getvalue()
 
 
-def file_from_tar(data: bytes) -> bytes | None:
+# The most `Environment.read_file` copies out unless told otherwise: the files read (rewards,
+# settings, a patch, a program) are far smaller, and a file the agent made larger is refused.
+READ_LIMIT = 256 * 2**20
+TAR_SLACK = 64 * 2**10  # a tar stream's headers and its padding to whole records, past a copy's limit
+
+
+def file_from_tar(data: bytes | IO[bytes]) -> bytes | None:
     """The one regular file of a tar stream as an engine's archive endpoint sends it for a file
     path; None when the path held something else (a folder, a link)."""
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+    with tarfile.open(fileobj=io.BytesIO(data) if isinstance(data, bytes) else data) as tar:
         member = tar.next()
         if member is None or not member.isfile():
             return None
         return tar.extractfile(member).read()
 
 
-def extract_tar(data: bytes, local: Path) -> None:
+def extract_tar(data: bytes | IO[bytes], local: Path) -> None:
     """Unpack an archive endpoint's tar stream into the folder `local` (made if missing), with
     tarfile's "data" filter: no absolute paths, links out or device files."""
     local.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+    with tarfile.open(fileobj=io.BytesIO(data) if isinstance(data, bytes) else data) as tar:
         tar.extractall(local, filter="data")
 
 
@@ -257,12 +263,14 @@ class Environment(Protocol):
         """Copy a local folder's contents to `dest`."""
         ...
 
-    def read_file(self, path: str) -> bytes | None:
-        """A file's bytes, or None when there is no such file."""
+    def read_file(self, path: str, limit: int | None = READ_LIMIT) -> bytes | None:
+        """A file's bytes, or None when there is no such file. SandboxError when the copy is over
+        `limit` bytes: what the agent left may be any size, and must not fill the host's memory."""
         ...
 
-    def get_dir(self, path: str, local: Path) -> bool:
-        """Copy a file or folder out to `local`; False when `path` does not exist."""
+    def get_dir(self, path: str, local: Path, limit: int | None = None) -> bool:
+        """Copy a file or folder out to `local`; False when `path` does not exist. SandboxError when
+        the copy is over `limit` bytes (None: no limit; it goes through a file, not memory)."""
         ...
 
     @property

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tbscale.environments.base import ComposeSpec, LiveSet, StartSpec
+from tbscale.environments.base import READ_LIMIT, ComposeSpec, LiveSet, StartSpec
 from tbscale.environments.docker import (LABEL_PROJECT, Container, build_failed, classic_dockerfile, client,
                                         engine_capabilities, ensure_image)
 from tbscale.environments.owner import LABEL_RUN, owner_labels
@@ -197,11 +197,11 @@ class ComposeEnvironment:
     def put_dir(self, local: Path, dest: str) -> None:
         self.main.put_dir(local, dest)
 
-    def read_file(self, path: str) -> bytes | None:
-        return self.main.read_file(path)
+    def read_file(self, path: str, limit: int | None = READ_LIMIT) -> bytes | None:
+        return self.main.read_file(path, limit)
 
-    def get_dir(self, path: str, local: Path) -> bool:
-        return self.main.get_dir(path, local)
+    def get_dir(self, path: str, local: Path, limit: int | None = None) -> bool:
+        return self.main.get_dir(path, local, limit)
 
     def service(self, name: str) -> Container:
         if name in (None, "", "main", self.main_service):

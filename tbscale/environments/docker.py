@@ -22,14 +22,15 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from tbscale.environments.cleanup import (cleanup_labelled, cleanup_orphans,  # noqa: F401  (re-exported)
                                           remove_compose_project)
 from tbscale.environments.engine import (CLIENT_TIMEOUT_SEC, _use_record, build_lock,  # noqa: F401  (re-exported)
                                          cache_dir, client, note_image_use)
 from tbscale.environments.dockerfile import for_classic_builder
-from tbscale.environments.base import (BoundedOutput, ExecResult, IdleProcesses, LiveSet, StartSpec, extract_tar,
-                                      file_from_tar, tar_of)
+from tbscale.environments.base import (READ_LIMIT, TAR_SLACK, BoundedOutput, ExecResult, IdleProcesses, LiveSet, StartSpec,
+                                      extract_tar, file_from_tar, tar_of)
 from tbscale.environments.network import NetworkSwitch
 from tbscale.environments.network_failures import build_error_log
 from tbscale.environments.owner import (HOST, LABEL_APP, LABEL_HOST, LABEL_PROJECT,  # noqa: F401  (re-exported)
@@ -439,7 +440,10 @@ class Container:
         parent, name = dest.rstrip("/").rsplit("/", 1)
         self.put_archive({name: Path(local)}, parent or "/")
 
-    def _archive(self, path: str) -> bytes | None:
+    def _archive(self, path: str, limit: int | None) -> IO[bytes] | None:
+        """The engine's tar stream of `path`, in a file kept in memory while small, or None when
+        there is no such path; SandboxError past `limit` bytes (the copy stops there; the tar's
+        own headers and padding are allowed TAR_SLACK besides)."""
         import docker
 
         try:
@@ -448,18 +452,38 @@ class Container:
             return None
         except Exception as e:
             raise SandboxError(f"copy out of container {self.id} failed: {e}") from None
-        return b"".join(stream)
+        out = tempfile.SpooledTemporaryFile(max_size=16 * 2**20)
+        total = 0
+        try:
+            for chunk in stream:
+                total += len(chunk)
+                if limit is not None and total > limit + TAR_SLACK:
+                    raise SandboxError(f"copy out of container {self.id}: {path} is over {limit:,} bytes; "
+                                       "the copy stopped there")
+                out.write(chunk)
+        except SandboxError:
+            out.close()
+            raise
+        except Exception as e:
+            out.close()
+            raise SandboxError(f"copy out of container {self.id} failed: {e}") from None
+        out.seek(0)
+        return out
 
-    def read_file(self, path: str) -> bytes | None:
-        data = self._archive(path)
-        return None if data is None else file_from_tar(data)
+    def read_file(self, path: str, limit: int | None = READ_LIMIT) -> bytes | None:
+        data = self._archive(path, limit)
+        if data is None:
+            return None
+        with data:
+            return file_from_tar(data)
 
-    def get_dir(self, path: str, local: Path) -> bool:
+    def get_dir(self, path: str, local: Path, limit: int | None = None) -> bool:
         """Copy a file or folder out of the container into the folder `local`."""
-        data = self._archive(path)
+        data = self._archive(path, limit)
         if data is None:
             return False
-        extract_tar(data, local)
+        with data:
+            extract_tar(data, local)
         return True
 
     def changes(self) -> dict[str, int]:

@@ -35,6 +35,7 @@ from pathlib import Path, PurePosixPath
 from typing import Callable
 
 from tbscale.environments.base import Environment
+from tbscale.errors import SandboxError
 from tbscale.runner.findings import TEST_RUNNER
 from tbscale.runner.pypi_releases import ReleaseUnavailable, Wheel, canonical, published_wheel
 from tbscale.types.guard import PackageUpdate, Tampering, ToolState
@@ -51,6 +52,8 @@ LIBRARY_DISTRIBUTIONS = {"_pytest": "pytest", "pytest": "pytest", "py.py": "pyte
 STARTUP_DISTRIBUTIONS = {"distutils-precedence.pth": "setuptools", "_distutils_hack": "setuptools"}
 _SITE_PATH = re.compile(r"^(?P<site>.*/(site|dist)-packages)/(?P<top>[^/]+)")
 _INTERPRETERS = ("python3", "python")
+PROGRAM_LIMIT = 256 * 2**20  # uv's binary is some tens of MB; a launcher a few hundred bytes
+METADATA_LIMIT = 8 * 2**20
 MAX_ENTRY_PATHS = 20  # findings.grouped entries name this many paths at most
 _FIXUP_NODES = (ast.Assign, ast.If, ast.Call, ast.Attribute, ast.Name, ast.Constant, ast.Subscript, ast.Slice,
                 ast.UnaryOp, ast.USub, ast.Load, ast.Store, ast.Expr)
@@ -211,7 +214,11 @@ def _candidates(entries: list[Tampering], tools_before: dict[str, ToolState], to
                 continue
             c = _Candidate(e, dist, program=name)
             out.append(c)
-            content = box.read_file(real)
+            try:
+                content = box.read_file(real, limit=PROGRAM_LIMIT)
+            except SandboxError as err:
+                c.why = str(err)
+                continue
             if content is None:
                 c.why = f"{real} could not be read from outside the environment"
                 continue
@@ -295,8 +302,12 @@ def _locate(candidates: list[_Candidate], box: Environment) -> None:
 
 def _identify(release: _Release, box: Environment) -> None:
     """The distribution's name, version and tags, as its `.dist-info` says (read from outside)."""
-    metadata = box.read_file(release.dist_info + "/METADATA")
-    wheel = box.read_file(release.dist_info + "/WHEEL")
+    try:
+        metadata = box.read_file(release.dist_info + "/METADATA", limit=METADATA_LIMIT)
+        wheel = box.read_file(release.dist_info + "/WHEEL", limit=METADATA_LIMIT)
+    except SandboxError as err:
+        release.problem = str(err)
+        return
     if metadata is None or wheel is None:
         release.problem = f"{release.dist_info} has no METADATA or WHEEL"
         return
@@ -345,9 +356,15 @@ def _folder_differs(release: _Release, top: str, box: Environment) -> str | None
     want = {m: d for m, d in wheel.files.items() if m == top or m.startswith(top + "/")}
     if not want:
         return f"{wheel.filename} has no {top}"
+    # the tar of the wheel's files, with room for a header and padding each and for compiled
+    # modules: a folder the agent filled past that is not the release
+    limit = sum(wheel.sizes.get(m, 0) for m in want) + 2048 * len(want) + 32 * 2**20
     with tempfile.TemporaryDirectory(prefix="tbscale-release-") as tmp:
-        if not box.get_dir(f"{release.site}/{top}", Path(tmp)):
-            return f"{release.site}/{top} could not be read from outside the environment"
+        try:
+            if not box.get_dir(f"{release.site}/{top}", Path(tmp), limit=limit):
+                return f"{release.site}/{top} could not be read from outside the environment"
+        except SandboxError as err:
+            return str(err)
         have = {}
         for f in Path(tmp).rglob("*"):
             rel = f.relative_to(tmp).as_posix()

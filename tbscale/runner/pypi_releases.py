@@ -38,12 +38,13 @@ class ReleaseUnavailable(Exception):
 
 @dataclass(frozen=True)
 class Wheel:
-    """A published wheel: its name and digest as PyPI gives them, and its members' sha256 (hex) by
-    path."""
+    """A published wheel: its name and digest as PyPI gives them, and its members' sha256 (hex)
+    and sizes by path."""
 
     filename: str
     sha256: str
     files: dict[str, str]
+    sizes: dict[str, int]
     entry_points: str
 
 
@@ -80,26 +81,26 @@ def published_wheel(name: str, version: str, tags: list[str], *, index: str | No
     digest = chosen.get("sha256") or ""
     if not re.fullmatch(r"[0-9a-f]{64}", digest):
         raise ReleaseUnavailable(f"{chosen['filename']}: the index gives no sha256")
-    kept = cache / "wheels" / f"{digest}.json"
+    kept = cache / "wheels-v2" / f"{digest}.json"
     if kept.is_file():
         data = json.loads(kept.read_text())
-        return Wheel(chosen["filename"], digest, data["files"], data["entry_points"])
+        return Wheel(chosen["filename"], digest, data["files"], data["sizes"], data["entry_points"])
     if (chosen.get("size") or 0) > MAX_WHEEL_BYTES:
         raise ReleaseUnavailable(f"{chosen['filename']} is over {MAX_WHEEL_BYTES // 2**20} MB: not downloaded")
     body = _get(chosen.get("url", ""), MAX_WHEEL_BYTES)
     if hashlib.sha256(body).hexdigest() != digest:
         raise ReleaseUnavailable(f"{chosen['filename']}: the download's sha256 is not the one the index gives")
-    files, entry_points = {}, ""
+    files, sizes, entry_points = {}, {}, ""
     with zipfile.ZipFile(io.BytesIO(body)) as z:
         for info in z.infolist():
             if info.is_dir():
                 continue
             data = z.read(info)
-            files[info.filename] = hashlib.sha256(data).hexdigest()
+            files[info.filename], sizes[info.filename] = hashlib.sha256(data).hexdigest(), len(data)
             if re.fullmatch(r"[^/]+\.dist-info/entry_points\.txt", info.filename):
                 entry_points = data.decode("utf-8", "replace")
-    _keep(kept, {"files": files, "entry_points": entry_points})
-    return Wheel(chosen["filename"], digest, files, entry_points)
+    _keep(kept, {"files": files, "sizes": sizes, "entry_points": entry_points})
+    return Wheel(chosen["filename"], digest, files, sizes, entry_points)
 
 
 def _release_files(index: str, name: str, version: str, cache: Path) -> list[dict]:
