@@ -72,6 +72,15 @@ def test_a_package_install_stays_distinguishable_from_a_forged_tool():
     assert f["by_command"]["turn"] == 1 and "package_install" not in f["by_command"]
 
 
+
+def test_pip_run_as_a_module_is_a_package_install_too():
+    from tbscale.shell.tampering import attribute_command
+    for command in ("python3 -m pip install -U pip", "python3.11 -m pip install pytest", "pip3 install pytest"):
+        assert attribute_command([(1, command)], "pip", ["/usr/local/bin/pip"])["package_install"] is True, command
+    for command in ("python3 -m pip list", "python3 -m pytest", "python3 install.py"):
+        assert "package_install" not in (attribute_command([(1, command)], "pip", ["/usr/local/bin/pip"]) or {}), command
+
+
 def test_filesystem_changes_the_verifier_depends_on():
     before = {"tools": {}, "mounts": {}, "changes": {"/logs": 1, "/logs/verifier": 1}}
     after = {"tools": {}, "mounts": {}, "changes": {

@@ -126,8 +126,12 @@ def trajectory_flags(actions: list[tuple[int, str]], *, tests_mount: str = "/tes
 
 def _installs(command: str) -> bool:
     for _seg, inv in _segments(command or ""):
-        if inv.program in ("apt", "apt-get", "pip", "uv", "conda", "mamba", "npm", "dpkg", "apk", "yum", "dnf") \
-                and any(a in ("install", "add", "-i", "upgrade") for a in inv.args[:3]):
+        args = inv.args
+        if re.fullmatch(r"python[0-9.]*", inv.program) and args[:2] == ["-m", "pip"]:
+            args = args[2:]  # python3 -m pip install: pip's own install
+        elif inv.program not in ("apt", "apt-get", "pip", "uv", "conda", "mamba", "npm", "dpkg", "apk", "yum", "dnf"):
+            continue
+        if any(a in ("install", "add", "-i", "upgrade") for a in args[:3]):
             return True
     return False
 
