@@ -40,6 +40,7 @@ def test_published_upgrades_pass_and_a_changed_upgrade_is_tampering(tmp_path):
         assert row["passed"] is True and row["tampering"] == [], (case, row["tampering"])
         [sweep] = row["sweeps"]
         updates = {u["package"]: u for u in sweep["package_updates"]}
+        assert row["package_updates"] == sweep["package_updates"], row["package_updates"]  # the trial line's too
         assert set(updates) >= set(settled), updates
         for package, starts in settled.items():
             u = updates[package]

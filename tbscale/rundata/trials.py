@@ -111,7 +111,7 @@ _SCALARS = ("run", "setting", "setting_key", "trial_key", "task_id", "task_forma
             "snapshots", "forks", "candidate_execs", "candidate_exec_sec")
 _DERIVED = ("run_dir", "simulated_roles", "reward", "cost_usd", "trial_wall", "error_type", "strategy_kind",
             "policy_params", "attempts", "strategy_record", "steps", "not_enforced", "tampered", "tampering_kinds",
-            "fork_sec", "snapshot_sec", "history_exposed", "history_reads")
+            "packages_settled", "fork_sec", "snapshot_sec", "history_exposed", "history_reads")
 _TOKENS = tuple(f"{role}_{k}" for role in ROLES for k in (*TOKEN_KINDS, "cost"))
 COLUMNS = (*_SCALARS, *_DERIVED, *_TOKENS, "other_input", "other_output")
 _NAN = math.nan
@@ -176,7 +176,7 @@ def _token_columns(tokens: list[dict[str, Usage]]) -> dict[str, np.ndarray]:
 
 
 _TAKE = ("simulated_roles", "reward", "cost_usd", "timing", "error", "policy_params", "n_attempts", "attempts",
-         "strategy_record", "steps", "not_enforced", "tampering", "tokens", "fork_sec", "snapshot_sec",
+         "strategy_record", "steps", "not_enforced", "tampering", "package_updates", "tokens", "fork_sec", "snapshot_sec",
          "repositories", "history_reads")
 _GET = operator.itemgetter(*_SCALARS, *_TAKE)  # of a model's __dict__: its fields' values
 
@@ -208,6 +208,9 @@ def _columns(trials: list[TrialResult], run_dir: str) -> dict[str, Any]:
         "not_enforced": [tuple((x.key, x.why) for x in v) if v else None for v in values["not_enforced"]],
         "tampered": np.array([bool(t) for t in values["tampering"]], dtype=bool),
         "tampering_kinds": [",".join(sorted({e.kind for e in t})) if t else None for t in values["tampering"]],
+        # the published releases that settled entries (`pip==26.3,setuptools==84.2.1`), or None
+        "packages_settled": [",".join(sorted({f"{u['package']}=={u['version']}" for u in v})) or None
+                             for v in values["package_updates"]],
         # seconds of each fork and snapshot (docs/forks-and-lookahead.md), None for a trial with none
         "fork_sec": [tuple(v) if v else None for v in values["fork_sec"]],
         "snapshot_sec": [tuple(v) if v else None for v in values["snapshot_sec"]],

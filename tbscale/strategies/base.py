@@ -19,7 +19,7 @@ from tbscale.agent.policy import ActionPolicy, Decision, TurnContext
 from tbscale.logs import AttemptRecorder
 from tbscale.tasks import Task
 from tbscale.types.completion import Usage
-from tbscale.types.guard import GuardSnapshot, Tampering
+from tbscale.types.guard import GuardSnapshot, PackageUpdate, Tampering
 from tbscale.types.messages import ChatMessage
 from tbscale.types.results import AttemptBrief, RepositoryHistory, StepResult
 
@@ -89,6 +89,8 @@ class AttemptResult:
     steps: list[StepResult] | None = None  # multi-step tasks: one per step
     artifacts_path: str | None = None  # the attempt's collected artifacts, relative to the run folder
     tampering: list[Tampering] = field(default_factory=list)  # docs/formats.md, `tampering`
+    # published releases that settled tampering entries (runner/package_updates.py)
+    package_updates: list[PackageUpdate] = field(default_factory=list)
     # the task's repositories as the agent got them, and its commands that read past their HEAD
     repositories: list[RepositoryHistory] = field(default_factory=list)
     history_reads: list[str] = field(default_factory=list)
