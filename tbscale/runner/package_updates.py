@@ -105,9 +105,9 @@ def launcher(text: str) -> Launcher | None:
 
 
 def _argv_fixup(statement: ast.stmt) -> bool:
-    """`sys.argv[0] = re.sub(...)` (pip before 25.1, distlib), `sys.argv[0] =
-    sys.argv[0].removesuffix('.exe')` (pip since), or `if sys.argv[0].endswith(...): sys.argv[0] =
-    sys.argv[0][:-4]` (uv)."""
+    """`sys.argv[0] = re.sub(...)` (distlib's, as pip 23 writes it), `sys.argv[0] =
+    sys.argv[0].removesuffix('.exe')` (as pip 26 writes it), or `if sys.argv[0].endswith(...):
+    sys.argv[0] = sys.argv[0][:-4]` (uv)."""
     for node in ast.walk(statement):
         if not isinstance(node, _FIXUP_NODES):
             return False
