@@ -65,6 +65,10 @@ class FolderEnvironment:
 
     def read_file(self, path: str, limit: int | None = None) -> bytes | None:
         p = self.root / path
+        if p.is_file() and limit is not None and p.stat().st_size > limit:
+            from tbscale.errors import SandboxError
+
+            raise SandboxError(f"{path} is over {limit:,} bytes")
         return p.read_bytes() if p.is_file() else None
 
     def service(self, name: str | None) -> "FolderEnvironment":

@@ -242,3 +242,7 @@ def test_a_copy_out_stops_at_its_limit(tmp_path) -> None:
             box.get_dir("/d", tmp_path / "a", limit=1_000_000)
         assert box.get_dir("/d", tmp_path / "b") and (tmp_path / "b" / "d" / "big").stat().st_size == 3_000_000
         assert box.read_file("/d/none", limit=10) is None
+        # a device file or a link out of the folder, as the agent may leave one: a refused copy
+        box.exec("mkdir -p /e && mknod /e/dev c 1 3 && ln -s /etc/passwd /e/out", 30, user="0")
+        with pytest.raises(SandboxError, match="refused"):
+            box.get_dir("/e", tmp_path / "c")

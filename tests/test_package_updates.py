@@ -228,6 +228,8 @@ def test_a_published_wheel_is_read_once_and_its_digest_checked(index, tmp_path):
     index.bad_digest.add("pytest-9.8-py3-none-any.whl")
     with pytest.raises(ReleaseUnavailable, match="not the one the index gives"):
         published_wheel("pytest", "9.8", ["py3-none-any"])
+    with pytest.raises(ReleaseUnavailable, match="not a version an index serves"):
+        published_wheel("pytest", "nine", ["py3-none-any"])
     with pytest.raises(ReleaseUnavailable, match="local version label"):
         published_wheel("pytest", "9.9+mine", ["py3-none-any"])
     with pytest.raises(ReleaseUnavailable, match="no wheel"):

@@ -19,7 +19,7 @@ from typing import IO, Any, Callable, Iterable, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from tbscale.errors import ForksUnsupported, TbscaleError
+from tbscale.errors import ForksUnsupported, SandboxError, TbscaleError
 
 
 @dataclass
@@ -89,8 +89,13 @@ def extract_tar(data: bytes | IO[bytes], local: Path) -> None:
     """Unpack an archive endpoint's tar stream into the folder `local` (made if missing), with
     tarfile's "data" filter: no absolute paths, links out or device files."""
     local.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(data) if isinstance(data, bytes) else data) as tar:
-        tar.extractall(local, filter="data")
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data) if isinstance(data, bytes) else data) as tar:
+            tar.extractall(local, filter="data")
+    except tarfile.FilterError as e:
+        # what the agent left may be a device file or a link out of the folder: a refused copy,
+        # as every caller of a copy out expects one (SandboxError), not a crash of the trial
+        raise SandboxError(f"the copy out was refused: {e}") from None
 
 
 class BoundedOutput:

@@ -54,6 +54,7 @@ _SITE_PATH = re.compile(r"^(?P<site>.*/(site|dist)-packages)/(?P<top>[^/]+)")
 _INTERPRETERS = ("python3", "python")
 PROGRAM_LIMIT = 256 * 2**20  # uv's binary is some tens of MB; a launcher a few hundred bytes
 METADATA_LIMIT = 8 * 2**20
+LAUNCHER_MAX_CHARS = 16_384
 MAX_ENTRY_PATHS = 20  # findings.grouped entries name this many paths at most
 _FIXUP_NODES = (ast.Assign, ast.If, ast.Call, ast.Attribute, ast.Name, ast.Constant, ast.Subscript, ast.Slice,
                 ast.UnaryOp, ast.USub, ast.Load, ast.Store, ast.Expr)
@@ -73,12 +74,17 @@ def launcher(text: str) -> Launcher | None:
     writes does not (any statement but the imports, the `sys.argv[0]` clean-up and the call)."""
     first, _, rest = text.partition("\n")
     interpreter = first[2:].strip() if first.startswith("#!") else ""
-    if not interpreter or " " in interpreter:
+    # a launcher is a few hundred bytes; the agent's text could be one nested past what the
+    # parser's stack or memory takes
+    if not interpreter or " " in interpreter or len(rest) > LAUNCHER_MAX_CHARS:
         return None
     try:
-        body = ast.parse(rest).body
-    except (SyntaxError, ValueError):
+        return _launcher(interpreter, ast.parse(rest).body)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
+
+
+def _launcher(interpreter: str, body: list[ast.stmt]) -> Launcher | None:
     while body and isinstance(body[0], ast.Import) and all(a.name in ("re", "sys") and not a.asname
                                                               for a in body[0].names):
         body = body[1:]

@@ -25,6 +25,9 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
 from tbscale.environments.base import cache_dir
 
 INDEX = "https://pypi.org/simple"
@@ -50,16 +53,22 @@ class Wheel:
 
 def canonical(name: str) -> str:
     """A distribution's name as PyPI compares names (PEP 503)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
+    return canonicalize_name(name)
+
+
+def _wheel_name(filename: str) -> tuple[str, str, set[str]] | None:
+    """(name, version, tags) of a wheel's file name, or None when it is not one."""
+    try:
+        name, version, _build, tags = parse_wheel_filename(filename)
+    except (InvalidWheelFilename, InvalidVersion):
+        return None
+    return name, str(version), {str(t) for t in tags}
 
 
 def wheel_tags(filename: str) -> set[str]:
     """The tags a wheel's file name says it fits (`py2.py3-none-any` is two), as `py-abi-platform`."""
-    parts = filename[:-len(".whl")].split("-") if filename.endswith(".whl") else []
-    if len(parts) not in (5, 6):
-        return set()
-    py, abi, plat = parts[-3:]
-    return {f"{p}-{a}-{q}" for p in py.split(".") for a in abi.split(".") for q in plat.split(".")}
+    parsed = _wheel_name(filename)
+    return parsed[2] if parsed else set()
 
 
 def published_wheel(name: str, version: str, tags: list[str], *, index: str | None = None,
@@ -72,6 +81,10 @@ def published_wheel(name: str, version: str, tags: list[str], *, index: str | No
         raise ReleaseUnavailable(f"{name!r} {version!r} is not a name and version an index serves")
     if "+" in version:
         raise ReleaseUnavailable(f"{name} {version} has a local version label: no index publishes it")
+    try:
+        Version(version)
+    except InvalidVersion:
+        raise ReleaseUnavailable(f"{name} {version!r} is not a version an index serves") from None
     listing = _release_files(index, canonical(name), version, cache)
     wanted = set(tags)
     fits = [f for f in listing if wheel_tags(f["filename"]) & wanted]
@@ -115,13 +128,13 @@ def _release_files(index: str, name: str, version: str, cache: Path) -> list[dic
         raise ReleaseUnavailable(f"{name}: {e}") from None
     except ValueError:
         raise ReleaseUnavailable(f"{name}: the index's page is not PEP 691 JSON") from None
-    files = []
+    files, wanted = [], Version(version)
     for f in data.get("files") or []:
         filename = f.get("filename") if isinstance(f, dict) else None
         if not isinstance(filename, str) or not filename.endswith(".whl") or f.get("yanked"):
             continue
-        parts = filename.split("-")
-        if len(parts) in (5, 6) and canonical(parts[0]) == name and parts[1] == version:
+        parsed = _wheel_name(filename)
+        if parsed and parsed[0] == name and Version(parsed[1]) == wanted:
             files.append({"filename": filename, "sha256": (f.get("hashes") or {}).get("sha256"),
                           "url": urllib.parse.urljoin(page, f.get("url") or ""), "size": f.get("size")})
     if files:  # a release not listed yet may be listed later
