@@ -29,7 +29,7 @@ from urllib.parse import quote, urlencode
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tbscale.environments import BaseBackend, BoundedOutput, Capabilities, CleanResult, ExecResult, StartSpec
-from tbscale.environments.base import READ_LIMIT, TAR_SLACK, LiveSet, extract_tar, file_from_tar, tar_of
+from tbscale.environments.base import READ_LIMIT, TAR_SLACK, LiveSet, extract_tar, file_from_tar, tar_of, tree_from_tar
 from tbscale.environments.owner import HOST, LABEL_HOST, LABEL_RUN, describe_owner, owner_labels, owner_state
 from tbscale.errors import ImageBuildError, SandboxError, TbscaleError
 from tbscale.seeds import hash_directory
@@ -143,6 +143,10 @@ class RemoteSandbox:
             return False
         extract_tar(data, local)
         return True
+
+    def read_tree(self, path: str, limit: int | None = None) -> dict[str, str] | None:
+        data = self._archive(path, limit)
+        return None if data is None else tree_from_tar(data, path)
 
     def service(self, name: str | None) -> "RemoteSandbox":
         if name in (None, "", "main"):

@@ -12,13 +12,12 @@ import io
 import json
 import threading
 import zipfile
-from pathlib import Path
 
 import pytest
 
 from tbscale.environments.base import ExecResult
-from tbscale.errors import SandboxError
 from tbscale.runner.package_updates import launcher, settle
+from tbscale_testing.folder_box import FolderBox
 from tbscale.runner.pypi_releases import ReleaseUnavailable, published_wheel, wheel_tags
 
 PIP_LAUNCHER = """#!/usr/bin/python3
@@ -123,20 +122,9 @@ def index(tmp_path, monkeypatch):
     idx.server.shutdown()
 
 
-class FolderBox:
-    """An environment whose filesystem is a local folder; its one exec (where the packages are)
-    answers from that folder as the container's `find` and `grep` would."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def _p(self, path: str) -> Path:
-        return self.root / path.lstrip("/")
-
-    def write(self, path: str, data: bytes | str) -> None:
-        p = self._p(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_bytes(data.encode() if isinstance(data, str) else data)
+class SiteBox(FolderBox):
+    """Its one exec (where the packages are) answers from the folder as the container's `find`
+    and `grep` would."""
 
     def install(self, name: str, version: str, files: dict[str, bytes], site: str = SITE) -> None:
         for path, data in files.items():
@@ -145,25 +133,6 @@ class FolderBox:
         self.write(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
         self.write(f"{info}/WHEEL", "Wheel-Version: 1.0\nTag: py3-none-any\n")
         self.write(f"{info}/RECORD", "".join(f"{p},sha256=x,1\n" for p in files))
-
-    def read_file(self, path: str, limit: int | None = None) -> bytes | None:
-        p = self._p(path)
-        if p.is_file() and limit is not None and p.stat().st_size > limit:
-            raise SandboxError(f"{path} is over {limit} bytes")
-        return p.read_bytes() if p.is_file() else None
-
-    def get_dir(self, path: str, local: Path, limit: int | None = None) -> bool:
-        import shutil
-        p = self._p(path)
-        if limit is not None and sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) > limit:
-            raise SandboxError(f"{path} is over {limit} bytes")
-        if p.is_dir():
-            shutil.copytree(p, local / p.name, symlinks=True)
-        elif p.is_file():
-            shutil.copy(p, local / p.name)
-        else:
-            return False
-        return True
 
     def exec(self, command: str, timeout_sec: float, **kw) -> ExecResult:
         import subprocess
@@ -239,7 +208,7 @@ def test_a_published_wheel_is_read_once_and_its_digest_checked(index, tmp_path):
 
 
 def test_an_upgraded_pip_is_settled_as_its_release(index, tmp_path):
-    box = FolderBox(tmp_path / "fs")
+    box = SiteBox(tmp_path / "fs")
     box.install("pip", "99.1", PIP_FILES)
     kept, updates = _settle(box, [_pip_entry(box)])
     assert kept == []
@@ -249,7 +218,7 @@ def test_an_upgraded_pip_is_settled_as_its_release(index, tmp_path):
 
 
 def test_compiled_modules_do_not_count_but_any_other_file_does(index, tmp_path):
-    box = FolderBox(tmp_path / "fs")
+    box = SiteBox(tmp_path / "fs")
     box.install("pip", "99.1", PIP_FILES)
     box.write(f"{SITE}/pip/__pycache__/__init__.cpython-311.pyc", b"\0")
     assert _settle(box, [_pip_entry(box)])[1] != []
@@ -267,7 +236,7 @@ def test_compiled_modules_do_not_count_but_any_other_file_does(index, tmp_path):
 
 
 def test_a_launcher_of_another_entry_point_or_interpreter_settles_nothing(index, tmp_path):
-    box = FolderBox(tmp_path / "fs")
+    box = SiteBox(tmp_path / "fs")
     box.install("pip", "99.1", PIP_FILES)
     [e] = _settle(box, [_pip_entry(box, PIP_LAUNCHER.replace("import main", "import run").replace("(main())", "(run())"))])[0]
     assert "does not declare as pip" in e["published_check"]
@@ -285,7 +254,7 @@ def test_a_program_of_another_distribution_settles_nothing(index, tmp_path):
     belongs to: a `pytest` launcher into a package of its own."""
     index.add("pytest-lookalike", "1.0", {"lookalike/__init__.py": b"def main():\n    return 0\n"},
               "[console_scripts]\npytest = lookalike:main\n")
-    box = FolderBox(tmp_path / "fs")
+    box = SiteBox(tmp_path / "fs")
     box.install("pytest-lookalike", "1.0", {"lookalike/__init__.py": b"def main():\n    return 0\n"})
     text = PIP_LAUNCHER.replace("pip._internal.cli.main", "lookalike")
     box.write("/usr/local/bin/pytest", text)
@@ -296,7 +265,7 @@ def test_a_program_of_another_distribution_settles_nothing(index, tmp_path):
 
 
 def test_the_test_runners_library_is_settled_folder_by_folder(index, tmp_path):
-    box = FolderBox(tmp_path / "fs")
+    box = SiteBox(tmp_path / "fs")
     box.install("pytest", "9.9", PYTEST_FILES)
     changes = {f"{SITE}/_pytest/main.py": 0, f"{SITE}/pytest/__init__.py": 0, f"{SITE}/py.py": 0}
     e = {"kind": "test_library_changed", "source": "environment", "detail": "the test runner's own library changed",
@@ -315,7 +284,7 @@ def test_the_test_runners_library_is_settled_folder_by_folder(index, tmp_path):
 def test_an_unreachable_index_leaves_the_entry_with_the_reason(tmp_path, monkeypatch):
     monkeypatch.setenv("TBSCALE_PYPI_SIMPLE", "http://127.0.0.1:9/simple")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    box = FolderBox(tmp_path / "fs")
+    box = SiteBox(tmp_path / "fs")
     box.install("pip", "99.1", PIP_FILES)
     [e] = _settle(box, [_pip_entry(box)])[0]
     assert "pip 99.1 was not checked against its release: pip: the index could not be reached" in e["published_check"]
@@ -334,7 +303,7 @@ def test_entries_of_other_kinds_cost_nothing(tmp_path):
 def test_the_copy_the_launcher_imports_is_the_one_checked(index, tmp_path):
     """A module beside the launcher or in the user's site comes first on sys.path: that one is
     checked, and the published copy further on settles nothing."""
-    box = FolderBox(tmp_path / "fs")
+    box = SiteBox(tmp_path / "fs")
     box.install("pip", "99.1", PIP_FILES)
     box.write("/usr/local/bin/pip.py", b"import sys; sys.exit(0)\n")
     [e] = _settle(box, [_pip_entry(box)])[0]
@@ -348,7 +317,7 @@ def test_the_copy_the_launcher_imports_is_the_one_checked(index, tmp_path):
 
 def test_an_entry_from_the_listing_outside_names_the_program_by_its_path(index, tmp_path):
     """`file_checks: outside` reports a written program with its path only (findings.programs_changed)."""
-    box = FolderBox(tmp_path / "fs")
+    box = SiteBox(tmp_path / "fs")
     box.install("pytest", "9.9", PYTEST_FILES)
     text = PIP_LAUNCHER.replace("pip._internal.cli.main import main", "pytest import console_main").replace(
         "(main())", "(console_main())")
@@ -371,7 +340,7 @@ def test_setuptools_start_up_hook_is_settled_and_no_other(index, tmp_path):
     """`pip install -U pip setuptools wheel` writes setuptools' `.pth`, which imports
     `_distutils_hack` at every start; a hook of anyone else's in the same entry keeps it."""
     index.add("setuptools", "99.0", SETUPTOOLS_FILES, "")
-    box = FolderBox(tmp_path / "fs")
+    box = SiteBox(tmp_path / "fs")
     box.install("setuptools", "99.0", SETUPTOOLS_FILES)
     hook = {"kind": "startup_hook_planted", "source": "environment", "detail": "a file every interpreter start loads",
             "paths": [f"{SITE}/distutils-precedence.pth", f"{SITE}/_distutils_hack/__init__.py"]}
@@ -390,13 +359,13 @@ def test_setuptools_start_up_hook_is_settled_and_no_other(index, tmp_path):
 def test_npms_test_library_entries_are_left_alone(tmp_path):
     e = {"kind": "test_library_changed", "source": "environment", "detail": "jest",
          "paths": ["/usr/lib/node_modules/jest/bin/jest.js"]}
-    assert _settle(FolderBox(tmp_path), [e], changes={"/usr/lib/python3/dist-packages/_pytest/x.py": 0}) == ([e], [])
+    assert _settle(SiteBox(tmp_path), [e], changes={"/usr/lib/python3/dist-packages/_pytest/x.py": 0}) == ([e], [])
 
 
 def test_a_folder_filled_past_its_release_is_not_copied_out(index, tmp_path):
     """The copy of the package's folder stops past the wheel's size (and room for compiled
     modules): an agent cannot make the check fill the host."""
-    box = FolderBox(tmp_path / "fs")
+    box = SiteBox(tmp_path / "fs")
     box.install("pip", "99.1", PIP_FILES)
     box.write(f"{SITE}/pip/__pycache__/big.cpython-311.pyc", b"\0" * (40 * 2**20))
     [e] = _settle(box, [_pip_entry(box)])[0]

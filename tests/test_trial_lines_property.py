@@ -55,6 +55,13 @@ PACKAGE_UPDATE = st.fixed_dictionaries({
     "wheel": st.just("pip-26.3-py3-none-any.whl"), "wheel_sha256": st.just("ab" * 32),
     "site": st.just("/usr/local/lib/python3.11/site-packages"), "settles": st.lists(TEXT, max_size=2),
     "by_command": st.none() | st.fixed_dictionaries({"turn": st.integers(1, 9), "command": TEXT})})
+DEBIAN_PACKAGE = st.fixed_dictionaries({
+    "package": st.sampled_from(["python3-minimal", "libpython3.11-stdlib"]),
+    "version": st.sampled_from(["3.11.2-1+b1", "3.11.2-6+deb12u9"]), "architecture": st.just("amd64"),
+    "deb": st.just("pool/main/p/python3.11/libpython3.11-stdlib_3.11.2-6+deb12u9_amd64.deb"),
+    "deb_sha256": st.just("cd" * 32), "suite": st.sampled_from(["bookworm", "bookworm-security"]),
+    "settles": st.lists(TEXT, max_size=2),
+    "by_command": st.none() | st.fixed_dictionaries({"turn": st.integers(1, 9), "command": TEXT})})
 OPTIONAL = {
     "task_format": st.sampled_from(["harbor", "terminal-bench", "swebench"]), "task_hash": st.none() | TEXT,
     "seed": st.none() | st.integers(0, 2**31), "agent": st.sampled_from(["bash", "oracle"]),
@@ -81,14 +88,14 @@ OPTIONAL = {
     "not_enforced": st.lists(st.fixed_dictionaries({"key": st.just("storage_mb"), "why": TEXT}),
                              max_size=2),
     "tampering": st.lists(TAMPERING, max_size=2),
-    "package_updates": st.lists(PACKAGE_UPDATE, max_size=2),
+    "package_updates": st.lists(PACKAGE_UPDATE, max_size=2), "debian_packages": st.lists(DEBIAN_PACKAGE, max_size=2),
     "error": st.none() | st.fixed_dictionaries({"type": st.just("Timeout"), "message": TEXT}),
     "started_at": st.none() | st.just("2026-11-30T20:00:00+00:00"), "imported_from": st.none() | st.just("harbor"),
     "source": st.none() | TEXT}
 WRONG_TYPES = {"trial": "many", "turns": [1], "passed": "perhaps", "tokens": {"generator": {"input": "lots"}},
                "timing": {"agent": "slow"}, "attempts": [{"index": "x"}], "setting": 3, "error": {"type": "T"},
                "not_enforced": [{"key": "k"}], "tampering": [{"kind": "k"}], "policy_params": [1, 2],
-               "package_updates": [{"package": "pip"}]}
+               "package_updates": [{"package": "pip"}], "debian_packages": [{"deb": 1}]}
 # Values the model takes by converting them (lax mode): the model's values are what every reader gets.
 COERCED = {"turns": "7", "trial": 3.0, "passed": 0, "n": "2", "seed": "11"}
 
@@ -172,7 +179,8 @@ def _expected_row(m: TrialResult) -> dict:
                steps=[s.model_dump() for s in m.steps] if m.steps else None,
                not_enforced=tuple((x.key, x.why) for x in m.not_enforced) or None,
                tampered=bool(m.tampering), tampering_kinds=",".join(sorted({e.kind for e in m.tampering})) or None,
-               packages_settled=",".join(sorted({f"{u['package']}=={u['version']}" for u in m.package_updates})) or None)
+               packages_settled=",".join(sorted({f"{u['package']}=={u['version']}" for u in m.package_updates}
+                                                | {f"{d['package']}={d['version']}" for d in m.debian_packages})) or None)
     for role in ROLES:
         u = m.tokens.get(role)
         for kind in TOKEN_KINDS:

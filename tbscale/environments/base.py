@@ -8,6 +8,7 @@ image and starts environments from it; what it can do beyond that it says in its
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import tarfile
@@ -83,6 +84,27 @@ def file_from_tar(data: bytes | IO[bytes]) -> bytes | None:
         if member is None or not member.isfile():
             return None
         return tar.extractfile(member).read()
+
+
+def tree_from_tar(data: bytes | IO[bytes], path: str) -> dict[str, str]:
+    """What an archive endpoint's tar stream of `path` holds, unpacked nowhere: absolute path ->
+    `file:SHA256`, `link:TARGET` (a symbolic link, as it is written), `dir` or `other` (a device,
+    a fifo). A hard link is its target's digest. The stream names members from `path`'s own name."""
+    parent = path.rstrip("/").rsplit("/", 1)[0] if path.rstrip("/") else ""
+    out: dict[str, str] = {}
+    with tarfile.open(fileobj=io.BytesIO(data) if isinstance(data, bytes) else data) as tar:
+        for member in tar:
+            name = f"{parent}/{member.name.strip('/')}"
+            if member.isfile():
+                digest, f = hashlib.sha256(), tar.extractfile(member)
+                for chunk in iter(lambda: f.read(2**20), b""):
+                    digest.update(chunk)
+                out[name] = "file:" + digest.hexdigest()
+            elif member.islnk():
+                out[name] = out.get(f"{parent}/{member.linkname.strip('/')}", "other")
+            else:
+                out[name] = ("link:" + member.linkname if member.issym() else "dir" if member.isdir() else "other")
+    return out
 
 
 def extract_tar(data: bytes | IO[bytes], local: Path) -> None:
@@ -276,6 +298,12 @@ class Environment(Protocol):
     def get_dir(self, path: str, local: Path, limit: int | None = None) -> bool:
         """Copy a file or folder out to `local`; False when `path` does not exist. SandboxError when
         the copy is over `limit` bytes (None: no limit; it goes through a file, not memory)."""
+        ...
+
+    def read_tree(self, path: str, limit: int | None = None) -> dict[str, str] | None:
+        """What is at `path` and under it, digested as it is copied out and unpacked nowhere
+        (`tree_from_tar`): a link is its target, never followed. None when there is no such path;
+        SandboxError over `limit` bytes."""
         ...
 
     @property

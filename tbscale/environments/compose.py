@@ -203,6 +203,9 @@ class ComposeEnvironment:
     def get_dir(self, path: str, local: Path, limit: int | None = None) -> bool:
         return self.main.get_dir(path, local, limit)
 
+    def read_tree(self, path: str, limit: int | None = None) -> dict[str, str] | None:
+        return self.main.read_tree(path, limit)
+
     def service(self, name: str) -> Container:
         if name in (None, "", "main", self.main_service):
             return self.main

@@ -22,7 +22,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, Callable
 
 from tbscale.environments.cleanup import (cleanup_labelled, cleanup_orphans,  # noqa: F401  (re-exported)
                                           remove_compose_project)
@@ -30,7 +30,7 @@ from tbscale.environments.engine import (CLIENT_TIMEOUT_SEC, _use_record, build_
                                          cache_dir, client, note_image_use)
 from tbscale.environments.dockerfile import for_classic_builder
 from tbscale.environments.base import (READ_LIMIT, TAR_SLACK, BoundedOutput, ExecResult, IdleProcesses, LiveSet, StartSpec,
-                                      extract_tar, file_from_tar, tar_of)
+                                      extract_tar, file_from_tar, tar_of, tree_from_tar)
 from tbscale.environments.network import NetworkSwitch
 from tbscale.environments.network_failures import build_error_log
 from tbscale.environments.owner import (HOST, LABEL_APP, LABEL_HOST, LABEL_PROJECT,  # noqa: F401  (re-exported)
@@ -470,21 +470,22 @@ class Container:
         out.seek(0)
         return out
 
-    def read_file(self, path: str, limit: int | None = READ_LIMIT) -> bytes | None:
+    def _read(self, path: str, limit: int | None, take: Callable[[IO[bytes]], Any], missing: Any = None) -> Any:
         data = self._archive(path, limit)
         if data is None:
-            return None
+            return missing
         with data:
-            return file_from_tar(data)
+            return take(data)
+
+    def read_file(self, path: str, limit: int | None = READ_LIMIT) -> bytes | None:
+        return self._read(path, limit, file_from_tar)
 
     def get_dir(self, path: str, local: Path, limit: int | None = None) -> bool:
         """Copy a file or folder out of the container into the folder `local`."""
-        data = self._archive(path, limit)
-        if data is None:
-            return False
-        with data:
-            extract_tar(data, local)
-        return True
+        return self._read(path, limit, lambda data: extract_tar(data, local) or True, missing=False)
+
+    def read_tree(self, path: str, limit: int | None = None) -> dict[str, str] | None:
+        return self._read(path, limit, lambda data: tree_from_tar(data, path))
 
     def changes(self) -> dict[str, int]:
         """The engine's list of the container's changes against its image (`docker diff`): the

@@ -176,7 +176,7 @@ def _token_columns(tokens: list[dict[str, Usage]]) -> dict[str, np.ndarray]:
 
 
 _TAKE = ("simulated_roles", "reward", "cost_usd", "timing", "error", "policy_params", "n_attempts", "attempts",
-         "strategy_record", "steps", "not_enforced", "tampering", "package_updates", "tokens", "fork_sec", "snapshot_sec",
+         "strategy_record", "steps", "not_enforced", "tampering", "package_updates", "debian_packages", "tokens", "fork_sec", "snapshot_sec",
          "repositories", "history_reads")
 _GET = operator.itemgetter(*_SCALARS, *_TAKE)  # of a model's __dict__: its fields' values
 
@@ -208,9 +208,11 @@ def _columns(trials: list[TrialResult], run_dir: str) -> dict[str, Any]:
         "not_enforced": [tuple((x.key, x.why) for x in v) if v else None for v in values["not_enforced"]],
         "tampered": np.array([bool(t) for t in values["tampering"]], dtype=bool),
         "tampering_kinds": [",".join(sorted({e.kind for e in t})) if t else None for t in values["tampering"]],
-        # the published releases that settled entries (`pip==26.3,setuptools==84.2.1`), or None
-        "packages_settled": [",".join(sorted({f"{u['package']}=={u['version']}" for u in v})) or None
-                             for v in values["package_updates"]],
+        # the published releases and Debian packages that settled entries (`pip==26.3`,
+        # `python3.11-minimal=3.11.2-6+deb12u9`: as pip and apt name a version), or None
+        "packages_settled": [",".join(sorted({f"{u['package']}=={u['version']}" for u in v}
+                                             | {f"{d['package']}={d['version']}" for d in debs})) or None
+                             for v, debs in zip(values["package_updates"], values["debian_packages"])],
         # seconds of each fork and snapshot (docs/forks-and-lookahead.md), None for a trial with none
         "fork_sec": [tuple(v) if v else None for v in values["fork_sec"]],
         "snapshot_sec": [tuple(v) if v else None for v in values["snapshot_sec"]],

@@ -307,6 +307,7 @@ class Attempt:
                              error=outcome.error, error_type=outcome.error_type, context_indices=req.context_indices,
                              rewards=rewards, reward_key=reward_key(task.reward, rewards), steps=steps,
                              tampering=tampering, package_updates=list(self.checks.package_updates),
+                             debian_packages=list(self.checks.debian_packages),
                              artifacts_path=art_dir.relative_to(self.trial.folder.path).as_posix()
                              if art_dir.is_dir() else None, snapshot=self.snapshot,
                              guard_baseline=self.guard_baseline if self.snapshot is not None else None,

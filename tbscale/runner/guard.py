@@ -44,9 +44,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from tbscale.environments import Environment
-from tbscale.runner.findings import (UV_VIRTUALENV_MODULES, checked_path, compiled_module, entry, interpreter_homes,
-                                     programs_changed, project_changed, project_settings, tampering_entries,
-                                     uv_own_pth, venv_homes, venv_interpreters)
+from tbscale.runner.findings import (UV_VIRTUALENV_MODULES, changed_groups, checked_path, compiled_module, entry,
+                                     interpreter_homes, programs_changed, project_changed, project_settings,
+                                     tampering_entries, uv_own_pth, venv_homes, venv_interpreters)
 from tbscale.runner.guard_shell import (ARTIFACTS_PROBE, BYTECODE, CHANGES, CLEAR_VERIFIER_LOGS, CLOCK, KILL, MOUNTS,
                                         PROCESSES, PROJECT, SETUP, SNAPSHOT, SOURCED, STARTUP_COPIES, parse_processes,
                                         parse_snapshot)
@@ -54,6 +54,7 @@ from tbscale.shell.tampering import TEST_TOOLS, attribute_command
 from tbscale.runner.build_tools import TOOLS
 from tbscale.runner.build_times import BUILD_TIMES, set_forward
 from tbscale.runner.npm_project import NPM, NPM_CLEAR, NPM_READ, node_library_changed, npm_changed, npm_settings
+from tbscale.runner.debian_updates import settle_debian
 from tbscale.runner.package_updates import settle
 from tbscale.runner.uv_cache import UV_CLEAR, UV_FOLDERS
 from tbscale.runner.verifier_reads import read_verifier
@@ -64,6 +65,8 @@ from tbscale.types.guard import (AgentProcessInfo, GuardSnapshot, ProcessBaselin
 # of them written or added in a bin folder, since the checks inside would believe it.
 CHECK_PROGRAMS = frozenset({"find", "sha256sum", "stat", "readlink", "date", "sort", "awk", "head", "sed", "wc", "grep",
                             "tr", "rm", "cat", "sleep", "cut", "md5sum", "dpkg", "busybox", "dash", "kill"})
+LIST_MAX = 500  # the changed paths the check lists of a place (guard_shell.CHANGES)
+FULL_LIST_MAX = 20_000  # and when it lists a flooded place again (`_list_again`)
 # site.py runs a .pth line that starts so (a carriage return ends a line: universal newlines)
 _EXECUTES = re.compile(rb"(^|\r)import[ \t]", re.M)
 _PLUGIN = re.compile(rb"\[pytest11\]")  # anywhere: see guard_shell.CHANGES
@@ -214,7 +217,26 @@ class VerifierGuard:
             env["TBSCALE_WORKDIR"] = workdir
         if since:
             env["TBSCALE_SINCE"] = since
+        env["TBSCALE_LIST_MAX"] = str(LIST_MAX)  # set here, so that no ENV of the image's sets it
         return env
+
+    def _list_again(self, after: GuardSnapshot) -> None:
+        """A place with more changed paths than the check lists (`flooded`: an honest `apt-get
+        install python3` writes some 1,500 files into the standard library) is listed again, in
+        full up to FULL_LIST_MAX a place, after the restart: what the full listing finds replaces
+        the cut one in `after`, so each path in it is judged as any other (and a flood of more
+        than that stays `listing_flooded`)."""
+        t = time.monotonic()
+        env = {**self._env(self.box, self._reference()), "TBSCALE_LIST_MAX": str(FULL_LIST_MAX)}
+        res = self._exec(self.box, "the full listing of a flooded place", CHANGES, 300, env=env,
+                         output_limit=FULL_LIST_MAX * 400, hostile_peers=self.exposed)
+        again = parse_snapshot(res.output)
+        if res.elided_bytes or res.exit_code != 0:
+            again["flooded"].append("the full listing (cut for its size, or failed)")
+        for key in ("changes", "flooded", "executes", "plugins", "uv_own", "pth_modules"):
+            after[key] = again.get(key) or ({} if key == "changes" else [])  # type: ignore[literal-required]
+        self._with_carried(after)
+        self.timing["guard_full_listing"] = time.monotonic() - t
 
     def _workdir(self, box: Environment) -> str | None:
         """Where the verifier's command runs: its own folder, the task's workdir, or else the folder
@@ -355,6 +377,8 @@ class VerifierGuard:
             record["uv_removed"] = after["uv_removed"]
         if after.get("build_sources_touched"):
             record["build_sources_touched"] = after["build_sources_touched"]
+        if after.get("flooded"):
+            self._list_again(after)
         folder = after["artifacts_folder"]
         self.artifacts_folder = folder if folder in ("empty", "absent") and self._idle(after["processes"]) else None
         outside = self._from_outside(after, record) if self.outside_base is not None else None
@@ -402,6 +426,10 @@ class VerifierGuard:
                                   after.get("changes"), home=after.get("home") or "/root")
         if updates:
             record["package_updates"] = updates
+        entries, debs = settle_debian(entries, self.box, changed_groups(before, after, self.verifier.tests_mount),
+                                      after.get("changes") or {})
+        if debs:
+            record["debian_packages"] = debs
         self.timing["guard_check"] = time.monotonic() - t
         return entries, record
 

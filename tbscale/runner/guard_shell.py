@@ -107,14 +107,15 @@ esac
 # (`BYTECODE`).
 CHANGES = PYTHON_FOLDERS + _NEWER + r'''
 if [ -n "${TBSCALE_SINCE:-}" ]; then
-  # `_list PLACE COMMAND...`: the paths COMMAND prints, at most 500 (`C` lines), and a `W` line
-  # when it printed more.
+  # `_list PLACE COMMAND...`: the paths COMMAND prints, at most 500 (`C` lines; TBSCALE_LIST_MAX
+  # when the guard lists a flooded place again), and a `W` line when it printed more.
+  _max=${TBSCALE_LIST_MAX:-500}
   _list() {
-    _g=$1; shift; _found=$("$@" | head -n 501)
+    _g=$1; shift; _found=$("$@" | head -n $((_max + 1)))
     [ -n "$_found" ] || return 0
-    printf '%s\n' "$_found" | head -n 500 | sed 's/^/C\t/'
+    printf '%s\n' "$_found" | head -n "$_max" | sed 's/^/C\t/'
     case "$_found" in *'
-'*) [ "$(printf '%s\n' "$_found" | wc -l)" -le 500 ] || printf 'W\t%s\n' "$_g" ;; esac
+'*) [ "$(printf '%s\n' "$_found" | wc -l)" -le "$_max" ] || printf 'W\t%s\n' "$_g" ;; esac
   }
   # `_each PATTERN REGEX MARK`: a MARK line for each path of the last listing that matches the
   # shell PATTERN and holds a line matching REGEX. A carriage return ends a line too: Python reads

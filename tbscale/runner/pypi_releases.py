@@ -100,7 +100,7 @@ def published_wheel(name: str, version: str, tags: list[str], *, index: str | No
         return Wheel(chosen["filename"], digest, data["files"], data["sizes"], data["entry_points"])
     if (chosen.get("size") or 0) > MAX_WHEEL_BYTES:
         raise ReleaseUnavailable(f"{chosen['filename']} is over {MAX_WHEEL_BYTES // 2**20} MB: not downloaded")
-    body = _get(chosen.get("url", ""), MAX_WHEEL_BYTES)
+    body = fetch_url(chosen.get("url", ""), MAX_WHEEL_BYTES)
     if hashlib.sha256(body).hexdigest() != digest:
         raise ReleaseUnavailable(f"{chosen['filename']}: the download's sha256 is not the one the index gives")
     files, sizes, entry_points = {}, {}, ""
@@ -112,7 +112,7 @@ def published_wheel(name: str, version: str, tags: list[str], *, index: str | No
             files[info.filename], sizes[info.filename] = hashlib.sha256(data).hexdigest(), len(data)
             if re.fullmatch(r"[^/]+\.dist-info/entry_points\.txt", info.filename):
                 entry_points = data.decode("utf-8", "replace")
-    _keep(kept, {"files": files, "sizes": sizes, "entry_points": entry_points})
+    keep_json(kept, {"files": files, "sizes": sizes, "entry_points": entry_points})
     return Wheel(chosen["filename"], digest, files, sizes, entry_points)
 
 
@@ -123,7 +123,7 @@ def _release_files(index: str, name: str, version: str, cache: Path) -> list[dic
         return json.loads(kept.read_text())
     page = f"{index}/{name}/"
     try:
-        data = json.loads(_get(page, 64 * 2**20, accept="application/vnd.pypi.simple.v1+json"))
+        data = json.loads(fetch_url(page, 64 * 2**20, accept="application/vnd.pypi.simple.v1+json"))
     except ReleaseUnavailable as e:
         raise ReleaseUnavailable(f"{name}: {e}") from None
     except ValueError:
@@ -138,27 +138,32 @@ def _release_files(index: str, name: str, version: str, cache: Path) -> list[dic
             files.append({"filename": filename, "sha256": (f.get("hashes") or {}).get("sha256"),
                           "url": urllib.parse.urljoin(page, f.get("url") or ""), "size": f.get("size")})
     if files:  # a release not listed yet may be listed later
-        _keep(kept, files)
+        keep_json(kept, files)
     return files
 
 
-def _get(url: str, limit: int, accept: str | None = None) -> bytes:
+def fetch_url(url: str, limit: int, accept: str | None = None, *, error: type[Exception] = ReleaseUnavailable,
+              source: str = "the index", missing_ok: bool = False) -> bytes:
+    """`url`'s body, over https (or from a loopback server), at most `limit` bytes; `error` says
+    why not, naming `source`. With `missing_ok`, a 404 is an empty body."""
     if not url.startswith(("https://", "http://127.0.0.1", "http://localhost")):
-        raise ReleaseUnavailable(f"not fetched over https: {url[:120]}")
+        raise error(f"not fetched over https: {url[:120]}")
     request = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT_SEC) as response:
             body = response.read(limit + 1)
     except urllib.error.HTTPError as e:
-        raise ReleaseUnavailable(f"the index answered {e.code} for {url[:160]}") from None
+        if e.code == 404 and missing_ok:
+            return b""
+        raise error(f"{source} answered {e.code} for {url[:160]}") from None
     except (urllib.error.URLError, OSError) as e:
-        raise ReleaseUnavailable(f"the index could not be reached ({getattr(e, 'reason', None) or e})") from None
+        raise error(f"{source} could not be reached ({getattr(e, 'reason', None) or e})") from None
     if len(body) > limit:
-        raise ReleaseUnavailable(f"{url[:160]} is over {limit // 2**20} MB")
+        raise error(f"{url[:160]} is over {limit // 2**20} MB")
     return body
 
 
-def _keep(path: Path, data: object) -> None:
+def keep_json(path: Path, data: object) -> None:
     """Written whole or not at all: runs in parallel may look the same release up."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".part-")

@@ -52,7 +52,7 @@ def trial_line(exp: Experiment, run: str, caps: Capabilities, spec: TrialSpec, o
         reward=final.reward, rewards=final.rewards, reward_key=final.reward_key,
         passed=bool(final.passed and final.ending == "pass"),
         steps=final.steps, artifacts_path=final.artifacts_path, tampering=final.tampering,
-        package_updates=final.package_updates,
+        package_updates=final.package_updates, debian_packages=final.debian_packages,
         repositories=final.repositories, history_reads=final.history_reads,
         not_enforced=[NotEnforcedKey(key=x.key, why=x.why) for x in not_enforced(spec.task, exp, caps)],
         ending=final.ending, stop_reason=final.stop_reason,

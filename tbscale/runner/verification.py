@@ -33,7 +33,7 @@ from tbscale.runner.guard import VerifierGuard
 from tbscale.tasks import Task
 from tbscale.tasks.model import DEFAULT_CPUS, DEFAULT_MEMORY_MB, EnvironmentSpec, VerifierSpec
 from tbscale.tasks.schema import Artifact
-from tbscale.types.guard import PackageUpdate, Tampering
+from tbscale.types.guard import DebianPackage, PackageUpdate, Tampering
 from tbscale.verifiers import VerifierContext, VerifierResult, verify
 from tbscale.verifiers.script import run_tests
 
@@ -63,6 +63,7 @@ class AttemptVerification:
         self.guard: VerifierGuard | None = None
         self.tampering: list[Tampering] = []
         self.package_updates: list[PackageUpdate] = []  # the seals' settled releases (runner/package_updates.py)
+        self.debian_packages: list[DebianPackage] = []  # and Debian packages (runner/debian_updates.py)
         self.artifacts_folder: str | None = None  # the last seal's finding (VerifierGuard.artifacts_folder)
         self.writers_kept = False  # the last seal left agent processes running (agent_processes: keep)
         self.log_folders_pending = False  # the environment just started left them to `begin`
@@ -113,6 +114,7 @@ class AttemptVerification:
                 e["step"] = step
         self.tampering += entries
         self.package_updates += record.get("package_updates", [])
+        self.debian_packages += record.get("debian_packages", [])
         self.rec.event("sweep", **record, tampering=entries, **({"step": step} if step else {}),
                        timing={k: round(v, 4) for k, v in guard.timing.items()})
         return entries

@@ -19,7 +19,7 @@ from tbscale.agent.policy import ActionPolicy, Decision, TurnContext
 from tbscale.logs import AttemptRecorder
 from tbscale.tasks import Task
 from tbscale.types.completion import Usage
-from tbscale.types.guard import GuardSnapshot, PackageUpdate, Tampering
+from tbscale.types.guard import DebianPackage, GuardSnapshot, PackageUpdate, Tampering
 from tbscale.types.messages import ChatMessage
 from tbscale.types.results import AttemptBrief, RepositoryHistory, StepResult
 
@@ -91,6 +91,8 @@ class AttemptResult:
     tampering: list[Tampering] = field(default_factory=list)  # docs/formats.md, `tampering`
     # published releases that settled tampering entries (runner/package_updates.py)
     package_updates: list[PackageUpdate] = field(default_factory=list)
+    # Debian packages that settled tampering entries (runner/debian_updates.py)
+    debian_packages: list[DebianPackage] = field(default_factory=list)
     # the task's repositories as the agent got them, and its commands that read past their HEAD
     repositories: list[RepositoryHistory] = field(default_factory=list)
     history_reads: list[str] = field(default_factory=list)

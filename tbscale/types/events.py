@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from tbscale.types.completion import Usage
-from tbscale.types.guard import PackageUpdate
+from tbscale.types.guard import DebianPackage, PackageUpdate
 
 
 class EventBase(BaseModel):
@@ -289,6 +289,8 @@ class SweepEvent(EventBase):
     uv_removed: list[str] | None = None
     # published releases that settled tampering entries (runner/package_updates.py)
     package_updates: list[PackageUpdate] | None = None
+    # Debian packages that settled tampering entries (runner/debian_updates.py)
+    debian_packages: list[DebianPackage] | None = None
     # files the agent phase changed where the verifier's cargo or make builds, touched before it ran so
     # that it compiles them again whatever time they were given (runner/build_times.py)
     build_sources_touched: int | None = None

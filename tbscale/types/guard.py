@@ -130,6 +130,9 @@ class SweepRecord(TypedDict, total=False):
     # found, file for file, to be the release PyPI publishes: the entries they settled are not
     # tampering (runner/package_updates.py).
     package_updates: list[PackageUpdate]
+    # Debian packages the agent phase installed with apt over files the verifier runs, each found,
+    # file for file, to be the package the Debian archive publishes (runner/debian_updates.py).
+    debian_packages: list[DebianPackage]
     # Where the changed paths were listed from, when not from inside alone: "inside and outside"
     # (environment.file_checks: outside), "outside" (no `find` inside), "nowhere" (no `find` inside
     # and a backend that cannot list changes from outside: changed files went unchecked).
@@ -146,6 +149,22 @@ class PackageUpdate(TypedDict):
     wheel: str
     wheel_sha256: str
     site: str
+    settles: list[str]
+    by_command: CommandAttribution | None
+
+
+class DebianPackage(TypedDict):
+    """A Debian package that settled tampering entries (runner/debian_updates.py): its name,
+    version and architecture as dpkg has them installed, its `.deb` in the archive's pool with the
+    sha256 the signed index gives, the suite of that index, the entries' details, and the command
+    that installed it."""
+
+    package: str
+    version: str
+    architecture: str
+    deb: str
+    deb_sha256: str
+    suite: str
     settles: list[str]
     by_command: CommandAttribution | None
 

@@ -17,7 +17,7 @@ from typing_extensions import TypedDict
 
 from tbscale.types.completion import Usage, UsageJSON
 from tbscale.types.events import TamperingEntry
-from tbscale.types.guard import PackageUpdate
+from tbscale.types.guard import DebianPackage, PackageUpdate
 from tbscale.verdict import PASS_THRESHOLD, place_problem, verdict_problem  # noqa: F401  (re-exported)
 
 ENDINGS = ("pass", "tampered", "wrong_submission", "out_of_context", "time_limit", "agent_error", "verifier_error")
@@ -176,6 +176,9 @@ class TrialResult(BaseModel):
     # Published releases the agent phase installed over a program, test library or start-up hook
     # the verifier runs, which settled those tampering entries (runner/package_updates.py).
     package_updates: list[PackageUpdate] = Field(default_factory=list)
+    # Debian packages it installed with apt over files the verifier runs, found file for file to
+    # be the archive's, which settled those entries (runner/debian_updates.py).
+    debian_packages: list[DebianPackage] = Field(default_factory=list)
     # The repositories the agent was asked to fix, as it got them (SWE-bench style tasks), and its
     # commands that read past their HEAD (shell/git_history.py): docs/formats.md.
     repositories: list[RepositoryHistory] = Field(default_factory=list)

@@ -1,0 +1,259 @@
+"""Files the verifier runs that the agent phase changed by installing Debian packages with apt:
+settled against the packages as the Debian archive publishes them, not counted as tampering.
+
+An honest agent runs `apt-get install -y python3` in an image without Python (to write a helper
+script), or `apt-get install -y python3-dev` (to build an extension). The first adds the `python3`
+the verifier's scripts may run and some 1,500 files of its standard library, the second rewrites
+files of it; the guard reports them (`toolchain_added`, `python_library_changed`,
+`startup_hook_planted`) and the trial was a failure. Such an entry is settled when every path it
+stands for is, as read from outside the environment, the file (or link) that the package dpkg
+says owns it installs at the version dpkg says is installed, in the `.deb` the archive's signed
+index names (runner/debian_archive.py):
+
+* a program (`toolchain_added`, `toolchain_replaced`): the path its name resolves to and the file
+  that resolves to;
+* a kind of changed path (`python_library_changed`, `startup_hook_planted`,
+  `test_library_changed`): every path of that kind the guard's listing found, not only those the
+  entry names.
+
+A path no installed package owns, a file that differs from the package's, a path removed, a
+conffile edited: the entry stays, with `published_check` saying why. What dpkg's database says
+(which package, which version) only says where to look: an agent that rewrote it still has to
+leave exactly the archive's bytes at every path. The settled entries leave the trial's tampering
+and go to the sweep's `debian_packages`, each with the package, its `.deb` and its sha256."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Callable
+from pathlib import Path, PurePosixPath
+
+from tbscale.environments.base import Environment
+from tbscale.errors import SandboxError
+from tbscale.runner.debian_archive import ArchiveUnavailable, Deb, published_deb
+from tbscale.types.guard import DebianPackage, Tampering
+
+TOOL_KINDS = ("toolchain_added", "toolchain_replaced")
+PATH_KINDS = ("python_library_changed", "startup_hook_planted", "test_library_changed")
+STATUS_LIMIT = 64 * 2**20
+INFO_LIMIT = 256 * 2**20  # dpkg's lists and scripts of every installed package
+READ_ONE_BY_ONE = 8  # a folder with more changed paths than this is read whole
+TREE_SLACK = 64 * 2**20
+MAX_ENTRY_PATHS = 20  # findings entries name this many paths at most
+_MERGED = re.compile(r"^/usr(/(bin|sbin|lib[^/]*)/.*)$")  # usrmerge: /usr/lib/x is also /lib/x
+
+
+class _Packages:
+    """The environment's installed packages (dpkg's status file and file lists, read from outside)."""
+
+    def __init__(self, box: Environment):
+        self.box = box
+        self.problem: str | None = None
+        self.codename = ""
+        self.native = ""
+        self.installed: dict[str, tuple[str, str, str]] = {}  # `name` and `name:arch` -> (name, version, arch)
+        self.owners: dict[str, str] = {}  # path -> `name` or `name:arch`, as the list file is named
+        self.debs: dict[str, Deb | str] = {}  # owner -> the archive's package, or why there is none
+        self._read()
+
+    def _read(self) -> None:
+        try:
+            # (a link to /usr/lib/os-release, in Debian's own images: a copy out does not follow it)
+            release = self.box.read_file("/etc/os-release", limit=2**20) or self.box.read_file("/usr/lib/os-release",
+                                                                                              limit=2**20)
+            status = self.box.read_file("/var/lib/dpkg/status", limit=STATUS_LIMIT)
+        except SandboxError as e:
+            self.problem = str(e)
+            return
+        fields = dict(re.findall(r'^([A-Z_]+)="?([^"\n]*)"?$', (release or b"").decode("utf-8", "replace"), re.M))
+        if fields.get("ID") != "debian" or not fields.get("VERSION_CODENAME"):
+            self.problem = "the environment is not a Debian release with a codename (/etc/os-release)"
+            return
+        self.codename = fields["VERSION_CODENAME"]
+        if status is None:
+            self.problem = "the environment has no dpkg status file"
+            return
+        for stanza in status.decode("utf-8", "replace").split("\n\n"):
+            f = dict(re.findall(r"^([A-Za-z-]+):[ \t]*(.*)$", stanza, re.M))
+            if f.get("Status", "").endswith(" installed") and f.get("Package") and f.get("Version"):
+                row = (f["Package"], f["Version"], f.get("Architecture", ""))
+                self.installed.setdefault(f["Package"], row)
+                self.installed[f"{f['Package']}:{row[2]}"] = row
+                if f["Package"] == "dpkg":
+                    self.native = row[2]
+        with tempfile.TemporaryDirectory(prefix="tbscale-dpkg-") as tmp:
+            try:
+                if not self.box.get_dir("/var/lib/dpkg/info", Path(tmp), limit=INFO_LIMIT):
+                    self.problem = "the environment has no /var/lib/dpkg/info"
+                    return
+            except SandboxError as e:
+                self.problem = str(e)
+                return
+            for lst in sorted((Path(tmp) / "info").glob("*.list")):
+                if lst.is_symlink():
+                    continue
+                for line in lst.read_text("utf-8", "replace").splitlines():
+                    self.owners.setdefault(line, lst.name[:-5])
+
+    def owner(self, path: str) -> str | None:
+        m = _MERGED.match(path)
+        return self.owners.get(path) or (self.owners.get(m[1]) if m else None)
+
+    def deb(self, owner: str, fetch: Callable[..., Deb]) -> Deb | str:
+        if owner not in self.debs:
+            row = self.installed.get(owner)
+            if row is None:
+                self.debs[owner] = f"dpkg lists files of {owner} but has no such package installed"
+            else:
+                try:
+                    self.debs[owner] = fetch(*row, self.codename, native=self.native or "amd64")
+                except ArchiveUnavailable as e:
+                    self.debs[owner] = f"{row[0]} {row[1]} was not checked against the archive: {e}"
+        return self.debs[owner]
+
+
+def settle_debian(entries: list[Tampering], box: Environment, groups: dict[str, list[str]],
+                  kinds: dict[str, int], *, fetch: Callable[..., Deb] = published_deb
+                  ) -> tuple[list[Tampering], list[DebianPackage]]:
+    """(the entries that stay, the Debian packages that settled the others). `groups`: every
+    changed path by the kind of entry it made (findings.changed_groups), `kinds` the listing's
+    (2: removed). Costs nothing unless an entry is of a settled kind."""
+    wanted: list[tuple[Tampering, list[str]]] = []
+    for e in entries:
+        if e["kind"] in TOOL_KINDS and isinstance(e.get("after"), dict):
+            after = e["after"]  # type: ignore[typeddict-item]
+            wanted.append((e, list(dict.fromkeys(p for p in (after.get("path"), after.get("real")) if p))))
+        elif e["kind"] in PATH_KINDS and groups.get(e["kind"]) \
+                and (e.get("paths") or []) == groups[e["kind"]][:MAX_ENTRY_PATHS]:
+            wanted.append((e, groups[e["kind"]]))
+    if not wanted:
+        return entries, []
+    packages = _Packages(box)
+    # a path no installed package owns: Debian does not explain the entry, and it is left as it was
+    # (a pip-installed pytest's entry keeps what runner/package_updates.py said of it)
+    if packages.problem is None:
+        wanted = [(e, paths) for e, paths in wanted if any(packages.owner(p) for p in paths)]
+    if not wanted:
+        return entries, []
+    verdicts: dict[int, str | None] = {}
+    rows: dict[str, DebianPackage] = {}
+    if packages.problem:
+        verdicts = {id(e): packages.problem for e, _ in wanted}
+    else:
+        paths = sorted({p for _, ps in wanted for p in ps})
+        expected, why = _expected(paths, kinds, packages, fetch)
+        found, trees = _read(box, {p: expected[p] for p in paths if p in expected})
+        for e, ps in wanted:
+            problems = [why[p] for p in ps if p in why]
+            problems += [_differs(p, expected[p], found.get(p)) for p in ps if p in expected]
+            problems += _incomplete({expected[p][0].sha256: expected[p][0] for p in ps if p in expected}, trees)
+            problems = [x for x in problems if x]
+            verdicts[id(e)] = (f"{problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
+                               if problems else None)
+            if not problems:
+                for p in ps:
+                    deb = expected[p][0]
+                    row = rows.setdefault(deb.sha256, {
+                        "package": deb.package, "version": deb.version, "architecture": deb.architecture,
+                        "deb": deb.filename, "deb_sha256": deb.sha256, "suite": deb.suite, "settles": [],
+                        "by_command": None})
+                    if e["detail"] not in row["settles"]:
+                        row["settles"].append(e["detail"])
+                    by = e.get("by_command")
+                    if by and (row["by_command"] is None or (by.get("package_install")
+                                                             and not row["by_command"].get("package_install"))):
+                        row["by_command"] = by
+    kept = []
+    for e in entries:
+        if id(e) not in verdicts:
+            kept.append(e)
+        elif verdicts[id(e)]:
+            earlier = e.get("published_check")
+            e["published_check"] = ((earlier + "; " if earlier else "") + "Debian: " + verdicts[id(e)])[:900]
+            kept.append(e)
+    return kept, list(rows.values())
+
+
+def _expected(paths: list[str], kinds: dict[str, int], packages: _Packages, fetch: Callable[..., Deb]
+              ) -> tuple[dict[str, tuple[Deb, str]], dict[str, str]]:
+    """For each path, (the package file that installs it, what it installs there), or why none."""
+    expected: dict[str, tuple[Deb, str]] = {}
+    why: dict[str, str] = {}
+    for p in paths:
+        if kinds.get(p) == 2:
+            why[p] = f"{p} was removed"
+            continue
+        owner = packages.owner(p)
+        if owner is None:
+            why[p] = f"{p} belongs to no installed package"
+            continue
+        deb = packages.deb(owner, fetch)
+        if isinstance(deb, str):
+            why[p] = deb
+            continue
+        m = _MERGED.match(p)
+        want = deb.files.get(p) or (deb.files.get(m[1]) if m else None)
+        if want is None:
+            why[p] = f"{p} is not in {deb.filename}"
+            continue
+        expected[p] = (deb, want)
+    return expected, why
+
+
+def _read(box: Environment, expected: dict[str, tuple[Deb, str]]
+          ) -> tuple[dict[str, str | None], dict[str, dict[str, str]]]:
+    """What is at each path, read from outside (a folder with many of them whole, bounded by what
+    the packages put there), and the folders read whole."""
+    by_folder: dict[str, list[str]] = {}
+    for p in expected:
+        parts = PurePosixPath(p).parts
+        by_folder.setdefault("/".join(parts[:4])[1:] if len(parts) > 4 else p, []).append(p)
+    found: dict[str, str | None] = {}
+    trees: dict[str, dict[str, str]] = {}
+    for folder, paths in by_folder.items():
+        tree = None
+        if len(paths) > READ_ONE_BY_ONE:
+            debs = {d.sha256: d for d, _ in (expected[p] for p in paths)}
+            limit = sum(n for d in debs.values() for q, n in d.sizes.items() if q.startswith(folder + "/")) + TREE_SLACK
+            try:
+                tree = box.read_tree(folder, limit=limit)
+            except SandboxError:
+                tree = None  # more there than the packages put: read what is asked one by one
+            if tree is not None:
+                trees[folder] = tree
+        for p in paths:
+            if tree is not None:
+                found[p] = tree.get(p)
+                continue
+            try:
+                one = box.read_tree(p, limit=max(expected[p][0].sizes.get(p, 0), 0) + 2**20)
+            except SandboxError as e:
+                found[p] = f"unread:{e}"
+                continue
+            found[p] = (one or {}).get(p)
+    return found, trees
+
+
+def _incomplete(debs: dict[str, Deb], trees: dict[str, dict[str, str]]) -> list[str]:
+    """What a package put in a folder read whole that is not there as it put it: an install the
+    agent phase then thinned (a module of the standard library removed) is not the package's."""
+    out = []
+    for deb in sorted(debs.values(), key=lambda d: d.filename):
+        for folder, tree in trees.items():
+            for q, want in deb.files.items():
+                if q.startswith(folder + "/") and tree.get(q) != want:
+                    out.append(f"{q} of {deb.filename} is " + ("missing" if q not in tree else "not the package's"))
+    return out
+
+
+def _differs(path: str, expected: tuple[Deb, str], have: str | None) -> str | None:
+    deb, want = expected
+    if have == want:
+        return None
+    if have is None:
+        return f"{path} could not be read from outside the environment"
+    if have.startswith("unread:"):
+        return have[7:]
+    return (f"{path} is a link to {have[5:]}, not {deb.filename}'s" if have.startswith("link:")
+            else f"{path} differs from {deb.filename}'s")[:300]

@@ -1,0 +1,266 @@
+"""Files an apt install wrote over what the verifier runs are settled only when they are, path for
+path, what the archive's signed package installs (runner/debian_updates.py, runner/debian_archive.py).
+
+The archive here is a loopback one built with Debian's own tools: `dpkg-deb` makes the package,
+`gpg` signs the release with a key made for the test, and `gpgv` checks it, as apt does."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import http.server
+import lzma
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+
+from tbscale.runner import debian_archive
+from tbscale.runner.debian_archive import ArchiveUnavailable, published_deb
+from tbscale.runner.debian_updates import settle_debian
+from tbscale_testing.folder_box import FolderBox
+
+pytestmark = pytest.mark.skipif(not all(shutil.which(t) for t in ("dpkg-deb", "gpg", "gpgv")),
+                                reason="needs dpkg-deb, gpg and gpgv (Debian's dpkg and gnupg)")
+
+STDLIB = "/usr/lib/python3.99"
+MODULES = {f"{STDLIB}/json/__init__.py": b"from .decoder import loads\n", f"{STDLIB}/json/decoder.py": b"def loads(s):\n    return s\n",
+           f"{STDLIB}/os.py": b"sep = '/'\n", "/etc/python3.99/sitecustomize.py": b"# Debian's empty hook\n",
+           "/usr/bin/python3.99": b"\x7fELF interpreter\n"}
+for i in range(12):  # a folder with more paths than are read one by one
+    MODULES[f"{STDLIB}/mod{i}.py"] = f"X = {i}\n".encode()
+LINKS = {f"{STDLIB}/sitecustomize.py": "/etc/python3.99/sitecustomize.py", "/usr/bin/python3": "python3.99"}
+PACKAGE, VERSION = "libpython3.99-stdlib", "3.99.1-1+deb99u1"
+
+
+def _run(*args: str, env: dict | None = None, cwd: Path | None = None) -> None:
+    subprocess.run(args, check=True, capture_output=True, env=env, cwd=cwd)
+
+
+class Archive:
+    """`/debian` (suite `zed`) and `/debian-security` (`zed-security`) on a loopback server; the
+    package is in the security suite only, as a point update is."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir(parents=True)
+        # gpg-agent's socket is made in its home: a short path (a socket's path is at most 107 bytes)
+        self.gnupg = Path(tempfile.mkdtemp(prefix="tbscale-gpg-"))
+        self.env = {**os.environ, "GNUPGHOME": str(self.gnupg)}
+        _run("gpg", "--batch", "--passphrase", "", "--quick-gen-key", "archive <archive@example.invalid>", "ed25519",
+             "sign", "never", env=self.env)
+        self.keyring = root / "archive.gpg"
+        self.keyring.write_bytes(subprocess.run(["gpg", "--export"], check=True, capture_output=True, env=self.env).stdout)
+        stage = root / "stage"
+        for path, data in MODULES.items():
+            (stage / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+            (stage / path.lstrip("/")).write_bytes(data)
+        for path, target in LINKS.items():
+            (stage / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+            (stage / path.lstrip("/")).symlink_to(target)
+        (stage / "DEBIAN").mkdir()
+        (stage / "DEBIAN" / "control").write_text(f"Package: {PACKAGE}\nVersion: {VERSION}\nArchitecture: amd64\n"
+                                                  "Maintainer: t <t@example.invalid>\nDescription: test\n")
+        self.pool = f"pool/updates/main/p/python3.99/{PACKAGE}_{VERSION}_amd64.deb"
+        deb = root / "debian-security" / self.pool
+        deb.parent.mkdir(parents=True)
+        _run("dpkg-deb", "--root-owner-group", "-Zxz", "--build", str(stage), str(deb))
+        self.publish("debian", "zed", "")
+        self.publish("debian-security", "zed-security", self._stanza(deb))
+        self.requests: list[str] = []
+        archive = self
+
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                archive.requests.append(self.path)
+                super().do_GET()
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def _stanza(self, deb: Path) -> str:
+        data = deb.read_bytes()
+        return (f"Package: {PACKAGE}\nVersion: {VERSION}\nArchitecture: amd64\nFilename: {self.pool}\n"
+                f"Size: {len(data)}\nSHA256: {hashlib.sha256(data).hexdigest()}\n\n")
+
+    def publish(self, base: str, suite: str, packages: str) -> None:
+        """The suite's Packages.xz and its InRelease, signed with the archive's key."""
+        dists = self.root / base / "dists" / suite
+        index = dists / "main" / "binary-amd64" / "Packages.xz"
+        index.parent.mkdir(parents=True, exist_ok=True)
+        index.write_bytes(lzma.compress(packages.encode()))
+        body = index.read_bytes()
+        (dists / "Release").write_text(f"Suite: {suite}\nComponents: main\nArchitectures: amd64\nSHA256:\n"
+                                       f" {hashlib.sha256(body).hexdigest()} {len(body)} main/binary-amd64/Packages.xz\n")
+        _run("gpg", "--batch", "--yes", "--clearsign", "-o", str(dists / "InRelease"), str(dists / "Release"),
+             env=self.env)
+
+
+@pytest.fixture
+def archive(tmp_path, monkeypatch):
+    a = Archive(tmp_path / "archive")
+    monkeypatch.setenv("TBSCALE_DEBIAN_MIRROR", a.url + "/debian")
+    monkeypatch.setenv("TBSCALE_DEBIAN_SECURITY_MIRROR", a.url + "/debian-security")
+    monkeypatch.setenv("TBSCALE_APT_KEYRINGS", str(a.keyring))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(debian_archive, "_releases", {})
+    yield a
+    a.server.shutdown()
+    subprocess.run(["gpgconf", "--kill", "gpg-agent"], env=a.env, capture_output=True)
+    shutil.rmtree(a.gnupg, ignore_errors=True)
+
+
+def test_a_package_is_read_from_the_signed_archive_once(archive):
+    deb = published_deb(PACKAGE, VERSION, "amd64", "zed", native="amd64")
+    assert (deb.suite, deb.filename) == ("zed-security", archive.pool)
+    assert deb.files[f"{STDLIB}/os.py"] == "file:" + hashlib.sha256(MODULES[f"{STDLIB}/os.py"]).hexdigest()
+    assert deb.files[f"{STDLIB}/sitecustomize.py"] == "link:/etc/python3.99/sitecustomize.py"
+    assert deb.sizes[f"{STDLIB}/json/decoder.py"] == len(MODULES[f"{STDLIB}/json/decoder.py"])
+    fetched = [r for r in archive.requests if r.endswith(".deb")]
+    published_deb(PACKAGE, VERSION, "amd64", "zed", native="amd64")
+    assert [r for r in archive.requests if r.endswith(".deb")] == fetched == ["/debian-security/" + archive.pool]
+    with pytest.raises(ArchiveUnavailable, match="in no index of zed"):
+        published_deb(PACKAGE, "3.99.0-1", "amd64", "zed", native="amd64")
+
+
+def test_what_the_signature_does_not_cover_is_refused(archive, tmp_path, monkeypatch):
+    other = tmp_path / "other.gpg"  # a keyring without the archive's key
+    env = {**archive.env, "GNUPGHOME": tempfile.mkdtemp(prefix="tbscale-gpg-")}
+    _run("gpg", "--batch", "--passphrase", "", "--quick-gen-key", "other <o@example.invalid>", "ed25519", "sign", "never", env=env)
+    other.write_bytes(subprocess.run(["gpg", "--export"], check=True, capture_output=True, env=env).stdout)
+    monkeypatch.setenv("TBSCALE_APT_KEYRINGS", str(other))
+    with pytest.raises(ArchiveUnavailable, match="is not signed by a key of"):
+        published_deb(PACKAGE, VERSION, "amd64", "zed", native="amd64")
+    subprocess.run(["gpgconf", "--kill", "gpg-agent"], env=env, capture_output=True)
+    shutil.rmtree(env["GNUPGHOME"], ignore_errors=True)
+    monkeypatch.setenv("TBSCALE_APT_KEYRINGS", str(archive.keyring))
+    # the index changed after the release was signed
+    index = archive.root / "debian-security/dists/zed-security/main/binary-amd64/Packages.xz"
+    signed = index.read_bytes()
+    index.write_bytes(lzma.compress(b"Package: other\n"))
+    with pytest.raises(ArchiveUnavailable, match="not the index its signed release names"):
+        published_deb(PACKAGE, VERSION, "amd64", "zed", native="amd64")
+    # the package file changed after the index was signed
+    index.write_bytes(signed)
+    deb = archive.root / "debian-security" / archive.pool
+    deb.write_bytes(deb.read_bytes() + b"x")
+    with pytest.raises(ArchiveUnavailable, match="sha256 is not the one the signed index gives"):
+        published_deb(PACKAGE, VERSION, "amd64", "zed", native="amd64")
+
+
+class DebianBox(FolderBox):
+    """A Debian image's files, in a local folder."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.write("/usr/lib/os-release", "PRETTY_NAME=\"Debian\"\nID=debian\nVERSION_CODENAME=zed\n")
+        self._p("/etc").mkdir(parents=True, exist_ok=True)
+        self._p("/etc/os-release").symlink_to("../usr/lib/os-release")  # as Debian's images have it
+        self.write("/var/lib/dpkg/status", "Package: dpkg\nStatus: install ok installed\nArchitecture: amd64\n"
+                   "Version: 1.22\n\n" f"Package: {PACKAGE}\nStatus: install ok installed\nArchitecture: amd64\n"
+                   f"Version: {VERSION}\n")
+
+    def install(self) -> None:
+        for path, data in MODULES.items():
+            self.write(path, data)
+        for path, target in LINKS.items():
+            self._p(path).symlink_to(target)
+        self.write(f"/var/lib/dpkg/info/{PACKAGE}:amd64.list", "\n".join([*MODULES, *LINKS]) + "\n")
+
+
+BY = {"turn": 2, "command": "apt-get install -y python3.99", "package_install": True}
+
+
+def _entries() -> tuple[list[dict], dict[str, list[str]]]:
+    library = sorted(p for p in MODULES if p.startswith(STDLIB))
+    hooks = [f"{STDLIB}/sitecustomize.py", "/etc/python3.99/sitecustomize.py"]
+    entries = [
+        {"kind": "toolchain_added", "source": "environment", "detail": "`python3` now resolves to /usr/bin/python3",
+         "tool": "python3", "after": {"path": "/usr/bin/python3", "real": "/usr/bin/python3.99", "sha256": "ab"},
+         "by_command": BY},
+        {"kind": "python_library_changed", "source": "environment", "detail": "the interpreter's standard library "
+         "changed", "paths": library[:20], "by_command": BY},
+        {"kind": "startup_hook_planted", "source": "environment", "detail": "a file every interpreter start loads",
+         "paths": hooks, "by_command": BY},
+        {"kind": "tests_written", "source": "environment", "detail": "the agent phase wrote under /tests"}]
+    return entries, {"python_library_changed": library, "startup_hook_planted": hooks}
+
+
+def test_an_apt_install_is_settled_as_the_archives_package(archive, tmp_path):
+    box = DebianBox(tmp_path / "box")
+    box.install()
+    entries, groups = _entries()
+    kept, debs = settle_debian(entries, box, groups, {})
+    assert [e["kind"] for e in kept] == ["tests_written"], kept
+    [row] = debs
+    assert (row["package"], row["version"], row["suite"], row["deb"]) == (PACKAGE, VERSION, "zed-security", archive.pool)
+    assert row["deb_sha256"] == hashlib.sha256((archive.root / "debian-security" / archive.pool).read_bytes()).hexdigest()
+    assert len(row["settles"]) == 3 and row["by_command"] == BY
+
+
+@pytest.mark.parametrize("change, kind, why", [
+    (lambda b: b.write(f"{STDLIB}/json/decoder.py", "def loads(s):\n    return {}\n"), "python_library_changed",
+     f"{STDLIB}/json/decoder.py differs from pool/updates/main/p/python3.99/{PACKAGE}_"),
+    (lambda b: b.write("/etc/python3.99/sitecustomize.py", "import os; os._exit(0)\n"), "startup_hook_planted",
+     "/etc/python3.99/sitecustomize.py differs from"),
+    (lambda b: (b._p(f"{STDLIB}/sitecustomize.py").unlink(), b._p(f"{STDLIB}/sitecustomize.py").symlink_to("/tmp/x.py")),
+     "startup_hook_planted", "is a link to /tmp/x.py"),
+    (lambda b: b.write("/usr/bin/python3.99", "#!/bin/sh\nexit 0\n"), "toolchain_added", "/usr/bin/python3.99 differs"),
+])
+def test_a_file_the_agent_changed_after_the_install_keeps_its_entry(archive, tmp_path, change, kind, why):
+    box = DebianBox(tmp_path / "box")
+    box.install()
+    change(box)
+    entries, groups = _entries()
+    kept, debs = settle_debian(entries, box, groups, {})
+    found = [e for e in kept if e["kind"] == kind]
+    assert found and why in found[0]["published_check"], kept
+    assert found[0]["published_check"].startswith("Debian: ")
+
+
+def test_a_path_no_package_owns_or_removed_settles_nothing(archive, tmp_path):
+    box = DebianBox(tmp_path / "box")
+    box.install()
+    box.write(f"{STDLIB}/zz_planted.py", "import os\n")
+    entries, groups = _entries()
+    groups["python_library_changed"] = sorted([*groups["python_library_changed"], f"{STDLIB}/zz_planted.py"])
+    entries[1]["paths"] = groups["python_library_changed"][:20]
+    kept, _ = settle_debian(entries, box, groups, {})
+    [library] = [e for e in kept if e["kind"] == "python_library_changed"]
+    assert library["published_check"] == f"Debian: {STDLIB}/zz_planted.py belongs to no installed package", library
+    # removed, as the listing from outside tells it
+    entries, groups = _entries()
+    kept, _ = settle_debian(entries, box, groups, {f"{STDLIB}/os.py": 2})
+    [library] = [e for e in kept if e["kind"] == "python_library_changed"]
+    assert library["published_check"].startswith(f"Debian: {STDLIB}/os.py was removed"), library
+    # removed, which the listing inside does not tell: the package's files in the folder read are all there
+    box._p(f"{STDLIB}/mod3.py").unlink()
+    entries, groups = _entries()
+    groups["python_library_changed"].remove(f"{STDLIB}/mod3.py")
+    entries[1]["paths"] = groups["python_library_changed"][:20]
+    kept, _ = settle_debian(entries, box, groups, {})
+    [library] = [e for e in kept if e["kind"] == "python_library_changed"]
+    assert library["published_check"] == f"Debian: {STDLIB}/mod3.py of {archive.pool} is missing", library
+    # an entry whose paths no package owns (a pip install) is not Debian's to explain: left as it was
+    pip = {"kind": "toolchain_added", "source": "environment", "detail": "`pip`", "tool": "pip",
+           "after": {"path": "/usr/local/bin/pip", "real": "/usr/local/bin/pip"}}
+    kept, debs = settle_debian([pip], box, {}, {})
+    assert kept == [pip] and "published_check" not in pip and debs == []
+
+
+def test_an_image_that_is_not_debian_keeps_its_entries(archive, tmp_path):
+    box = DebianBox(tmp_path / "box")
+    box.install()
+    box.write("/usr/lib/os-release", "ID=alpine\n")
+    entries, groups = _entries()
+    kept, debs = settle_debian(entries, box, groups, {})
+    assert len(kept) == 4 and debs == []
+    assert all("not a Debian release" in e["published_check"] for e in kept[:3]), kept
