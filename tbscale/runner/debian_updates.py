@@ -49,7 +49,8 @@ class _Packages:
 
     def __init__(self, box: Environment):
         self.box = box
-        self.problem: str | None = None
+        self.problem: str | None = None  # dpkg's files could not be read
+        self.unsupported: str | None = None  # they were, but the release's archive is not checked
         self.codename = ""
         self.native = ""
         self.installed: dict[str, tuple[str, str, str]] = {}  # `name` and `name:arch` -> (name, version, arch)
@@ -66,14 +67,14 @@ class _Packages:
         except SandboxError as e:
             self.problem = str(e)
             return
-        fields = dict(re.findall(r'^([A-Z_]+)="?([^"\n]*)"?$', (release or b"").decode("utf-8", "replace"), re.M))
-        if fields.get("ID") != "debian" or not fields.get("VERSION_CODENAME"):
-            self.problem = "the environment is not a Debian release with a codename (/etc/os-release)"
-            return
-        self.codename = fields["VERSION_CODENAME"]
         if status is None:
-            self.problem = "the environment has no dpkg status file"
-            return
+            return  # no dpkg here (Alpine, a distroless image): no package owns anything
+        fields = dict(re.findall(r'^([A-Z_]+)="?([^"\n]*)"?$', (release or b"").decode("utf-8", "replace"), re.M))
+        if fields.get("ID") == "debian" and fields.get("VERSION_CODENAME"):
+            self.codename = fields["VERSION_CODENAME"]
+        else:  # Ubuntu's packages are dpkg's too: their entries say why they stay
+            self.unsupported = (f"the environment is {fields.get('ID') or 'an unnamed release'}, not a Debian "
+                                "release with a codename (/etc/os-release): its packages are not checked")
         for stanza in status.decode("utf-8", "replace").split("\n\n"):
             f = dict(re.findall(r"^([A-Za-z-]+):[ \t]*(.*)$", stanza, re.M))
             if f.get("Status", "").endswith(" installed") and f.get("Package") and f.get("Version"):
@@ -138,8 +139,8 @@ def settle_debian(entries: list[Tampering], box: Environment, groups: dict[str, 
         return entries, []
     verdicts: dict[int, str | None] = {}
     rows: dict[str, DebianPackage] = {}
-    if packages.problem:
-        verdicts = {id(e): packages.problem for e, _ in wanted}
+    if packages.problem or packages.unsupported:
+        verdicts = {id(e): packages.problem or packages.unsupported for e, _ in wanted}
     else:
         paths = sorted({p for _, ps in wanted for p in ps})
         expected, why = _expected(paths, kinds, packages, fetch)
