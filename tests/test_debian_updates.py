@@ -198,7 +198,7 @@ def test_an_apt_install_is_settled_as_the_archives_package(archive, tmp_path):
     box = DebianBox(tmp_path / "box")
     box.install()
     entries, groups = _entries()
-    kept, debs = settle_debian(entries, box, groups, {})
+    kept, debs = settle_debian(entries, box, lambda: groups, {})
     assert [e["kind"] for e in kept] == ["tests_written"], kept
     [row] = debs
     assert (row["package"], row["version"], row["suite"], row["deb"]) == (PACKAGE, VERSION, "zed-security", archive.pool)
@@ -220,7 +220,7 @@ def test_a_file_the_agent_changed_after_the_install_keeps_its_entry(archive, tmp
     box.install()
     change(box)
     entries, groups = _entries()
-    kept, debs = settle_debian(entries, box, groups, {})
+    kept, debs = settle_debian(entries, box, lambda: groups, {})
     found = [e for e in kept if e["kind"] == kind]
     assert found and why in found[0]["published_check"], kept
     assert found[0]["published_check"].startswith("Debian: ")
@@ -233,12 +233,12 @@ def test_a_path_no_package_owns_or_removed_settles_nothing(archive, tmp_path):
     entries, groups = _entries()
     groups["python_library_changed"] = sorted([*groups["python_library_changed"], f"{STDLIB}/zz_planted.py"])
     entries[1]["paths"] = groups["python_library_changed"][:20]
-    kept, _ = settle_debian(entries, box, groups, {})
+    kept, _ = settle_debian(entries, box, lambda: groups, {})
     [library] = [e for e in kept if e["kind"] == "python_library_changed"]
     assert library["published_check"] == f"Debian: {STDLIB}/zz_planted.py belongs to no installed package", library
     # removed, as the listing from outside tells it
     entries, groups = _entries()
-    kept, _ = settle_debian(entries, box, groups, {f"{STDLIB}/os.py": 2})
+    kept, _ = settle_debian(entries, box, lambda: groups, {f"{STDLIB}/os.py": 2})
     [library] = [e for e in kept if e["kind"] == "python_library_changed"]
     assert library["published_check"].startswith(f"Debian: {STDLIB}/os.py was removed"), library
     # removed, which the listing inside does not tell: the package's files in the folder read are all there
@@ -246,13 +246,13 @@ def test_a_path_no_package_owns_or_removed_settles_nothing(archive, tmp_path):
     entries, groups = _entries()
     groups["python_library_changed"].remove(f"{STDLIB}/mod3.py")
     entries[1]["paths"] = groups["python_library_changed"][:20]
-    kept, _ = settle_debian(entries, box, groups, {})
+    kept, _ = settle_debian(entries, box, lambda: groups, {})
     [library] = [e for e in kept if e["kind"] == "python_library_changed"]
     assert library["published_check"] == f"Debian: {STDLIB}/mod3.py of {archive.pool} is missing", library
     # an entry whose paths no package owns (a pip install) is not Debian's to explain: left as it was
     pip = {"kind": "toolchain_added", "source": "environment", "detail": "`pip`", "tool": "pip",
            "after": {"path": "/usr/local/bin/pip", "real": "/usr/local/bin/pip"}}
-    kept, debs = settle_debian([pip], box, {}, {})
+    kept, debs = settle_debian([pip], box, lambda: {}, {})
     assert kept == [pip] and "published_check" not in pip and debs == []
 
 
@@ -261,11 +261,11 @@ def test_an_image_that_is_not_debian_keeps_its_entries(archive, tmp_path):
     box.install()
     box.write("/usr/lib/os-release", "ID=alpine\n")
     entries, groups = _entries()
-    kept, debs = settle_debian(entries, box, groups, {})
+    kept, debs = settle_debian(entries, box, lambda: groups, {})
     assert len(kept) == 4 and debs == []
     assert all("the environment is alpine, not a Debian release" in e["published_check"] for e in kept[:3]), kept
     # without dpkg, nothing is a package's: the entries are left as they were
     box._p("/var/lib/dpkg/status").unlink()
     entries, groups = _entries()
-    kept, debs = settle_debian(entries, box, groups, {})
+    kept, debs = settle_debian(entries, box, lambda: groups, {})
     assert kept == entries and not any("published_check" in e for e in kept) and debs == []

@@ -96,10 +96,7 @@ def tree_from_tar(data: bytes | IO[bytes], path: str) -> dict[str, str]:
         for member in tar:
             name = f"{parent}/{member.name.strip('/')}"
             if member.isfile():
-                digest, f = hashlib.sha256(), tar.extractfile(member)
-                for chunk in iter(lambda: f.read(2**20), b""):
-                    digest.update(chunk)
-                out[name] = "file:" + digest.hexdigest()
+                out[name] = "file:" + hashlib.file_digest(tar.extractfile(member), "sha256").hexdigest()
             elif member.islnk():
                 out[name] = out.get(f"{parent}/{member.linkname.strip('/')}", "other")
             else:

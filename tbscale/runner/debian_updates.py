@@ -24,6 +24,7 @@ and go to the sweep's `debian_packages`, each with the package, its `.deb` and i
 
 from __future__ import annotations
 
+import functools
 import re
 import tempfile
 from collections.abc import Callable
@@ -32,6 +33,8 @@ from pathlib import Path, PurePosixPath
 from tbscale.environments.base import Environment
 from tbscale.errors import SandboxError
 from tbscale.runner.debian_archive import ArchiveUnavailable, Deb, published_deb
+from tbscale.runner.findings import ENTRY_PATHS
+from tbscale.runner.package_updates import install_command
 from tbscale.types.guard import DebianPackage, Tampering
 
 TOOL_KINDS = ("toolchain_added", "toolchain_replaced")
@@ -40,7 +43,6 @@ STATUS_LIMIT = 64 * 2**20
 INFO_LIMIT = 256 * 2**20  # dpkg's lists and scripts of every installed package
 READ_ONE_BY_ONE = 8  # a folder with more changed paths than this is read whole
 TREE_SLACK = 64 * 2**20
-MAX_ENTRY_PATHS = 20  # findings entries name this many paths at most
 _MERGED = re.compile(r"^/usr(/(bin|sbin|lib[^/]*)/.*)$")  # usrmerge: /usr/lib/x is also /lib/x
 
 
@@ -114,20 +116,22 @@ class _Packages:
         return self.debs[owner]
 
 
-def settle_debian(entries: list[Tampering], box: Environment, groups: dict[str, list[str]],
+def settle_debian(entries: list[Tampering], box: Environment, groups: Callable[[], dict[str, list[str]]],
                   kinds: dict[str, int], *, fetch: Callable[..., Deb] = published_deb
                   ) -> tuple[list[Tampering], list[DebianPackage]]:
     """(the entries that stay, the Debian packages that settled the others). `groups`: every
-    changed path by the kind of entry it made (findings.changed_groups), `kinds` the listing's
-    (2: removed). Costs nothing unless an entry is of a settled kind."""
+    changed path by the kind of entry it made (findings.changed_groups, called only when an entry
+    of those kinds is there, once), `kinds` the listing's (2: removed). Costs nothing unless an
+    entry is of a settled kind."""
+    groups = functools.cache(groups)
     wanted: list[tuple[Tampering, list[str]]] = []
     for e in entries:
         if e["kind"] in TOOL_KINDS and isinstance(e.get("after"), dict):
             after = e["after"]  # type: ignore[typeddict-item]
             wanted.append((e, list(dict.fromkeys(p for p in (after.get("path"), after.get("real")) if p))))
-        elif e["kind"] in PATH_KINDS and groups.get(e["kind"]) \
-                and (e.get("paths") or []) == groups[e["kind"]][:MAX_ENTRY_PATHS]:
-            wanted.append((e, groups[e["kind"]]))
+        elif e["kind"] in PATH_KINDS and groups().get(e["kind"]) \
+                and (e.get("paths") or []) == groups()[e["kind"]][:ENTRY_PATHS]:
+            wanted.append((e, groups()[e["kind"]]))
     if not wanted:
         return entries, []
     packages = _Packages(box)
@@ -144,10 +148,10 @@ def settle_debian(entries: list[Tampering], box: Environment, groups: dict[str, 
     else:
         paths = sorted({p for _, ps in wanted for p in ps})
         expected, why = _expected(paths, kinds, packages, fetch)
-        found, trees = _read(box, {p: expected[p] for p in paths if p in expected})
+        found, trees = _read(box, {p: expected[p] for p in paths if p in expected}, why)
         for e, ps in wanted:
             problems = [why[p] for p in ps if p in why]
-            problems += [_differs(p, expected[p], found.get(p)) for p in ps if p in expected]
+            problems += [_differs(p, expected[p], found.get(p)) for p in ps if p in expected and p not in why]
             problems += _incomplete({expected[p][0].sha256: expected[p][0] for p in ps if p in expected}, trees)
             problems = [x for x in problems if x]
             verdicts[id(e)] = (f"{problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
@@ -161,10 +165,7 @@ def settle_debian(entries: list[Tampering], box: Environment, groups: dict[str, 
                         "by_command": None})
                     if e["detail"] not in row["settles"]:
                         row["settles"].append(e["detail"])
-                    by = e.get("by_command")
-                    if by and (row["by_command"] is None or (by.get("package_install")
-                                                             and not row["by_command"].get("package_install"))):
-                        row["by_command"] = by
+                    row["by_command"] = install_command(row["by_command"], e.get("by_command"))
     kept = []
     for e in entries:
         if id(e) not in verdicts:
@@ -202,10 +203,11 @@ def _expected(paths: list[str], kinds: dict[str, int], packages: _Packages, fetc
     return expected, why
 
 
-def _read(box: Environment, expected: dict[str, tuple[Deb, str]]
+def _read(box: Environment, expected: dict[str, tuple[Deb, str]], why: dict[str, str]
           ) -> tuple[dict[str, str | None], dict[str, dict[str, str]]]:
     """What is at each path, read from outside (a folder with many of them whole, bounded by what
-    the packages put there), and the folders read whole."""
+    the packages put there), and the folders read whole; a path that could not be read goes to
+    `why`."""
     by_folder: dict[str, list[str]] = {}
     for p in expected:
         parts = PurePosixPath(p).parts
@@ -230,7 +232,7 @@ def _read(box: Environment, expected: dict[str, tuple[Deb, str]]
             try:
                 one = box.read_tree(p, limit=max(expected[p][0].sizes.get(p, 0), 0) + 2**20)
             except SandboxError as e:
-                found[p] = f"unread:{e}"
+                why[p] = str(e)
                 continue
             found[p] = (one or {}).get(p)
     return found, trees
@@ -254,7 +256,5 @@ def _differs(path: str, expected: tuple[Deb, str], have: str | None) -> str | No
         return None
     if have is None:
         return f"{path} could not be read from outside the environment"
-    if have.startswith("unread:"):
-        return have[7:]
     return (f"{path} is a link to {have[5:]}, not {deb.filename}'s" if have.startswith("link:")
             else f"{path} differs from {deb.filename}'s")[:300]

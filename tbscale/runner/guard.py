@@ -426,7 +426,7 @@ class VerifierGuard:
                                   after.get("changes"), home=after.get("home") or "/root")
         if updates:
             record["package_updates"] = updates
-        entries, debs = settle_debian(entries, self.box, changed_groups(before, after, self.verifier.tests_mount),
+        entries, debs = settle_debian(entries, self.box, lambda: changed_groups(before, after, self.verifier.tests_mount),
                                       after.get("changes") or {})
         if debs:
             record["debian_packages"] = debs

@@ -36,9 +36,9 @@ from typing import Callable
 
 from tbscale.environments.base import Environment
 from tbscale.errors import SandboxError
-from tbscale.runner.findings import TEST_RUNNER
+from tbscale.runner.findings import ENTRY_PATHS, TEST_RUNNER
 from tbscale.runner.pypi_releases import ReleaseUnavailable, Wheel, canonical, published_wheel
-from tbscale.types.guard import PackageUpdate, Tampering, ToolState
+from tbscale.types.guard import CommandAttribution, PackageUpdate, Tampering, ToolState
 
 SETTLED_KINDS = ("toolchain_replaced", "toolchain_added", "test_library_changed", "startup_hook_planted")
 # A program the verifier runs and the distribution it belongs to.
@@ -55,7 +55,6 @@ _INTERPRETERS = ("python3", "python")
 PROGRAM_LIMIT = 256 * 2**20  # uv's binary is some tens of MB; a launcher a few hundred bytes
 METADATA_LIMIT = 8 * 2**20
 LAUNCHER_MAX_CHARS = 16_384
-MAX_ENTRY_PATHS = 20  # findings.grouped entries name this many paths at most
 _FIXUP_NODES = (ast.Assign, ast.If, ast.Call, ast.Attribute, ast.Name, ast.Constant, ast.Subscript, ast.Slice,
                 ast.UnaryOp, ast.USub, ast.Load, ast.Store, ast.Expr)
 
@@ -196,11 +195,16 @@ def settle(entries: list[Tampering], box: Environment, tools_before: dict[str, T
                 "wheel_sha256": release.wheel.sha256, "site": release.site, "settles": [], "by_command": None})
             if e["detail"] not in row["settles"]:
                 row["settles"].append(e["detail"])
-            by = e.get("by_command")
-            # the install, rather than a later command that merely names the program
-            if by and (row["by_command"] is None or (by.get("package_install") and not row["by_command"].get("package_install"))):
-                row["by_command"] = by
+            row["by_command"] = install_command(row["by_command"], e.get("by_command"))
     return kept, list(updates.values())
+
+
+def install_command(kept: CommandAttribution | None, other: CommandAttribution | None) -> CommandAttribution | None:
+    """The command a settled release names, of two entries' (`by_command`): the install, rather
+    than a later command that merely names the program."""
+    if other and (kept is None or (other.get("package_install") and not kept.get("package_install"))):
+        return other
+    return kept
 
 
 def _candidates(entries: list[Tampering], tools_before: dict[str, ToolState], tools_after: dict[str, ToolState],
@@ -257,7 +261,7 @@ def _candidates(entries: list[Tampering], tools_before: dict[str, ToolState], to
                 continue  # (npm's test library, a hook no install writes: nothing to settle)
             if e["kind"] == "test_library_changed":  # every changed path, not only those the entry names
                 paths |= {p for p in changes if TEST_RUNNER.search(p) and "/__pycache__/" not in p}
-            elif len(paths) >= MAX_ENTRY_PATHS:
+            elif len(paths) >= ENTRY_PATHS:
                 out.append(_Candidate(e, "", why="the entry names only the first of its paths"))
                 continue
             folders = {}
