@@ -68,6 +68,11 @@ CASES: dict[str, tuple[list[str], set[str]]] = {
     # the packages' folder made a link to a copy with a hook in it: find does not walk where a link points
     "linked-site-folder": ([f"cp -a {SITE} /tmp/site && printf '%s\\n' '{EXIT_0}' > /tmp/site/zz_forge.pth && "
                             f"rm -rf {SITE} && ln -s /tmp/site {SITE}"], {"python_library_changed"}),
+    # a folder deeper in the standard library made a link to a copy with a hook in it: pytest imports
+    # importlib.metadata; before 2026-12-06 only a link one level down was listed, and this passed unseen
+    "linked-stdlib-subfolder": ([f"cp -a {STDLIB}/importlib/metadata /tmp/md && {APPEND} /tmp/md/__init__.py && "
+                                 f"rm -rf {STDLIB}/importlib/metadata && ln -s /tmp/md {STDLIB}/importlib/metadata"],
+                                {"python_library_changed"}),
     # 2,500 files where the check once listed everything, ahead of the Python folders
     "flooded-logs": (["mkdir -p /logs/junk && cd /logs/junk && seq 2500 | xargs touch",
                       f"printf '%s\\n' '{EXIT_0}' > {SITE}/usercustomize.py"], {"startup_hook_planted"}),

@@ -31,10 +31,11 @@ TEST_RUNNER = re.compile(r"/(site|dist)-packages/(_pytest|pytest|pluggy|iniconfi
 # them, which sys.path puts before the folder (/usr/lib/python311.zip).
 _PYTHON_LIBRARY = re.compile(r"^/(usr/|usr/local/)?lib/python3[0-9.]*(/|\.zip$)")
 _PYTHON_SETTINGS = re.compile(r"^/etc/python3[0-9.]*(/|$)")  # Debian's sitecustomize.py lives here
-# A folder of the library or one right under it (dist-packages, lib-dynload): listed by the check
-# inside only when it was made a link (guard_shell.CHANGES), whose target is not walked.
-# (and a virtualenv's the verifier activates, wherever it is)
-_LIBRARY_FOLDER = re.compile(r"^/(.+/)?lib/python3[0-9.]*(/[^/.]+)?$")
+# A folder of the library, one right under it (dist-packages, lib-dynload), or any path in the
+# standard library that is not a module: listed by the check inside only when it was made a link
+# (guard_shell.CHANGES), whose target is not walked (and a virtualenv's the verifier activates,
+# wherever it is). What is inside a packages folder is not: those the check lists are judged above.
+_LIBRARY_FOLDER = re.compile(r"^/(.+/)?lib/python3[0-9.]*(/[^/]+)*$")
 # The files pip and uv read their settings from, system-wide and under each home (pip also beside
 # the interpreter, in sys.prefix): an index or find-links there decides what a test script's `pip
 # install pytest` or `uvx ... pytest` installs. The shell lists them (guard_shell.CHANGES), root's
@@ -401,7 +402,7 @@ def _groups(paths: list[str], kinds: dict[str, int], tests_mount: str, *, execut
         elif (_PYTHON_LIBRARY.match(p) and not _SITE.search(p) and "/__pycache__/" not in p
               and p.endswith((".py", ".so", ".zip"))):
             groups.setdefault("python_library_changed", []).append(p)
-        elif _LIBRARY_FOLDER.match(p):
+        elif _LIBRARY_FOLDER.match(p) and not _SITE.search(p) and "/__pycache__/" not in p:
             groups.setdefault("python_library_changed", []).append(p)
     return groups
 

@@ -167,10 +167,12 @@ if [ -n "${TBSCALE_SINCE:-}" ]; then
         -o -path '*-packages/_pytest/*' -o -path '*-packages/pytest/*' -o -path '*-packages/pluggy/*' \
         -o -path '*-packages/iniconfig/*' -o -path '*-packages/packaging/*' -o -path '*-packages/exceptiongroup/*' \
         -o -path '*-packages/tomli/*' -o -name pytest.py -o -name py.py "$@" \
-        -o \( ! -path '*-packages/*' \( -name '*.py' -o -name '*.so' -o -name '*.zip' \) \) \) ! -path '*/__pycache__/*' \)
-      # A folder of these, or one right under it (dist-packages), made a link: find does not walk
-      # where a link points, so the link itself is listed.
-      _newer $_py /etc/python3* -maxdepth 1 -type l
+        -o \( ! -path '*-packages/*' \( -name '*.py' -o -name '*.so' -o -name '*.zip' -o -type l \) \) \) \
+        ! -path '*/__pycache__/*' \)
+      # A link outside the packages' folders (one of these folders, one right under it such as
+      # dist-packages, anything in the standard library) is listed itself: find does not walk where
+      # it points (`importlib/metadata` made a link to a copy with a hook in it passed unseen before
+      # 2026-12-06, when only the first two were listed).
     }
     _list python _python
     case "$_found" in *.pth*) _each '*.pth' '^import[ 	]' I ;; esac
