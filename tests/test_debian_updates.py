@@ -269,3 +269,13 @@ def test_an_image_that_is_not_debian_keeps_its_entries(archive, tmp_path):
     entries, groups = _entries()
     kept, debs = settle_debian(entries, box, lambda: groups, {})
     assert kept == entries and not any("published_check" in e for e in kept) and debs == []
+
+
+def test_paths_no_package_puts_files_in_do_not_read_dpkgs_files(tmp_path):
+    box = DebianBox(tmp_path / "box")
+    reads = []
+    box.read_file = lambda path, limit=None: reads.append(path)  # type: ignore[method-assign]
+    pytest_entry = {"kind": "test_library_changed", "source": "environment", "detail": "the test runner's",
+                    "paths": ["/usr/local/lib/python3.11/dist-packages/_pytest/main.py"]}
+    kept, debs = settle_debian([pytest_entry], box, lambda: {"test_library_changed": pytest_entry["paths"]}, {})
+    assert kept == [pytest_entry] and debs == [] and reads == [] and "published_check" not in pytest_entry

@@ -43,6 +43,10 @@ STATUS_LIMIT = 64 * 2**20
 INFO_LIMIT = 256 * 2**20  # dpkg's lists and scripts of every installed package
 READ_ONE_BY_ONE = 8  # a folder with more changed paths than this is read whole
 TREE_SLACK = 64 * 2**20
+# Where no Debian package puts a file (Debian policy: /usr/local is the local administrator's, and
+# homes and /tmp are no package's): an entry whose paths are all here is not read for (a pip
+# install's launcher, a test library under /usr/local), which saves reading dpkg's files (~0.5 s)
+_NO_PACKAGE = re.compile(r"^/(usr/local|root|home|tmp)/")
 _MERGED = re.compile(r"^/usr(/(bin|sbin|lib[^/]*)/.*)$")  # usrmerge: /usr/lib/x is also /lib/x
 
 
@@ -132,6 +136,7 @@ def settle_debian(entries: list[Tampering], box: Environment, groups: Callable[[
         elif e["kind"] in PATH_KINDS and groups().get(e["kind"]) \
                 and (e.get("paths") or []) == groups()[e["kind"]][:ENTRY_PATHS]:
             wanted.append((e, groups()[e["kind"]]))
+    wanted = [(e, paths) for e, paths in wanted if not all(_NO_PACKAGE.match(p) for p in paths)]
     if not wanted:
         return entries, []
     packages = _Packages(box)
