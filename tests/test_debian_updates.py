@@ -279,3 +279,16 @@ def test_paths_no_package_puts_files_in_do_not_read_dpkgs_files(tmp_path):
                     "paths": ["/usr/local/lib/python3.11/dist-packages/_pytest/main.py"]}
     kept, debs = settle_debian([pytest_entry], box, lambda: {"test_library_changed": pytest_entry["paths"]}, {})
     assert kept == [pytest_entry] and debs == [] and reads == [] and "published_check" not in pytest_entry
+
+
+def test_a_folder_too_large_to_read_whole_settles_nothing_in_it(archive, tmp_path):
+    box = DebianBox(tmp_path / "box")
+    box.install()
+    box._p(f"{STDLIB}/mod3.py").unlink()  # a removal the listing inside does not tell
+    box.write(f"{STDLIB}/padding.bin", b"\0" * (65 * 2**20))  # past what the packages put there, and the slack
+    entries, groups = _entries()
+    groups["python_library_changed"].remove(f"{STDLIB}/mod3.py")
+    entries[1]["paths"] = groups["python_library_changed"][:20]
+    kept, _ = settle_debian(entries, box, lambda: groups, {})
+    [library] = [e for e in kept if e["kind"] == "python_library_changed"]
+    assert library["published_check"].startswith(f"Debian: {STDLIB} could not be read whole"), library

@@ -226,8 +226,12 @@ def _read(box: Environment, expected: dict[str, tuple[Deb, str]], why: dict[str,
             limit = sum(n for d in debs.values() for q, n in d.sizes.items() if q.startswith(folder + "/")) + TREE_SLACK
             try:
                 tree = box.read_tree(folder, limit=limit)
-            except SandboxError:
-                tree = None  # more there than the packages put: read what is asked one by one
+            except SandboxError as e:
+                # more there than the packages put: whether all they put is still there cannot be
+                # told (a module removed goes unlisted), so nothing in it settles
+                why.update({p: f"{folder} could not be read whole, so its packages' files were not all checked: {e}"
+                            for p in paths})
+                continue
             if tree is not None:
                 trees[folder] = tree
         for p in paths:
