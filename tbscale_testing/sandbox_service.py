@@ -125,7 +125,7 @@ class SandboxService:
 
     # ---- lifecycle --------------------------------------------------------------------------------
     def start(self) -> "SandboxService":
-        self._thread = threading.Thread(target=self.server.serve_forever, name="sandbox-service", daemon=True)
+        self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, name="sandbox-service", daemon=True)
         self._thread.start()
         return self
 

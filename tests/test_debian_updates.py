@@ -84,15 +84,16 @@ class Archive:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
         self.url = f"http://127.0.0.1:{self.server.server_port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
 
     def _stanza(self, deb: Path) -> str:
         data = deb.read_bytes()
         return (f"Package: {PACKAGE}\nVersion: {VERSION}\nArchitecture: amd64\nFilename: {self.pool}\n"
                 f"Size: {len(data)}\nSHA256: {hashlib.sha256(data).hexdigest()}\n\n")
 
-    def publish(self, base: str, suite: str, packages: str) -> None:
-        """The suite's Packages.xz and its InRelease, signed with the archive's key."""
+    def publish(self, base: str, suite: str, packages: str, env: dict | None = None) -> None:
+        """The suite's Packages.xz and its InRelease, signed with the archive's key (or the key of
+        the gpg home `env` names)."""
         dists = self.root / base / "dists" / suite
         index = dists / "main" / "binary-amd64" / "Packages.xz"
         index.parent.mkdir(parents=True, exist_ok=True)
@@ -101,7 +102,7 @@ class Archive:
         (dists / "Release").write_text(f"Suite: {suite}\nComponents: main\nArchitectures: amd64\nSHA256:\n"
                                        f" {hashlib.sha256(body).hexdigest()} {len(body)} main/binary-amd64/Packages.xz\n")
         _run("gpg", "--batch", "--yes", "--clearsign", "-o", str(dists / "InRelease"), str(dists / "Release"),
-             env=self.env)
+             env=env or self.env)
 
 
 @pytest.fixture
@@ -111,11 +112,80 @@ def archive(tmp_path, monkeypatch):
     monkeypatch.setenv("TBSCALE_DEBIAN_SECURITY_MIRROR", a.url + "/debian-security")
     monkeypatch.setenv("TBSCALE_APT_KEYRINGS", str(a.keyring))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setattr(debian_archive, "_releases", {})
+    # what this process remembers of an archive (its signed releases, the indexes it parsed)
+    for memo in ("_releases", "_parsed", "_ubuntu_rings"):
+        monkeypatch.setattr(debian_archive, memo, {})
     yield a
     a.server.shutdown()
     subprocess.run(["gpgconf", "--kill", "gpg-agent"], env=a.env, capture_output=True)
     shutil.rmtree(a.gnupg, ignore_errors=True)
+
+
+def _key(name: str) -> tuple[dict, bytes]:
+    """A gpg home with a signing key of its own, and the key exported (a keyring gpgv reads)."""
+    env = {**os.environ, "GNUPGHOME": tempfile.mkdtemp(prefix="tbscale-gpg-")}
+    _run("gpg", "--batch", "--passphrase", "", "--quick-gen-key", f"{name} <{name}@example.invalid>", "ed25519", "sign",
+         "never", env=env)
+    return env, subprocess.run(["gpg", "--export"], check=True, capture_output=True, env=env).stdout
+
+
+def _deb(stage: Path, control: str, out: Path, compression: str) -> str:
+    """`dpkg-deb --build` of `stage` into `out`; its stanza for a Packages index (Filename relative
+    to the archive's base, which is out's parent's `pool` folder's parent)."""
+    (stage / "DEBIAN").mkdir(parents=True, exist_ok=True)
+    (stage / "DEBIAN" / "control").write_text(control + "Maintainer: t <t@example.invalid>\nDescription: test\n")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _run("dpkg-deb", "--root-owner-group", f"-Z{compression}", "--build", str(stage), str(out))
+    data = out.read_bytes()
+    pool = str(out)[str(out).index("/pool/") + 1:]
+    return control + f"Filename: {pool}\nSize: {len(data)}\nSHA256: {hashlib.sha256(data).hexdigest()}\n\n"
+
+
+class UbuntuArchive:
+    """Beside the Debian archive: `/ubuntu` (suites `yak`, `yak-updates`, `yak-security`,
+    `yak-backports`) signed with a key of its own, the package in `yak-updates` with its data.tar
+    in zstd (as Ubuntu builds them); and Debian's `stable` suite, listing the `ubuntu-keyring`
+    package that holds that key."""
+
+    def __init__(self, debian: Archive, tmp: Path) -> None:
+        self.debian = debian
+        self.env, self.key = _key("ubuntu")
+        stage = tmp / "ubuntu-stage"
+        for path, data in MODULES.items():
+            (stage / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+            (stage / path.lstrip("/")).write_bytes(data)
+        for path, target in LINKS.items():
+            (stage / path.lstrip("/")).symlink_to(target)
+        self.version = "3.99.1-1ubuntu0.1"
+        self.pool = f"pool/main/p/python3.99/{PACKAGE}_{self.version}_amd64.deb"
+        stanza = _deb(stage, f"Package: {PACKAGE}\nVersion: {self.version}\nArchitecture: amd64\n",
+                      debian.root / "ubuntu" / self.pool, "zstd")
+        for suite in ("yak", "yak-security", "yak-backports"):
+            debian.publish("ubuntu", suite, "", env=self.env)
+        debian.publish("ubuntu", "yak-updates", stanza, env=self.env)
+        self.keyring_stage = tmp / "keyring-stage"
+        (self.keyring_stage / "usr/share/keyrings").mkdir(parents=True)
+        (self.keyring_stage / "usr/share/keyrings/ubuntu-archive-keyring.gpg").write_bytes(self.key)
+        self.publish_keyring()
+
+    def publish_keyring(self, tamper: bool = False) -> None:
+        deb = self.debian.root / "debian/pool/main/u/ubuntu-keyring/ubuntu-keyring_2099.1_all.deb"
+        stanza = _deb(self.keyring_stage, "Package: ubuntu-keyring\nVersion: 2099.1\nArchitecture: all\n", deb, "xz")
+        self.debian.publish("debian", "stable", stanza)
+        if tamper:  # the package file changed after the signed index named it
+            deb.write_bytes(deb.read_bytes() + b"x")
+
+
+@pytest.fixture
+def ubuntu(archive, tmp_path, monkeypatch):
+    u = UbuntuArchive(archive, tmp_path)
+    monkeypatch.setenv("TBSCALE_UBUNTU_MIRROR", archive.url + "/ubuntu")
+    monkeypatch.setenv("TBSCALE_UBUNTU_SECURITY_MIRROR", archive.url + "/ubuntu")
+    monkeypatch.delenv("TBSCALE_UBUNTU_KEYRINGS", raising=False)
+    monkeypatch.setattr(debian_archive, "UBUNTU_KEYRINGS", (str(tmp_path / "no-ubuntu-keyring-on-this-machine.gpg"),))
+    yield u
+    subprocess.run(["gpgconf", "--kill", "gpg-agent"], env=u.env, capture_output=True)
+    shutil.rmtree(u.env["GNUPGHOME"], ignore_errors=True)
 
 
 def test_a_package_is_read_from_the_signed_archive_once(archive):
@@ -263,7 +333,7 @@ def test_an_image_that_is_not_debian_keeps_its_entries(archive, tmp_path):
     entries, groups = _entries()
     kept, debs = settle_debian(entries, box, lambda: groups, {})
     assert len(kept) == 4 and debs == []
-    assert all("the environment is alpine, not a Debian release" in e["published_check"] for e in kept[:3]), kept
+    assert all("the environment is alpine, not a Debian or Ubuntu release" in e["published_check"] for e in kept[:3]), kept
     # without dpkg, nothing is a package's: the entries are left as they were
     box._p("/var/lib/dpkg/status").unlink()
     entries, groups = _entries()
@@ -292,3 +362,57 @@ def test_a_folder_too_large_to_read_whole_settles_nothing_in_it(archive, tmp_pat
     kept, _ = settle_debian(entries, box, lambda: groups, {})
     [library] = [e for e in kept if e["kind"] == "python_library_changed"]
     assert library["published_check"].startswith(f"Debian: {STDLIB} could not be read whole"), library
+
+
+class UbuntuBox(DebianBox):
+    """An Ubuntu image's files: Ubuntu's os-release and the package at Ubuntu's version."""
+
+    def __init__(self, root: Path, version: str) -> None:
+        super().__init__(root)
+        self.write("/usr/lib/os-release", "PRETTY_NAME=\"Ubuntu\"\nID=ubuntu\nID_LIKE=debian\nVERSION_CODENAME=yak\n")
+        self.write("/var/lib/dpkg/status", self._p("/var/lib/dpkg/status").read_text().replace(VERSION, version))
+
+
+def test_an_ubuntu_install_is_settled_with_the_keys_debian_publishes_for_ubuntu(ubuntu, tmp_path):
+    box = UbuntuBox(tmp_path / "box", ubuntu.version)
+    box.install()
+    entries, groups = _entries()
+    kept, debs = settle_debian(entries, box, lambda: groups, {})
+    assert [e["kind"] for e in kept] == ["tests_written"], kept
+    [row] = debs
+    assert (row["package"], row["version"], row["suite"], row["deb"]) == (PACKAGE, ubuntu.version, "yak-updates",
+                                                                          ubuntu.pool)
+    # Ubuntu's key came from Debian's signed archive: its stable suite, then the keyring's package
+    asked = ubuntu.debian.requests
+    assert "/debian/dists/stable/InRelease" in asked and any(r.endswith("ubuntu-keyring_2099.1_all.deb") for r in asked)
+    # a file the agent changed is told as Ubuntu's
+    box.write(f"{STDLIB}/json/decoder.py", "def loads(s):\n    return {}\n")
+    entries, groups = _entries()
+    kept, _ = settle_debian(entries, box, lambda: groups, {})
+    [library] = [e for e in kept if e["kind"] == "python_library_changed"]
+    assert library["published_check"].startswith(f"Ubuntu: {STDLIB}/json/decoder.py differs from {ubuntu.pool}")
+
+
+def test_ubuntus_releases_are_checked_only_against_the_key_debian_vouches_for(ubuntu, tmp_path, monkeypatch):
+    box = UbuntuBox(tmp_path / "box", ubuntu.version)
+    box.install()
+    # signed by Debian's key, which is not Ubuntu's
+    ubuntu.debian.publish("ubuntu", "yak-updates", _ubuntu_stanza(ubuntu))
+    entries, groups = _entries()
+    kept, debs = settle_debian(entries, box, lambda: groups, {})
+    assert debs == [] and len(kept) == 4
+    assert "yak-updates/InRelease is not signed by a key of" in kept[0]["published_check"], kept[0]
+    # the keyring's package is not the one Debian's signed index names: no Ubuntu key at all
+    for memo in ("_releases", "_parsed", "_ubuntu_rings"):
+        monkeypatch.setattr(debian_archive, memo, {})
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache2"))
+    ubuntu.publish_keyring(tamper=True)
+    entries, groups = _entries()
+    kept, debs = settle_debian(entries, box, lambda: groups, {})
+    assert debs == [] and "sha256 is not the one the signed index gives" in kept[0]["published_check"], kept[0]
+
+
+def _ubuntu_stanza(ubuntu: UbuntuArchive) -> str:
+    data = (ubuntu.debian.root / "ubuntu" / ubuntu.pool).read_bytes()
+    return (f"Package: {PACKAGE}\nVersion: {ubuntu.version}\nArchitecture: amd64\nFilename: {ubuntu.pool}\n"
+            f"Size: {len(data)}\nSHA256: {hashlib.sha256(data).hexdigest()}\n\n")

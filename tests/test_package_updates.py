@@ -104,7 +104,7 @@ class Index:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_port}/simple"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
 
     def add(self, name: str, version: str, files: dict[str, bytes], entry_points: str) -> None:
         self.wheels[f"{name.replace('-', '_')}-{version}-py3-none-any.whl"] = _wheel(name, version, files, entry_points)

@@ -1,5 +1,5 @@
-"""Files the verifier runs that the agent phase changed by installing Debian packages with apt:
-settled against the packages as the Debian archive publishes them, not counted as tampering.
+"""Files the verifier runs that the agent phase changed by installing Debian or Ubuntu packages
+with apt: settled against the packages as their archive publishes them, not counted as tampering.
 
 An honest agent runs `apt-get install -y python3` in an image without Python (to write a helper
 script), or `apt-get install -y python3-dev` (to build an extension). The first adds the `python3`
@@ -32,7 +32,7 @@ from pathlib import Path, PurePosixPath
 
 from tbscale.environments.base import Environment
 from tbscale.errors import SandboxError
-from tbscale.runner.debian_archive import ArchiveUnavailable, Deb, published_deb
+from tbscale.runner.debian_archive import DISTRIBUTIONS, ArchiveUnavailable, Deb, published_deb
 from tbscale.runner.findings import ENTRY_PATHS
 from tbscale.runner.package_updates import install_command
 from tbscale.types.guard import DebianPackage, Tampering
@@ -57,6 +57,7 @@ class _Packages:
         self.box = box
         self.problem: str | None = None  # dpkg's files could not be read
         self.unsupported: str | None = None  # they were, but the release's archive is not checked
+        self.distribution = ""
         self.codename = ""
         self.native = ""
         self.installed: dict[str, tuple[str, str, str]] = {}  # `name` and `name:arch` -> (name, version, arch)
@@ -76,11 +77,11 @@ class _Packages:
         if status is None:
             return  # no dpkg here (Alpine, a distroless image): no package owns anything
         fields = dict(re.findall(r'^([A-Z_]+)="?([^"\n]*)"?$', (release or b"").decode("utf-8", "replace"), re.M))
-        if fields.get("ID") == "debian" and fields.get("VERSION_CODENAME"):
-            self.codename = fields["VERSION_CODENAME"]
-        else:  # Ubuntu's packages are dpkg's too: their entries say why they stay
-            self.unsupported = (f"the environment is {fields.get('ID') or 'an unnamed release'}, not a Debian "
-                                "release with a codename (/etc/os-release): its packages are not checked")
+        if fields.get("ID") in DISTRIBUTIONS and fields.get("VERSION_CODENAME"):
+            self.distribution, self.codename = fields["ID"], fields["VERSION_CODENAME"]
+        else:  # a derivative's packages are dpkg's too: their entries say why they stay
+            self.unsupported = (f"the environment is {fields.get('ID') or 'an unnamed release'}, not a Debian or "
+                                "Ubuntu release with a codename (/etc/os-release): its packages are not checked")
         for stanza in status.decode("utf-8", "replace").split("\n\n"):
             f = dict(re.findall(r"^([A-Za-z-]+):[ \t]*(.*)$", stanza, re.M))
             if f.get("Status", "").endswith(" installed") and f.get("Package") and f.get("Version"):
@@ -114,7 +115,8 @@ class _Packages:
                 self.debs[owner] = f"dpkg lists files of {owner} but has no such package installed"
             else:
                 try:
-                    self.debs[owner] = fetch(*row, self.codename, native=self.native or "amd64")
+                    self.debs[owner] = fetch(*row, self.codename, native=self.native or "amd64",
+                                             distribution=self.distribution)
                 except ArchiveUnavailable as e:
                     self.debs[owner] = f"{row[0]} {row[1]} was not checked against the archive: {e}"
         return self.debs[owner]
@@ -171,13 +173,14 @@ def settle_debian(entries: list[Tampering], box: Environment, groups: Callable[[
                     if e["detail"] not in row["settles"]:
                         row["settles"].append(e["detail"])
                     row["by_command"] = install_command(row["by_command"], e.get("by_command"))
+    label = "Ubuntu: " if packages.distribution == "ubuntu" else "Debian: "
     kept = []
     for e in entries:
         if id(e) not in verdicts:
             kept.append(e)
         elif verdicts[id(e)]:
             earlier = e.get("published_check")
-            e["published_check"] = ((earlier + "; " if earlier else "") + "Debian: " + verdicts[id(e)])[:900]
+            e["published_check"] = ((earlier + "; " if earlier else "") + label + verdicts[id(e)])[:900]
             kept.append(e)
     return kept, list(rows.values())
 
