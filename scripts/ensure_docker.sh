@@ -65,8 +65,9 @@ ubuntu_codename() {
   # The Ubuntu release an image's tag names, or nothing.
   case "$1" in
     ubuntu:24.04*|ubuntu:noble*|ubuntu:latest|ubuntu|ghcr.io/laude-institute/t-bench/ubuntu-24-04:*) echo noble ;;
-    ubuntu:22.04*|ubuntu:jammy*|ghcr.io/laude-institute/t-bench/ubuntu-22-04:*) echo jammy ;;
-    ubuntu:20.04*|ubuntu:focal*) echo focal ;;
+    ubuntu:22.04*|ubuntu:jammy*|ghcr.io/laude-institute/t-bench/ubuntu-22-04:*|buildpack-deps:jammy*) echo jammy ;;
+    ubuntu:20.04*|ubuntu:focal*|buildpack-deps:focal*) echo focal ;;
+    buildpack-deps:noble*) echo noble ;;
   esac
 }
 
@@ -149,6 +150,16 @@ WORKDIR /app' ;;
  && mkdir -p /root/.local/bin && ln -s "$(command -v uv)" /root/.local/bin/uv && ln -s "$(command -v uvx)" /root/.local/bin/uvx \
  && printf "export PATH=\"\$HOME/.local/bin:\$PATH\"\\n" > /root/.local/bin/env
 WORKDIR /app' ;;
+    # buildpack-deps (the FROM of terminal-bench's Aider Polyglot tasks): the packages its three
+    # layers (curl, scm, the build libraries) install, as its published Dockerfiles list them
+    buildpack-deps:*)
+      extra='RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends ca-certificates curl gnupg netbase wget \
+ git mercurial openssh-client subversion procps \
+ autoconf automake bzip2 dpkg-dev file g++ gcc imagemagick libbz2-dev libc6-dev libcurl4-openssl-dev libdb-dev \
+ libevent-dev libffi-dev libgdbm-dev libglib2.0-dev libgmp-dev libjpeg-dev libkrb5-dev liblzma-dev \
+ libmagickcore-dev libmagickwand-dev libmaxminddb-dev libncurses5-dev libncursesw5-dev libpng-dev libpq-dev \
+ libreadline-dev libsqlite3-dev libssl-dev libtool libwebp-dev libxml2-dev libxslt-dev libyaml-dev make patch \
+ unzip xz-utils zlib1g-dev >/dev/null && rm -rf /var/lib/apt/lists/*' ;;
     debian:*|ubuntu:*) extra='' ;;
     *) log "no recipe for a stand-in of $image"; rm -rf "$ctx"; return 1 ;;
   esac
