@@ -201,6 +201,12 @@ def test_tasks_check_reasons(tmp_path: Path):
     rows += [row("quiet-net", "oracle", False, stop_reason="image_build_error", ending="agent_error", infra_error=True,
                  error={"type": "ImageBuildError", "message": f"building quiet-net failed: exit 127\n{quiet}"}),
              row("quiet-net", "nop", False)]
+    # A base image this engine does not have and cannot pull: the reason names it, and how to stand it in.
+    pull = ('building pull failed: Get "https://registry-1.docker.io/v2/": dial tcp: lookup registry-1.docker.io: no '
+            'such host\nStep 1/9 : FROM ubuntu:22.04\nGet "https://registry-1.docker.io/v2/": dial tcp: lookup '
+            'registry-1.docker.io: no such host')
+    rows += [row("pull", "oracle", False, stop_reason="image_build_error", ending="agent_error", infra_error=True,
+                 error={"type": "ImageBuildError", "message": pull}), row("pull", "nop", False)]
     # A Dockerfile the docker backend's classic builder refuses: the backend's error says what it needs.
     from tbscale.environments.docker import build_failed
 
@@ -218,14 +224,14 @@ def test_tasks_check_reasons(tmp_path: Path):
     # the crash: one whose nop failed as it should, one with no line at all, one the runner never saw.
     rows += [row("half", "nop", False)]
     crashes = {("oracle", "half"): "KeyError: 'boom'", ("nop", "gone, with, commas"): "ValueError: no luck"}
-    ids = ("good", "net", "wrong", "easy", "gpu", "vt", "bare", "bare-easy", "bare-broken", "quiet-net", "bk", "forged", "half",
+    ids = ("good", "net", "wrong", "easy", "gpu", "vt", "bare", "bare-easy", "bare-broken", "quiet-net", "pull", "bk", "forged", "half",
            "gone, with, commas", "silent")
     tasks = [Task(id=t, format="harbor", instruction="x") for t in ids]
     reasons = check_reasons(rows, tasks, tmp_path, crashes=crashes)
     assert {t: c for t, (c, _) in reasons.items()} == {
         "good": "ok", "net": "needs internet", "wrong": "oracle failed", "easy": "nop passed", "gpu": "refused",
         "vt": "verifier error", "bare": "no solution", "bare-easy": "nop passed", "bare-broken": "verifier error",
-        "quiet-net": "needs internet", "bk": "needs BuildKit", "forged": "oracle tampered", "half": "crashed",
+        "quiet-net": "needs internet", "pull": "needs internet", "bk": "needs BuildKit", "forged": "oracle tampered", "half": "crashed",
         "gone, with, commas": "crashed",
         "silent": "crashed"}
     assert reasons["half"][1] == "the oracle trial crashed: KeyError: 'boom' (tracebacks in crashes.log)"
@@ -236,6 +242,9 @@ def test_tasks_check_reasons(tmp_path: Path):
     assert reasons["bk"][1].startswith("its Dockerfile uses BuildKit-only syntax")
     assert reasons["quiet-net"][1] == ("the image build (a download) needs the internet: "
                                        "curl: (6) Could not resolve host: example.org")
+    assert reasons["pull"][1] == ("the base image ubuntu:22.04, not on this engine and not to be pulled "
+                                  "(scripts/ensure_docker.sh ubuntu:22.04 builds a local stand-in), needs the internet: "
+                                  "dial tcp: lookup registry-1.docker.io: no such host")
     assert reasons["gpu"][1] == "[environment].gpus = 1: no GPUs"
     assert reasons["forged"][1] == "apt_hook_planted: /etc/apt/apt.conf.d/99zz (APT::X=sh /x)"
     assert reasons["net"][1] == ("its test or solution needs the internet: curl: (6) Could not resolve host: astral.sh; "

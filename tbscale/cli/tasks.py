@@ -132,7 +132,13 @@ def check_reasons(rows: list[TrialResult], tasks: list, run_dir: Path, network: 
             offline = network == "no-network" or (network == "task" and task is not None and not (
                 task.verifier.network.internet and task.agent.network.internet))
             pull = re.search(r"registry|pull|ghcr\.io|docker\.io", m.group(0) + text[m.start():m.start() + 200])
-            if pull:
+            # the build log's last FROM before the failure names the image (the classic builder's
+            # "Step 1/9 : FROM ubuntu:22.04"); the script that builds stand-ins takes that name
+            base = re.findall(r"Step \d+/\d+ : FROM (?:--platform=\S+ )?(\S+)", text[:m.start() + 300])
+            if pull and base:
+                where = (f"the base image {base[-1]}, not on this engine and not to be pulled "
+                         f"(scripts/ensure_docker.sh {base[-1]} builds a local stand-in),")
+            elif pull:
                 where = "a base image that is not on this engine and cannot be pulled"
             elif r.stop_reason == "image_build_error":
                 where = "the image build (a download)"
