@@ -47,18 +47,33 @@ start_engine() {
 }
 
 debian_rootfs_image() {
-  # A minimal Debian bookworm root imported as an image: the stand-in for pulls that fail.
-  local tag=tbscale/debian-rootfs:bookworm
+  # A minimal Debian root (bookworm unless named) imported as an image: the stand-in for pulls that fail.
+  local codename=${1:-bookworm}
+  local tag=tbscale/debian-rootfs:$codename
   if docker image inspect "$tag" >/dev/null 2>&1; then echo "$tag"; return; fi
   command -v debootstrap >/dev/null 2>&1 || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
   local dir
   dir=$(mktemp -d /tmp/tbscale-rootfs.XXXXXX)
-  log "debootstrapping Debian bookworm into $dir"
-  debootstrap --variant=minbase bookworm "$dir" http://deb.debian.org/debian >/dev/null
+  log "debootstrapping Debian $codename into $dir"
+  debootstrap --variant=minbase "$codename" "$dir" http://deb.debian.org/debian >/dev/null
   rm -rf "$dir"/var/cache/apt/archives/*.deb "$dir"/var/lib/apt/lists/*
   tar -C "$dir" -c . | docker import -c 'CMD ["bash"]' -c 'ENV LANG=C.UTF-8' - "$tag" >/dev/null
   rm -rf "$dir"
   echo "$tag"
+}
+
+standin_release() {
+  # The release whose root stands in for an image: "ubuntu CODENAME" or "debian CODENAME". A
+  # Python image stands on the release whose python3 is the tag's version (Debian has no 3.12:
+  # Ubuntu 24.04's is), with that python3 where the official images have theirs.
+  local codename
+  case "$1" in
+    python:3.13*|ghcr.io/laude-institute/t-bench/python-3-13:*) echo "debian trixie"; return ;;
+    python:3.12*) echo "ubuntu noble"; return ;;
+    python:3.10*) echo "ubuntu jammy"; return ;;
+  esac
+  codename=$(ubuntu_codename "$1")
+  if [ -n "$codename" ]; then echo "ubuntu $codename"; else echo "debian bookworm"; fi
 }
 
 ubuntu_codename() {
@@ -113,12 +128,14 @@ SOURCES
 }
 
 build_standin() {
-  local image=$1 base ctx codename root
-  codename=$(ubuntu_codename "$image")
-  if [ -n "$codename" ] && base=$(ubuntu_rootfs_image "$codename"); then
+  local image=$1 base ctx distribution codename root
+  read -r distribution codename <<<"$(standin_release "$image")"
+  if [ "$distribution" = ubuntu ] && base=$(ubuntu_rootfs_image "$codename"); then
     root="ubuntu-$codename"
+  elif [ "$distribution" = debian ] && base=$(debian_rootfs_image "$codename"); then
+    root="debian-$codename"
   else
-    [ -z "$codename" ] || log "a Debian bookworm root stands in for $image (Ubuntu $codename could not be built)"
+    log "a Debian bookworm root stands in for $image ($distribution $codename could not be built)"
     base=$(debian_rootfs_image); root=debian-bookworm
   fi
   ctx=$(mktemp -d /tmp/tbscale-standin.XXXXXX)
@@ -131,6 +148,13 @@ build_standin() {
       extra='RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends python3 python3-pip python3-venv ca-certificates >/dev/null \
  && ln -sf /usr/bin/python3 /usr/local/bin/python && ln -sf /usr/bin/pip3 /usr/local/bin/pip \
  && rm -f /usr/lib/python3*/EXTERNALLY-MANAGED && rm -rf /var/lib/apt/lists/*' ;;
+    # Terminal-Bench's Python image: the official one with its task template's tmux and asciinema
+    ghcr.io/laude-institute/t-bench/python-3-*)
+      extra='RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends python3 python3-pip python3-venv ca-certificates \
+ tmux asciinema >/dev/null \
+ && ln -sf /usr/bin/python3 /usr/local/bin/python && ln -sf /usr/bin/python3 /usr/local/bin/python3 \
+ && ln -sf /usr/bin/pip3 /usr/local/bin/pip && rm -f /usr/lib/python3*/EXTERNALLY-MANAGED && rm -rf /var/lib/apt/lists/*
+WORKDIR /app' ;;
     # Terminal-Bench's base images (the FROM of its tasks and of datasets adapted from them): its
     # task template gives their boilerplate as tmux and asciinema (its harness drives the agent
     # through them) and WORKDIR /app.
@@ -165,7 +189,7 @@ WORKDIR /app' ;;
   esac
   # an Ubuntu root gets the release's updates, as Ubuntu's published images are rebuilt with them
   local upgrade=""
-  [ "$root" = debian-bookworm ] || upgrade='RUN apt-get update -qq && apt-get upgrade -y -qq >/dev/null && rm -rf /var/lib/apt/lists/*'
+  case "$root" in ubuntu-*) upgrade='RUN apt-get update -qq && apt-get upgrade -y -qq >/dev/null && rm -rf /var/lib/apt/lists/*' ;; esac
   cat >"$ctx/Dockerfile" <<DOCKERFILE
 FROM $base
 LABEL org.tbscale.standin="$image" org.tbscale.standin.root="$root"
