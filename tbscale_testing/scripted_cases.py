@@ -58,9 +58,14 @@ def run_cases(tmp: Path, srv, task: Path, commands: dict[str, list[str]], *,
     path.write_text(yaml.safe_dump(config))
     exp = load_experiment(path)
     found, _ = load_tasks(Path(exp.tasks.path))
-    asyncio.run(Runner(exp, found, tmp / "results" / exp.name).run())
     run_dir = tmp / "results" / exp.name
-    rows = {row["task_id"]: row for row in read_jsonl(run_dir / "trials.jsonl")}
+    asyncio.run(Runner(exp, found, run_dir).run())
+    # A trial the engine failed (an infrastructure error: under load, a container the guard had
+    # just restarted was once reported stopped mid-verification) is run again, once, as
+    # `tbscale run` on the same folder runs it again: these cases are about verdicts, not the engine.
+    if any(row.get("infra_error") for row in read_jsonl(run_dir / "trials.jsonl")):
+        asyncio.run(Runner(exp, found, run_dir).run())
+    rows = {row["task_id"]: row for row in read_jsonl(run_dir / "trials.jsonl")}  # the last line of each
     for row in rows.values():
         row["sweeps"] = [e for e in read_jsonl(run_dir / row["trajectory_path"]) if e["type"] == "sweep"]
     return rows

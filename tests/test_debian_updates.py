@@ -416,3 +416,43 @@ def _ubuntu_stanza(ubuntu: UbuntuArchive) -> str:
     data = (ubuntu.debian.root / "ubuntu" / ubuntu.pool).read_bytes()
     return (f"Package: {PACKAGE}\nVersion: {ubuntu.version}\nArchitecture: amd64\nFilename: {ubuntu.pool}\n"
             f"Size: {len(data)}\nSHA256: {hashlib.sha256(data).hexdigest()}\n\n")
+
+
+def test_an_alternative_settles_only_as_its_package_registers_it(archive, tmp_path):
+    """`apt-get install gawk` makes `/usr/bin/awk` a link to `/etc/alternatives/awk`, a link to
+    gawk's program: no package owns those links; the one the archive's package registers in its own
+    postinst settles, a choice it does not register stays."""
+    stage = tmp_path / "gzawk-stage"
+    (stage / "usr/bin").mkdir(parents=True)
+    (stage / "usr/bin/gzawk").write_bytes(b"\x7fELF gzawk\n")
+    (stage / "DEBIAN").mkdir()
+    (stage / "DEBIAN/postinst").write_text("#!/bin/sh\nset -e\nupdate-alternatives --quiet --install /usr/bin/zawk "
+                                           "zawk /usr/bin/gzawk 10 \\\n  --slave /usr/bin/nzawk nzawk /usr/bin/gzawk\n")
+    (stage / "DEBIAN/postinst").chmod(0o755)
+    pool = archive.root / "debian/pool/main/g/gzawk/gzawk_1.0-1_amd64.deb"
+    archive.publish("debian", "zed-updates", _deb(stage, "Package: gzawk\nVersion: 1.0-1\nArchitecture: amd64\n", pool,
+                                                   "xz"))
+    box = DebianBox(tmp_path / "box")
+    box.install()
+    status = box._p("/var/lib/dpkg/status")
+    status.write_text(status.read_text() + "\nPackage: gzawk\nStatus: install ok installed\nArchitecture: amd64\n"
+                      "Version: 1.0-1\n")
+    box.write("/var/lib/dpkg/info/gzawk:amd64.list", "/usr/bin/gzawk\n")
+    box.write("/usr/bin/gzawk", b"\x7fELF gzawk\n")
+    box._p("/etc/alternatives").mkdir(parents=True)
+    box._p("/etc/alternatives/zawk").symlink_to("/usr/bin/gzawk")
+    box._p("/usr/bin/zawk").symlink_to("/etc/alternatives/zawk")
+
+    def entry(real: str) -> dict:
+        return {"kind": "toolchain_replaced", "source": "environment", "detail": "`zawk` now resolves elsewhere",
+                "tool": "zawk", "after": {"path": "/usr/bin/zawk", "real": real}, "by_command": BY}
+
+    kept, debs = settle_debian([entry("/usr/bin/gzawk")], box, lambda: {}, {})
+    assert kept == [] and [d["package"] for d in debs] == ["gzawk"], kept
+    # the same name set to a file of a package that registers no such alternative (a genuine file)
+    box._p("/etc/alternatives/zawk").unlink()
+    box._p("/etc/alternatives/zawk").symlink_to("/usr/bin/python3.99")
+    [stays], debs = settle_debian([entry("/usr/bin/python3.99")], box, lambda: {}, {})
+    assert debs == [] and stays["published_check"] == (
+        f"Debian: /usr/bin/zawk is the alternative zawk, set to /usr/bin/python3.99, which {archive.pool} does not "
+        "register"), stays

@@ -248,6 +248,19 @@ def test_tool_names_come_from_the_test_script_and_shebangs(tmp_path):
     assert not {"3.13", "pytest==8.4.1", "x"} & set(names), names
 
 
+def test_programs_run_inside_command_substitutions_are_tools(tmp_path):
+    # cron-backup-setup's check: an awk of the agent's, printing the expected line, passed a wrong one
+    (tmp_path / "test.sh").write_text(
+        "#!/bin/bash\nnorm=$(printf '%s\\n' \"$jobs\" | awk '{$1=$1; print}')\n"
+        "[ \"$(stat -c %a \"$f\")\" = 600 ] || n=`wc -l < f`\ndiff <(sort a) b\nx=$(echo $(date +%s))\n"
+        "y=$((1 + 2)); echo '$(not_run)'\n"
+        # a single quote in double quotes is a character (a patch quoted '"'"'...'"'"' in SWE-bench's scripts)
+        "git apply <<< 'a'\"'\"' `quoted_text` '\"'\"'b'; z=\"it's $(head -1 f)\"\n")
+    names = tool_names(VerifierSpec(tests_dirs=[tmp_path], command="/tests/test.sh"))
+    assert {"awk", "stat", "wc", "sort", "diff", "date"} <= set(names), names
+    assert "head" in names and not {"not_run", "1", "quoted_text"} & set(names), names
+
+
 def test_the_scripts_the_verifier_sources_and_the_folders_they_put_first_on_path(tmp_path):
     (tmp_path / "test.sh").write_text(
         "#!/bin/bash\ncurl -LsSf https://astral.sh/uv/0.9.7/install.sh | sh\nsource $HOME/.local/bin/env\n"

@@ -29,6 +29,7 @@ import json
 import lzma
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import tarfile
@@ -67,7 +68,8 @@ class ArchiveUnavailable(Exception):
 class Deb:
     """A package file of the archive: where it is in the pool, its sha256, the suite whose signed
     index listed it, and what it installs: absolute path -> `file:SHA256` or `link:TARGET`, with
-    the files' sizes."""
+    the files' sizes, and the alternatives its own `postinst` registers with `update-alternatives
+    --install`: (link, name, path), the master's and each `--slave`'s."""
 
     package: str
     version: str
@@ -77,6 +79,7 @@ class Deb:
     suite: str
     files: dict[str, str]
     sizes: dict[str, int]
+    alternatives: tuple[tuple[str, str, str], ...] = ()
 
 
 def suites(codename: str, distribution: str = "debian") -> list[tuple[str, str]]:
@@ -264,12 +267,14 @@ def _remember(digest: str, index: dict) -> dict:
 def _deb(mirror: str, suite: str, package: str, version: str, architecture: str, filename: str, digest: str,
          size: int, cache: Path) -> Deb:
     kept = cache / "debs" / f"{digest}.json"
-    if kept.is_file():
-        data = json.loads(kept.read_text())
-        return Deb(package, version, architecture, filename, digest, suite, data["files"], data["sizes"])
-    files, sizes = deb_files(_pool_file(mirror, filename, digest, size))
-    keep_json(kept, {"files": files, "sizes": sizes})
-    return Deb(package, version, architecture, filename, digest, suite, files, sizes)
+    data = json.loads(kept.read_text()) if kept.is_file() else {}
+    if "alternatives" not in data:  # (kept before the alternatives were read: read again)
+        body = _pool_file(mirror, filename, digest, size)
+        files, sizes = deb_files(body)
+        data = {"files": files, "sizes": sizes, "alternatives": deb_alternatives(body)}
+        keep_json(kept, data)
+    return Deb(package, version, architecture, filename, digest, suite, data["files"], data["sizes"],
+               tuple(tuple(a) for a in data["alternatives"]))
 
 
 def _pool_file(mirror: str, filename: str, digest: str, size: int) -> bytes:
@@ -309,10 +314,37 @@ def deb_member(body: bytes, path: str) -> bytes:
     raise ArchiveUnavailable(f"the package installs no file {path}")
 
 
-def _members(body: bytes):
+def deb_alternatives(body: bytes) -> list[list[str]]:
+    """The alternatives a `.deb`'s own `postinst` registers, written out in it (`update-alternatives
+    --install LINK NAME PATH PRIORITY [--slave LINK NAME PATH]...`): [link, name, path] each. One
+    made up in a loop or from variables is not read, and so registers nothing here."""
+    script = b""
+    for path, member, content in _members(body, "control.tar"):
+        if path == "/postinst" and member.isfile():
+            script = content()
+    found: list[list[str]] = []
+    for line in script.decode("utf-8", "replace").replace("\\\n", " ").splitlines():
+        if "update-alternatives" not in line or "--install" not in line:
+            continue
+        try:
+            words = shlex.split(line, comments=True)
+        except ValueError:
+            continue
+        i = words.index("--install") if "--install" in words else -1
+        if i < 0 or len(words) < i + 5 or "$" in " ".join(words[i + 1:i + 4]):
+            continue
+        found.append(words[i + 1:i + 4])
+        rest = words[i + 5:]
+        while len(rest) >= 4 and rest[0] == "--slave" and "$" not in " ".join(rest[1:4]):
+            found.append(rest[1:4])
+            rest = rest[4:]
+    return found
+
+
+def _members(body: bytes, which: str = "data.tar"):
     """(absolute path, tar member, a callable reading its bytes) for each member of the `.deb`'s
     `data.tar`; ArchiveUnavailable if it cannot be read."""
-    name, data = _data_tar(body)
+    name, data = _ar_tar(body, which)
     unreadable = (tarfile.TarError, lzma.LZMAError, OSError, EOFError)
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tar:
@@ -328,21 +360,21 @@ def _members(body: bytes):
         raise ArchiveUnavailable(f"the package's {name} could not be read: {e}") from None
 
 
-def _data_tar(body: bytes) -> tuple[str, bytes]:
-    """The name of a `.deb`'s `data.tar` member and its contents, zstd already undone (tarfile
-    undoes the others)."""
+def _ar_tar(body: bytes, which: str) -> tuple[str, bytes]:
+    """The name of a `.deb`'s `data.tar` (or `control.tar`) member and its contents, zstd already
+    undone (tarfile undoes the others)."""
     if not body.startswith(b"!<arch>\n"):
         raise ArchiveUnavailable("not a Debian package (no ar header)")
     pos, data, name = 8, None, ""
     while pos + 60 <= len(body):
         header = body[pos:pos + 60]
         name, length = header[:16].decode("ascii", "replace").strip().rstrip("/"), int(header[48:58].strip() or 0)
-        if name.startswith("data.tar"):
+        if name.startswith(which):
             data = body[pos + 60:pos + 60 + length]
             break
         pos += 60 + length + (length % 2)
     if data is None:
-        raise ArchiveUnavailable("the package has no data.tar")
+        raise ArchiveUnavailable(f"the package has no {which}")
     if name.endswith(".zst"):
         try:
             data = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data)).read()

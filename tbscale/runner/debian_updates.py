@@ -105,8 +105,8 @@ class _Packages:
                     self.owners.setdefault(line, lst.name[:-5])
 
     def owner(self, path: str) -> str | None:
-        m = _MERGED.match(path)
-        return self.owners.get(path) or (self.owners.get(m[1]) if m else None)
+        twin = _twin(path)
+        return self.owners.get(path) or (self.owners.get(twin) if twin else None)
 
     def deb(self, owner: str, fetch: Callable[..., Deb]) -> Deb | str:
         if owner not in self.debs:
@@ -154,7 +154,7 @@ def settle_debian(entries: list[Tampering], box: Environment, groups: Callable[[
         verdicts = {id(e): packages.problem or packages.unsupported for e, _ in wanted}
     else:
         paths = sorted({p for _, ps in wanted for p in ps})
-        expected, why = _expected(paths, kinds, packages, fetch)
+        expected, why = _expected(paths, kinds, packages, fetch, box)
         found, trees = _read(box, {p: expected[p] for p in paths if p in expected}, why)
         for e, ps in wanted:
             problems = [why[p] for p in ps if p in why]
@@ -185,8 +185,8 @@ def settle_debian(entries: list[Tampering], box: Environment, groups: Callable[[
     return kept, list(rows.values())
 
 
-def _expected(paths: list[str], kinds: dict[str, int], packages: _Packages, fetch: Callable[..., Deb]
-              ) -> tuple[dict[str, tuple[Deb, str]], dict[str, str]]:
+def _expected(paths: list[str], kinds: dict[str, int], packages: _Packages, fetch: Callable[..., Deb],
+              box: Environment) -> tuple[dict[str, tuple[Deb, str]], dict[str, str]]:
     """For each path, (the package file that installs it, what it installs there), or why none."""
     expected: dict[str, tuple[Deb, str]] = {}
     why: dict[str, str] = {}
@@ -196,19 +196,57 @@ def _expected(paths: list[str], kinds: dict[str, int], packages: _Packages, fetc
             continue
         owner = packages.owner(p)
         if owner is None:
-            why[p] = f"{p} belongs to no installed package"
+            found = _alternative(p, box, packages, fetch)
+            if isinstance(found, str):
+                why[p] = found
+            else:
+                expected[p] = found
             continue
         deb = packages.deb(owner, fetch)
         if isinstance(deb, str):
             why[p] = deb
             continue
-        m = _MERGED.match(p)
-        want = deb.files.get(p) or (deb.files.get(m[1]) if m else None)
+        twin = _twin(p)
+        want = deb.files.get(p) or (deb.files.get(twin) if twin else None)
         if want is None:
             why[p] = f"{p} is not in {deb.filename}"
             continue
         expected[p] = (deb, want)
     return expected, why
+
+
+def _twin(path: str) -> str | None:
+    """A path's usrmerge twin (`/usr/bin/x` is `/bin/x`): a package's list or `.deb` may name
+    either (bookworm's lists the one, Ubuntu 24.04's the other)."""
+    m = _MERGED.match(path)
+    return m[1] if m else ("/usr" + path if _MERGED.match("/usr" + path) else None)
+
+
+def _alternative(path: str, box: Environment, packages: _Packages, fetch: Callable[..., Deb]
+                 ) -> tuple[Deb, str] | str:
+    """A path no package owns that is an alternative's link (`/usr/bin/awk` -> `/etc/alternatives/awk`
+    -> `/usr/bin/gawk`, as `apt-get install gawk` leaves it): (the package whose own `postinst`
+    registers that link, that name and the path chosen, what the link must be), or why not. The
+    choice is read from outside; dpkg's record of alternatives, which the agent can write, is not
+    asked: only what the archive's package registers counts, and the path chosen is checked as
+    that package's file wherever the entry names it."""
+    unowned = f"{path} belongs to no installed package"
+    try:
+        link = (box.read_tree(path, limit=2**20) or {}).get(path) or ""
+        name = link.removeprefix("link:/etc/alternatives/")
+        if not link.startswith("link:/etc/alternatives/") or "/" in name:
+            return unowned
+        chosen = (box.read_tree(f"/etc/alternatives/{name}", limit=2**20) or {}).get(f"/etc/alternatives/{name}") or ""
+    except SandboxError as e:
+        return f"{unowned} ({e})"
+    target = chosen.removeprefix("link:")
+    owner = packages.owner(target) if chosen.startswith("link:/") else None
+    deb = packages.deb(owner, fetch) if owner else f"/etc/alternatives/{name} is not a link to a package's file"
+    if isinstance(deb, str):
+        return f"{path} is the alternative {name}: {deb}"
+    if (path, name, target) not in deb.alternatives:
+        return f"{path} is the alternative {name}, set to {target}, which {deb.filename} does not register"
+    return deb, link
 
 
 def _read(box: Environment, expected: dict[str, tuple[Deb, str]], why: dict[str, str]

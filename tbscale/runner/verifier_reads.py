@@ -12,7 +12,7 @@ from tbscale.runner.build_tools import TOOLS
 from tbscale.runner.findings import path_folder, under
 from tbscale.runner.npm_project import npm_commands
 from tbscale.runner.script_folders import moved
-from tbscale.shell.parse import invocation, skip_options, split_segments
+from tbscale.shell.parse import invocation, skip_options, split_segments, substitutions
 
 DEFAULT_TOOLS = ("bash", "sh", "env", "python3", "python", "pytest", "uv", "uvx", "pip", "pip3", "timeout")
 MAX_TOOLS = 48
@@ -75,8 +75,13 @@ def _program_names(texts: list[str], shebangs: list[str], defaults: tuple[str, .
         for w in line.split()[:2]:
             if not w.startswith("-"):
                 add(w.rsplit("/", 1)[-1] if w.startswith("/") and PurePosixPath(w).name in ("env",) else w)
-    for text in texts:
+    # a program run only inside a command substitution is run too: `norm=$(printf ... | awk ...)`
+    # (an awk the agent made print the expected line passed such a check unseen)
+    queue = list(texts)
+    while queue:
+        text = queue.pop(0)
         for segment in split_segments(text):
+            queue += substitutions(segment.text)
             inv = invocation(segment)
             add(inv.raw_program)
             if inv.program in ("python", "python3") and inv.args[:1] == ["-m"] and len(inv.args) > 1:
@@ -138,8 +143,13 @@ def sourced_scripts(verifier, tests_dirs: list[Path] | None = None, texts: list[
         texts = _verifier_texts(verifier, tests_dirs)[0]
     mounts = [verifier.tests_mount] if getattr(verifier, "tests_mount", None) else []
     out: list[str] = []
-    for text in texts:
+    # a program run only inside a command substitution is run too: `norm=$(printf ... | awk ...)`
+    # (an awk the agent made print the expected line passed such a check unseen)
+    queue = list(texts)
+    while queue:
+        text = queue.pop(0)
         for segment in split_segments(text):
+            queue += substitutions(segment.text)
             inv = invocation(segment)
             if inv.raw_program not in ("source", ".") or not inv.args:
                 continue
@@ -166,8 +176,13 @@ def verifier_venvs(texts: list[str]) -> list[str]:
     it again over one already there, keeping what the agent put in it (a `.pth` line), and later
     versions refuse, the script going on into the agent's (findings.sourced_changed)."""
     out: list[str] = []
-    for text in texts:
+    # a program run only inside a command substitution is run too: `norm=$(printf ... | awk ...)`
+    # (an awk the agent made print the expected line passed such a check unseen)
+    queue = list(texts)
+    while queue:
+        text = queue.pop(0)
         for segment in split_segments(text):
+            queue += substitutions(segment.text)
             inv = invocation(segment)
             if inv.raw_program == "uv" and inv.args[:1] == ["venv"]:
                 at = skip_options(inv.args, 1, _VENV_VALUE_OPTIONS)

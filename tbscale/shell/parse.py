@@ -82,6 +82,36 @@ def read_quoted(text: str, i: int) -> int:
     return len(text)
 
 
+def substitutions(text: str) -> list[str]:
+    """The bodies of the command substitutions in `text` (`$(...)`, backticks, and the process
+    substitutions `<(...)`, `>(...)`), outermost first, in double quotes too (where the shell runs
+    them) but not in single quotes; `$((...))` is arithmetic, not a command."""
+    found: list[str] = []
+    i, n, in_double = 0, len(text), False
+    while i < n:
+        ch = text[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == '"':
+            in_double = not in_double
+        elif ch == "'" and not in_double:  # (a quote inside double quotes is a character)
+            i = read_quoted(text, i)
+            continue
+        if ch in "$<>" and text.startswith("(", i + 1) and not text.startswith("((", i + 1):
+            j = match_paren(text, i + 1)
+            found.append(text[i + 2:j - 1])
+            i = j
+            continue
+        if ch == "`":
+            j = read_quoted(text, i)
+            found.append(text[i + 1:j - 1])
+            i = j
+            continue
+        i += 1
+    return found
+
+
 def split_segments(text: str) -> list[Segment]:
     """Lex shell text into commands; see the module docstring for the exact rules."""
     segments: list[Segment] = []
