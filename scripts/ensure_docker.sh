@@ -128,6 +128,14 @@ SOURCES
   echo "$tag"
 }
 
+python_run() {
+  # The Dockerfile step that gives a stand-in the python3 of its root where the official Python
+  # images have theirs, with the packages $1 besides.
+  echo "RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends python3 python3-pip python3-venv ca-certificates ${1:-} >/dev/null \\
+ && ln -sf /usr/bin/python3 /usr/local/bin/python && ln -sf /usr/bin/pip3 /usr/local/bin/pip \\
+ && rm -f /usr/lib/python3*/EXTERNALLY-MANAGED && rm -rf /var/lib/apt/lists/*"
+}
+
 build_standin() {
   local image=$1 base ctx distribution codename root
   read -r distribution codename <<<"$(standin_release "$image")"
@@ -145,17 +153,11 @@ build_standin() {
   cp "$HOST_CA" "$ctx/host-ca.crt"
   local extra=""
   case "$image" in
-    python:*)
-      extra='RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends python3 python3-pip python3-venv ca-certificates >/dev/null \
- && ln -sf /usr/bin/python3 /usr/local/bin/python && ln -sf /usr/bin/pip3 /usr/local/bin/pip \
- && rm -f /usr/lib/python3*/EXTERNALLY-MANAGED && rm -rf /var/lib/apt/lists/*' ;;
+    python:*) extra=$(python_run) ;;
     # Terminal-Bench's Python image: the official one with its task template's tmux and asciinema
     ghcr.io/laude-institute/t-bench/python-3-*)
-      extra='RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends python3 python3-pip python3-venv ca-certificates \
- tmux asciinema >/dev/null \
- && ln -sf /usr/bin/python3 /usr/local/bin/python && ln -sf /usr/bin/python3 /usr/local/bin/python3 \
- && ln -sf /usr/bin/pip3 /usr/local/bin/pip && rm -f /usr/lib/python3*/EXTERNALLY-MANAGED && rm -rf /var/lib/apt/lists/*
-WORKDIR /app' ;;
+      extra="$(python_run 'tmux asciinema') && ln -sf /usr/bin/python3 /usr/local/bin/python3
+WORKDIR /app" ;;
     # Terminal-Bench's base images (the FROM of its tasks and of datasets adapted from them): its
     # task template gives their boilerplate as tmux and asciinema (its harness drives the agent
     # through them) and WORKDIR /app.

@@ -112,8 +112,8 @@ def archive(tmp_path, monkeypatch):
     monkeypatch.setenv("TBSCALE_DEBIAN_SECURITY_MIRROR", a.url + "/debian-security")
     monkeypatch.setenv("TBSCALE_APT_KEYRINGS", str(a.keyring))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    # what this process remembers of an archive (its signed releases, the indexes it parsed)
-    for memo in ("_releases", "_parsed", "_ubuntu_rings"):
+    # what this process remembers of an archive (its signed releases, Ubuntu's keyring)
+    for memo in ("_releases", "_ubuntu_rings"):
         monkeypatch.setattr(debian_archive, memo, {})
     yield a
     a.server.shutdown()
@@ -158,11 +158,11 @@ class UbuntuArchive:
             (stage / path.lstrip("/")).symlink_to(target)
         self.version = "3.99.1-1ubuntu0.1"
         self.pool = f"pool/main/p/python3.99/{PACKAGE}_{self.version}_amd64.deb"
-        stanza = _deb(stage, f"Package: {PACKAGE}\nVersion: {self.version}\nArchitecture: amd64\n",
-                      debian.root / "ubuntu" / self.pool, "zstd")
+        self.stanza = _deb(stage, f"Package: {PACKAGE}\nVersion: {self.version}\nArchitecture: amd64\n",
+                           debian.root / "ubuntu" / self.pool, "zstd")
         for suite in ("yak", "yak-security", "yak-backports"):
             debian.publish("ubuntu", suite, "", env=self.env)
-        debian.publish("ubuntu", "yak-updates", stanza, env=self.env)
+        debian.publish("ubuntu", "yak-updates", self.stanza, env=self.env)
         self.keyring_stage = tmp / "keyring-stage"
         (self.keyring_stage / "usr/share/keyrings").mkdir(parents=True)
         (self.keyring_stage / "usr/share/keyrings/ubuntu-archive-keyring.gpg").write_bytes(self.key)
@@ -397,13 +397,13 @@ def test_ubuntus_releases_are_checked_only_against_the_key_debian_vouches_for(ub
     box = UbuntuBox(tmp_path / "box", ubuntu.version)
     box.install()
     # signed by Debian's key, which is not Ubuntu's
-    ubuntu.debian.publish("ubuntu", "yak-updates", _ubuntu_stanza(ubuntu))
+    ubuntu.debian.publish("ubuntu", "yak-updates", ubuntu.stanza)
     entries, groups = _entries()
     kept, debs = settle_debian(entries, box, lambda: groups, {})
     assert debs == [] and len(kept) == 4
     assert "yak-updates/InRelease is not signed by a key of" in kept[0]["published_check"], kept[0]
     # the keyring's package is not the one Debian's signed index names: no Ubuntu key at all
-    for memo in ("_releases", "_parsed", "_ubuntu_rings"):
+    for memo in ("_releases", "_ubuntu_rings"):
         monkeypatch.setattr(debian_archive, memo, {})
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache2"))
     ubuntu.publish_keyring(tamper=True)
@@ -411,11 +411,6 @@ def test_ubuntus_releases_are_checked_only_against_the_key_debian_vouches_for(ub
     kept, debs = settle_debian(entries, box, lambda: groups, {})
     assert debs == [] and "sha256 is not the one the signed index gives" in kept[0]["published_check"], kept[0]
 
-
-def _ubuntu_stanza(ubuntu: UbuntuArchive) -> str:
-    data = (ubuntu.debian.root / "ubuntu" / ubuntu.pool).read_bytes()
-    return (f"Package: {PACKAGE}\nVersion: {ubuntu.version}\nArchitecture: amd64\nFilename: {ubuntu.pool}\n"
-            f"Size: {len(data)}\nSHA256: {hashlib.sha256(data).hexdigest()}\n\n")
 
 
 def test_an_alternative_settles_only_as_its_package_registers_it(archive, tmp_path):
@@ -456,3 +451,11 @@ def test_an_alternative_settles_only_as_its_package_registers_it(archive, tmp_pa
     assert debs == [] and stays["published_check"] == (
         f"Debian: /usr/bin/zawk is the alternative zawk, set to /usr/bin/python3.99, which {archive.pool} does not "
         "register"), stays
+    # the registered path made a link to another package's genuine file: the program run is not
+    # gzawk's, though every path the entry names is some package's
+    box._p("/etc/alternatives/zawk").unlink()
+    box._p("/etc/alternatives/zawk").symlink_to("/usr/bin/gzawk")
+    box._p("/usr/bin/gzawk").unlink()
+    box._p("/usr/bin/gzawk").symlink_to("/usr/bin/python3.99")
+    [stays], debs = settle_debian([entry("/usr/bin/python3.99")], box, lambda: {}, {})
+    assert debs == [] and "/usr/bin/gzawk" in stays["published_check"], stays

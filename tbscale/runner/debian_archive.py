@@ -95,9 +95,11 @@ def suites(codename: str, distribution: str = "debian") -> list[tuple[str, str]]
 
 
 def published_deb(package: str, version: str, architecture: str, codename: str, *, native: str,
-                  distribution: str = "debian", cache: Path | None = None) -> Deb:
+                  distribution: str = "debian", cache: Path | None = None, parsed: dict | None = None) -> Deb:
     """The archive's `package` `version` for `architecture` (`all` is listed in the `native`
-    architecture's indexes), with what it installs; ArchiveUnavailable says why there is none."""
+    architecture's indexes), with what it installs; ArchiveUnavailable says why there is none.
+    `parsed`: the indexes one check has read, by sha256, kept in it so that its next package does
+    not read them again (8 packages of noble: 0.90 s read each time, 0.15 s kept)."""
     if not re.fullmatch(r"[a-z0-9][a-z0-9+.-]+", package) or not re.fullmatch(r"[A-Za-z0-9.+~:-]+", version) \
             or not re.fullmatch(r"[a-z0-9-]+", architecture) or not re.fullmatch(r"[a-z0-9-]+", native) \
             or not re.fullmatch(r"[a-z][a-z0-9-]*", codename) or distribution not in DISTRIBUTIONS:
@@ -109,7 +111,7 @@ def published_deb(package: str, version: str, architecture: str, codename: str, 
     problems = []
     for mirror, suite in suites(codename, distribution):
         try:
-            for index in _indexes(mirror, suite, index_arch, cache, rings):
+            for index in _indexes(mirror, suite, index_arch, cache, rings, parsed):
                 found = index.get(f"{package} {version} {architecture}")
                 if found:
                     return _deb(mirror, suite, package, version, architecture, *found, cache)
@@ -216,10 +218,11 @@ def _verified(data: bytes, url: str, rings: list[str]) -> str:
         return out.read_text("utf-8", "replace")
 
 
-def _indexes(mirror: str, suite: str, arch: str, cache: Path, rings: list[str]):
+def _indexes(mirror: str, suite: str, arch: str, cache: Path, rings: list[str], parsed: dict | None = None):
     """Each component's `Packages` index for `arch` (parsed: `package version arch` -> (pool
     path, sha256, size)), checked against the signed release, one at a time."""
     release = _release(mirror, suite, rings)
+    parsed = {} if parsed is None else parsed
     components = sorted({p.split("/")[0] for p in release if p.endswith(f"/binary-{arch}/Release")}) or ["main"]
     for component in components:
         for ext, open_ in (("xz", lzma.decompress), ("gz", gzip.decompress), ("bz2", bz2.decompress), ("", None)):
@@ -229,14 +232,13 @@ def _indexes(mirror: str, suite: str, arch: str, cache: Path, rings: list[str]):
         else:
             continue
         digest, size = release[path]
-        with _lock:
-            parsed = _parsed.get(digest)
-        if parsed is not None:
-            yield parsed
+        if digest in parsed:
+            yield parsed[digest]
             continue
         kept = cache / "indexes" / f"{digest}.json"
         if kept.is_file():
-            yield _remember(digest, json.loads(kept.read_text()))
+            parsed[digest] = json.loads(kept.read_text())
+            yield parsed[digest]
             continue
         body = _get(f"{mirror}/dists/{suite}/{path}", MAX_INDEX_BYTES)
         if len(body) != size or hashlib.sha256(body).hexdigest() != digest:
@@ -249,19 +251,8 @@ def _indexes(mirror: str, suite: str, arch: str, cache: Path, rings: list[str]):
                 index[f"{fields['Package']} {fields['Version']} {fields['Architecture']}"] = [
                     fields["Filename"], fields["SHA256"], int(fields["Size"])]
         keep_json(kept, index)
-        yield _remember(digest, index)
-
-
-_parsed: dict[str, dict] = {}  # the indexes last read, by sha256: one check reads each once
-KEEP_PARSED = 8
-
-
-def _remember(digest: str, index: dict) -> dict:
-    with _lock:
-        _parsed[digest] = index
-        while len(_parsed) > KEEP_PARSED:
-            _parsed.pop(next(iter(_parsed)))
-    return index
+        parsed[digest] = index
+        yield index
 
 
 def _deb(mirror: str, suite: str, package: str, version: str, architecture: str, filename: str, digest: str,

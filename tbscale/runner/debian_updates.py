@@ -48,6 +48,7 @@ TREE_SLACK = 64 * 2**20
 # install's launcher, a test library under /usr/local), which saves reading dpkg's files (~0.5 s)
 _NO_PACKAGE = re.compile(r"^/(usr/local|root|home|tmp)/")
 _MERGED = re.compile(r"^/usr(/(bin|sbin|lib[^/]*)/.*)$")  # usrmerge: /usr/lib/x is also /lib/x
+_PROGRAM = re.compile(r"^(/usr)?/s?bin/[^/]+$")
 
 
 class _Packages:
@@ -63,6 +64,7 @@ class _Packages:
         self.installed: dict[str, tuple[str, str, str]] = {}  # `name` and `name:arch` -> (name, version, arch)
         self.owners: dict[str, str] = {}  # path -> `name` or `name:arch`, as the list file is named
         self.debs: dict[str, Deb | str] = {}  # owner -> the archive's package, or why there is none
+        self.indexes: dict[str, dict] = {}  # the archive's indexes this check read, by sha256
         self._read()
 
     def _read(self) -> None:
@@ -116,7 +118,7 @@ class _Packages:
             else:
                 try:
                     self.debs[owner] = fetch(*row, self.codename, native=self.native or "amd64",
-                                             distribution=self.distribution)
+                                             distribution=self.distribution, parsed=self.indexes)
                 except ArchiveUnavailable as e:
                     self.debs[owner] = f"{row[0]} {row[1]} was not checked against the archive: {e}"
         return self.debs[owner]
@@ -231,22 +233,37 @@ def _alternative(path: str, box: Environment, packages: _Packages, fetch: Callab
     asked: only what the archive's package registers counts, and the path chosen is checked as
     that package's file wherever the entry names it."""
     unowned = f"{path} belongs to no installed package"
+    if not _PROGRAM.match(path):  # (an alternative an entry names is a program's: nothing else is read)
+        return unowned
     try:
-        link = (box.read_tree(path, limit=2**20) or {}).get(path) or ""
+        link = _outside(box, path, 2**20)
         name = link.removeprefix("link:/etc/alternatives/")
         if not link.startswith("link:/etc/alternatives/") or "/" in name:
             return unowned
-        chosen = (box.read_tree(f"/etc/alternatives/{name}", limit=2**20) or {}).get(f"/etc/alternatives/{name}") or ""
+        chosen = _outside(box, f"/etc/alternatives/{name}", 2**20)
+        target = chosen.removeprefix("link:")
+        owner = packages.owner(target) if chosen.startswith("link:/") else None
+        deb = packages.deb(owner, fetch) if owner else f"/etc/alternatives/{name} is not a link to a package's file"
+        if isinstance(deb, str):
+            return f"{path} is the alternative {name}: {deb}"
+        # (a postinst may name either usrmerge twin: netcat-openbsd registers /bin/nc, found as /usr/bin/nc)
+        if not any(a[1] == name and a[0] in (path, _twin(path)) and a[2] in (target, _twin(target))
+                   for a in deb.alternatives):
+            return f"{path} is the alternative {name}, set to {target}, which {deb.filename} does not register"
+        # the path chosen as the package installs it (made a link to another package's program, it
+        # would run that program, every path the entry names still some package's)
+        twin = _twin(target)
+        want = deb.files.get(target) or (deb.files.get(twin) if twin else None)
+        if want is None or _outside(box, target, deb.sizes.get(target, 0) + 2**20) != want:
+            return f"{path} is the alternative {name}, set to {target}, which is not {deb.filename}'s"
     except SandboxError as e:
         return f"{unowned} ({e})"
-    target = chosen.removeprefix("link:")
-    owner = packages.owner(target) if chosen.startswith("link:/") else None
-    deb = packages.deb(owner, fetch) if owner else f"/etc/alternatives/{name} is not a link to a package's file"
-    if isinstance(deb, str):
-        return f"{path} is the alternative {name}: {deb}"
-    if (path, name, target) not in deb.alternatives:
-        return f"{path} is the alternative {name}, set to {target}, which {deb.filename} does not register"
     return deb, link
+
+
+def _outside(box: Environment, path: str, limit: int) -> str:
+    """What is at `path` as read from outside (`file:SHA256`, `link:TARGET`), or ""."""
+    return (box.read_tree(path, limit=limit) or {}).get(path) or ""
 
 
 def _read(box: Environment, expected: dict[str, tuple[Deb, str]], why: dict[str, str]

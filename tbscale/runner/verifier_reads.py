@@ -5,6 +5,7 @@ their text with the shell tokenizer (shell/parse.py) before anything runs: the v
 from __future__ import annotations
 
 import re
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -75,21 +76,26 @@ def _program_names(texts: list[str], shebangs: list[str], defaults: tuple[str, .
         for w in line.split()[:2]:
             if not w.startswith("-"):
                 add(w.rsplit("/", 1)[-1] if w.startswith("/") and PurePosixPath(w).name in ("env",) else w)
-    # a program run only inside a command substitution is run too: `norm=$(printf ... | awk ...)`
-    # (an awk the agent made print the expected line passed such a check unseen)
-    queue = list(texts)
-    while queue:
-        text = queue.pop(0)
-        for segment in split_segments(text):
-            queue += substitutions(segment.text)
-            inv = invocation(segment)
-            add(inv.raw_program)
-            if inv.program in ("python", "python3") and inv.args[:1] == ["-m"] and len(inv.args) > 1:
-                add(inv.args[1])  # python -m pytest: the module's console script too
-            if inv.raw_program == "uvx" or (inv.raw_program == "uv" and inv.args[:2] == ["tool", "run"]):
-                for word in _uv_tools(inv.args[2:] if inv.raw_program == "uv" else inv.args):
-                    add(word)
+    for segment in _commands(texts):
+        inv = invocation(segment)
+        add(inv.raw_program)
+        if inv.program in ("python", "python3") and inv.args[:1] == ["-m"] and len(inv.args) > 1:
+            add(inv.args[1])  # python -m pytest: the module's console script too
+        if inv.raw_program == "uvx" or (inv.raw_program == "uv" and inv.args[:2] == ["tool", "run"]):
+            for word in _uv_tools(inv.args[2:] if inv.raw_program == "uv" else inv.args):
+                add(word)
     return names[:MAX_TOOLS]
+
+
+def _commands(texts: list[str]):
+    """Each command of the scripts, in order, and those run inside their command substitutions
+    (`norm=$(printf ... | awk ...)`: an awk the agent made print the expected line passed such a
+    check unseen while only the commands outside were read)."""
+    queue = deque(texts)
+    while queue:
+        for segment in split_segments(queue.popleft()):
+            queue.extend(substitutions(segment.text))
+            yield segment
 
 
 def _in_folders(names: list[str], texts: list[str], sourced: list[str]) -> list[str]:
@@ -143,13 +149,8 @@ def sourced_scripts(verifier, tests_dirs: list[Path] | None = None, texts: list[
         texts = _verifier_texts(verifier, tests_dirs)[0]
     mounts = [verifier.tests_mount] if getattr(verifier, "tests_mount", None) else []
     out: list[str] = []
-    # a program run only inside a command substitution is run too: `norm=$(printf ... | awk ...)`
-    # (an awk the agent made print the expected line passed such a check unseen)
-    queue = list(texts)
-    while queue:
-        text = queue.pop(0)
+    for text in texts:
         for segment in split_segments(text):
-            queue += substitutions(segment.text)
             inv = invocation(segment)
             if inv.raw_program not in ("source", ".") or not inv.args:
                 continue
@@ -176,13 +177,8 @@ def verifier_venvs(texts: list[str]) -> list[str]:
     it again over one already there, keeping what the agent put in it (a `.pth` line), and later
     versions refuse, the script going on into the agent's (findings.sourced_changed)."""
     out: list[str] = []
-    # a program run only inside a command substitution is run too: `norm=$(printf ... | awk ...)`
-    # (an awk the agent made print the expected line passed such a check unseen)
-    queue = list(texts)
-    while queue:
-        text = queue.pop(0)
+    for text in texts:
         for segment in split_segments(text):
-            queue += substitutions(segment.text)
             inv = invocation(segment)
             if inv.raw_program == "uv" and inv.args[:1] == ["venv"]:
                 at = skip_options(inv.args, 1, _VENV_VALUE_OPTIONS)
