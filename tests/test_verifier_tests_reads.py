@@ -52,7 +52,10 @@ def test_the_tests_the_scripts_run_where_the_agent_works():
     assert {"g++", "cc"} <= set(read_verifier(VerifierSpec(command=DEVEVAL_CPP.replace("\n", "; ")), tests_dirs=[]).names)
     assert "g++" not in read_verifier(VerifierSpec(command=DEVEVAL.replace("\n", "; ")), tests_dirs=[]).names
     # the tests the verifier copies in, the project itself, a patched file: none
-    assert named_tests([SWE], "/tests") == [] and named_tests([AIDER], "/tests") == []
+    assert named_tests([SWE], "/tests") == []
+    # pytest given the folder it runs in: its settings and conftest.py files only (`c:`)
+    assert named_tests([AIDER], "/tests") == ["c:/app\t/app"]
+    assert named_tests(["python3 -m pytest -q ./ -v\ncd /srv && pytest /srv\n"], "/tests") == ["c:\t", "c:/srv\t/srv"]
     assert named_tests(["pytest /tests/test_outputs.py -rA\nbash /tests/run.sh\n"], "/tests") == []
     # a script that patches the repository runs its tests (which a solution may extend), but its runner is held
     assert named_tests([SWE.replace("python -m pytest", "./tests/runtests.py --parallel 1 utils_tests; pytest")]) == [
@@ -149,6 +152,39 @@ def test_what_pytest_reads_of_its_settings_where_it_runs_the_named_tests():
     assert kinds(base, {**base, "/app/conftest.py": "c"}) == [("test_config_planted", ["/app/conftest.py"])]
     assert kinds(base, {**base, "/app/pytest.ini": "i"}, folders=("s:/app/unit_tests",),
                  read_after={"/app/pytest.ini": {"settings": ""}}) == []
+
+
+def test_pytest_given_the_folder_it_runs_in_holds_its_settings_and_conftest_files_not_the_project():
+    """Aider Polyglot's Python tasks copy the tests into /app and run `python3 -m pytest .` there: an
+    `/app/conftest.py` whose import exits 0, or a `pytest.ini` with `addopts = --co` (pytest only
+    collects, and exits 0), passed 4 of 4 of them with nothing recorded before 2026-12-07."""
+    base = {"/app": "other", "/app/conftest.py": "-", "/app/pytest.ini": "-", "/conftest.py": "-",
+            "/app/sub/conftest.py": "k"}
+    folders = ("c:/app\t/app",)
+    assert kinds(base, {**base, "/app/conftest.py": "c"}, folders=folders) == [("test_config_planted", ["/app/conftest.py"])]
+    assert kinds(base, {**base, "/app/sub/conftest.py": "x"}, folders=folders) == [
+        ("test_config_planted", ["/app/sub/conftest.py"])]
+    assert kinds(base, {**base, "/app/pytest.ini": "i"}, folders=folders,
+                 read_after={"/app/pytest.ini": {"settings": '{"addopts": "--co"}'}}) == [
+        ("test_config_planted", ["/app/pytest.ini"])]
+    # the project's own files, the solution among them, are not held
+    assert kinds(base, {**base, "/app/affine_cipher.py": "s", "/app/helpers.py": "h"}, folders=folders) == []
+
+
+def test_the_guard_shell_lists_the_conftest_files_of_the_folder_pytest_is_given(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "conftest.py").write_text("")
+    (tmp_path / ".venv" / "lib").mkdir(parents=True)  # pytest does not collect there (norecursedirs)
+    (tmp_path / ".venv" / "lib" / "conftest.py").write_text("")
+    (tmp_path / "node_modules").mkdir()
+    (tmp_path / "node_modules" / "conftest.py").write_text("")
+    (tmp_path / "solution.py").write_text("x = 1\n")
+    env = {"PATH": "/usr/bin:/bin", "TBSCALE_TESTS_HERE": "c:\t", "TBSCALE_WORKDIR": str(tmp_path)}
+    found = parse_snapshot(subprocess.run(["sh", "-c", PROJECT + TESTS], capture_output=True, text=True, check=True,
+                                          env=env, timeout=60).stdout)["tests_here"]
+    assert found[str(tmp_path)] == "other" and len(found[f"{tmp_path}/pkg/conftest.py"]) == 64
+    assert found[f"{tmp_path}/conftest.py"] == "-" and found["/conftest.py"] == "-"
+    assert f"{tmp_path}/solution.py" not in found and not any("/.venv/" in p or "node_modules" in p for p in found)
 
 
 def test_after_the_sweep_pytests_compiled_tests_are_removed(tmp_path):

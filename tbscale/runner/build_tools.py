@@ -31,6 +31,7 @@ from tbscale.runner.cmake_project import CMAKE, cmake_changed, cmake_folders
 from tbscale.runner.git_settings import GIT, git_changed, git_folders, read_settings, settings_file as git_settings_file
 from tbscale.runner.go_project import GO, GO_READ, go_changed, go_folders, go_settings
 from tbscale.runner.make_project import MAKE, make_changed, make_folders, makefile_rules
+from tbscale.runner.python_path import PYTHON_PATH, python_folders, shadowing_changed
 from tbscale.runner.repository_tests import REPOSITORY, read_text, repository_changed, repository_folders, settings_file
 from tbscale.runner.verifier_tests import CONFIGS, TESTS, changed_tests, compilers, named_tests, pytest_settings
 from tbscale.types.guard import GuardSnapshot, Tampering, ToolRun
@@ -89,5 +90,7 @@ TOOLS: tuple[BuildTool, ...] = (
     BuildTool("git", "GI", git_folders, GIT, git_settings_file, read_settings, git_changed, read_at_baseline=False),
     # nor this: what apt and dpkg run where the verifier runs them (Terminal-Bench's `apt-get install curl`)
     BuildTool("apt", "AP", apt_folders, APT, apt_settings_file, read_apt_settings, apt_changed, read_at_baseline=False),
+    # nor this: the folders the verifier's Python searches before its library (`python3 -m pytest` where it runs)
+    BuildTool("python_path", "PS", python_folders, PYTHON_PATH, (), None, shadowing_changed),
 )
 TAGS = {tool.tag: tool.key for tool in TOOLS}

@@ -43,7 +43,9 @@ pytest paths of a script that applies a patch to the repository (SWE-bench style
 repository's own tests, which SWE-bench lets a solution extend; its test runner run by path,
 Django's `tests/runtests.py`, is held, and what else of the repository the tests read is held by
 repository_tests.py); a path that is the folder the script runs in or above it
-(`pytest .`: the project, solution and all); what pytest collects where it is given no path; data
+(`pytest .`: the project, solution and all; there only pytest's settings, from that folder up, and
+the conftest.py files under it are held, `c:` lines: an `/app/conftest.py` that exits 0 as it is
+imported passed Aider Polyglot's Python tasks unseen before); what pytest collects where it is given no path; data
 a test reads under another name (`inputs/`, hone's `data_file/`).
 The guard shell's part: `TESTS` below."""
 
@@ -137,14 +139,21 @@ def named_tests(texts: list[str], tests_mount: str | None = None) -> list[str]:
     (the expected outputs the tests name are found from there), and `m:PATH` for each makefile
     their make is given by a name that says it is for tests (`make test -f makefile_test`), as the
     scripts name them (relative: the workdir's), outside the tests mount and `/logs`; not those the
-    scripts patch or check out, nor the folder a command runs in or one above it."""
+    scripts patch or check out, nor the folder a command runs in or one above it: `c:PLACE` and
+    its tab instead, where pytest is given that folder (its settings and conftest.py files)."""
     patched, swe = _patched(texts), any(_APPLIES.search(text) for text in texts)
     makefiles = [line[2:].partition("\t")[0] for line in make_folders(texts, tests_mount) if line.startswith("f:")]
     out = list(dict.fromkeys(f"m:{path}" for path in makefiles if _TESTISH.search(posixpath.basename(path))
                              and not (tests_mount and under(path, tests_mount)) and not under(path, "/logs")))
     for places, inv in located(texts, tests_mount):
-        named = [] if swe else [w for w in _pytest_paths(inv.program, inv.args)
-                                if "/" in w or w.endswith(".py") or _TESTISH.search(w)]
+        given = _pytest_paths(inv.program, inv.args)
+        # pytest given the folder it runs in (`pytest .`, Aider Polyglot Python's): the project,
+        # solution and all, whose files are not held; its settings and conftest.py files are (`c:`)
+        for place in ([] if swe else places):
+            if any(posixpath.normpath(posixpath.join(place or ".", w)) in (posixpath.normpath(place or "."), ".")
+                   for w in given if _PATH.fullmatch(w)) and f"c:{place}\t{place}" not in out:
+                out.append(f"c:{place}\t{place}")
+        named = [] if swe else [w for w in given if "/" in w or w.endswith(".py") or _TESTISH.search(w)]
         scripts = [] if named else [p for p in _script_path(inv.program, inv.raw_program, inv.args)
                                     if any(_TESTISH.search(part) for part in p.split("/") if part not in ("", "."))]
         for word in named + scripts:
@@ -202,21 +211,24 @@ def changed_tests(before: dict[str, str], after: dict[str, str], read_before: di
     found: list[str] = []
     configs: list[str] = []
     roots = [(kind, posixpath.normpath(path if path.startswith("/") else posixpath.join(run.workdir or "/", path)))
-             for kind, _, path in (line.partition("\t")[0].partition(":") for line in run.folders) if kind in ("p", "s")]
+             for kind, _, path in (line.partition("\t")[0].partition(":") for line in run.folders) if kind in "psc"]
     roots += [("held", key[len(HELD):]) for key in before if key.startswith(HELD)]
     for kind, root in roots:
         state, now_state = before.get(root, "-"), after.get(root, "-")
         if state in ("-", "many", "binary"):
             continue  # absent at the baseline (the agent's to write), more files than are listed, or a built program
-        if kind == "p":  # pytest's settings where it looks for them, from the tests up
+        if kind in "pc":  # pytest's settings where it looks for them, from the tests up; conftest.py under a `c:` folder
             folder = root if state == "other" else posixpath.dirname(root)
             for path in sorted(p for p in before.keys() | after.keys() if posixpath.basename(p) in ABOVE
-                               and under(folder, posixpath.dirname(p)) and not under(p, root)  # in it: a test file
+                               and (under(folder, posixpath.dirname(p)) and (kind == "c" or not under(p, root))  # in a `p:` folder: a test file
+                                    or kind == "c" and posixpath.basename(p) == "conftest.py" and under(p, root))
                                and before.get(p, "-") != after.get(p, "-")):
                 was, now = (read_before.get(path) or {}).get("settings"), (read_after.get(path) or {}).get("settings")
                 finding = f"{path} ({file_state(before.get(path, '-'), after.get(path, '-'))})"
                 if (posixpath.basename(path) not in CONFIGS or was != now) and finding not in configs:
                     configs.append(finding)
+            if kind == "c":
+                continue  # the project's own files are not held
         was = {posixpath.normpath(p): d for p, d in before.items() if p != root and under(p, root) and d != "-"}
         if state == "other" and not was:
             continue  # a folder with no files at the baseline, or a link: the agent's to fill
@@ -318,13 +330,21 @@ if [ -n "${TBSCALE_TESTS_HERE+set}" ]; then
       done
       continue
     fi
-    if [ "$_k" = p ]; then  # pytest's settings and conftest.py, in the tests' folder and each one above it
+    if [ "$_k" = c ]; then  # pytest given the folder it runs in: the conftest.py files it collects there (then as `p:`)
+      [ -d "$_p" ] || continue  # a link to a folder is walked where it points (the slash)
+      find "$_p/" -xdev \( __SKIP__ -o -name '.?*' -o -name venv -o -name build -o -name dist -o -name '*.egg' \) -prune \
+        -o -name conftest.py -type f -print 2>/dev/null | head -n __MAX__ | while IFS= read -r _f; do
+        _fd WT "$_f"; [ -z "${TBSCALE_SINCE:-}" ] || rm -f "${_f%/*}/__pycache__/"conftest.*.pyc 2>/dev/null; done
+      printf 'WT\t%s\tother\n' "$_p"
+    fi
+    if [ "$_k" = p ] || [ "$_k" = c ]; then  # pytest's settings and conftest.py, in the tests' folder and each one above it
       _d=$_p; [ -d "$_d" ] || _d=${_d%/*}
       while :; do
         for _f in __CONFIGS__; do _fd WT "$_d/$_f"; done
         [ -z "${TBSCALE_SINCE:-}" ] || rm -f "$_d/__pycache__/"conftest.*.pyc 2>/dev/null
         [ -n "$_d" ] || break; _d=${_d%/*}
       done
+      [ "$_k" = p ] || continue
       # after the sweep: pytest's compiled tests, which it takes for the source when the time and size
       # they record match (one compiled from another test, the source put back, passed); it compiles them again
       if [ -n "${TBSCALE_SINCE:-}" ]; then
