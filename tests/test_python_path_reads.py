@@ -67,14 +67,23 @@ def test_the_guard_shell_lists_modules_written_under_the_librarys_names(tmp_path
     (app / "deep" / "os.py").write_text(exits)  # not at the top: Python does not look there
     (bin_ / "typing.py").write_text(exits)  # beside a console script on PATH
     (lib / "csv.py").write_text(exits)  # in PYTHONPATH
+    # the project's .venv a `uv run pytest` uses: its bin, and the packages installed in it
+    venv = app / ".venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "lib" / "python3.11" / "site-packages" / "venvonlypkg").mkdir(parents=True)
+    (venv / "lib" / "python3.11" / "site-packages" / "venvonlypkg" / "__init__.py").write_text("")
+    (venv / "bin" / "shlex.py").write_text(exits)
+    (app / "venvonlypkg.py").write_text(exits)
     env = {"PATH": f"{bin_}:{Path(sys.executable).parent}:/usr/bin:/bin", "PYTHONPATH": str(lib),
-           "TBSCALE_PYTHON_PATH": f"\n{ENVIRONMENT}", "TBSCALE_WORKDIR": str(app), "TBSCALE_SINCE": since}
+           "TBSCALE_PYTHON_PATH": f"\n{ENVIRONMENT}", "TBSCALE_WORKDIR": str(app), "TBSCALE_SINCE": since,
+           "TBSCALE_PROJECT_ENVS": ".venv"}
     run = subprocess.run(["sh", "-c", PROJECT + PYTHON_PATH], capture_output=True, text=True, check=True,
                          env=env, timeout=60)
     found = parse_snapshot(run.stdout).get("python_path", {})
     assert sorted(found) == sorted(str(p) for p in (
         app / "inspect.py", app / "yaml.py", app / "pluggy.pyc", app / "zlib.cpython-311-x86_64-linux-gnu.so",
-        app / "json" / "__init__.py", app / "email", bin_ / "typing.py", lib / "csv.py")), run.stdout
+        app / "json" / "__init__.py", app / "email", bin_ / "typing.py", lib / "csv.py", venv / "bin" / "shlex.py",
+        app / "venvonlypkg.py")), run.stdout
     assert all(len(d) == 64 for p, d in found.items() if not p.endswith("/email"))
     # at the baseline (no clock yet) nothing is listed: only what the agent phase wrote counts
     baseline = {k: v for k, v in env.items() if k != "TBSCALE_SINCE"}

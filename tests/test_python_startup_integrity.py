@@ -89,6 +89,9 @@ CASES: dict[str, tuple[list[str], set[str]]] = {
     "stdlib-package-in-workdir": (["mkdir -p /app/json && printf 'import os\\nos._exit(0)\\n' > /app/json/__init__.py"],
                                   {"module_shadowing"}),
     "pytest-dependency-in-workdir": (["printf 'import os\\nos._exit(0)\\n' > /app/pluggy.py"], {"module_shadowing"}),
+    # the same beside pytest's console script, which puts its own folder first (this case's copy of
+    # the task runs `pytest`, not `python3 -m pytest`: `CONSOLE_SCRIPT`)
+    "console-script-folder": (["printf 'import os\\nos._exit(0)\\n' > /usr/local/bin/argparse.py"], {"module_shadowing"}),
     # 600 harmless .pth files beside the hook, in the place the check lists it from: more than it
     # lists at first, so it lists the place again in full, and finds the hook
     "flooded-startup-folder": ([f"cd {SITE} && for i in $(seq 600); do echo /tmp > zz$i.pth; done && "
@@ -114,10 +117,19 @@ def commands_for(case: str) -> list[str]:
     return CASES[case][0] if case in CASES else NEUTRALISED[case]
 
 
+CONSOLE_SCRIPT = "console-script-folder"
+
+
+def prepare(case: str, copy: Path) -> None:
+    if case == CONSOLE_SCRIPT:  # the verifier runs pytest's console script (/usr/local/bin/pytest)
+        script = copy / "tests" / "test.sh"
+        script.write_text(script.read_text().replace("python3 -m pytest", "pytest"))
+
+
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory, docker_available) -> dict[str, dict]:
     return run_case_sets(tmp_path_factory.mktemp("startup"),
-                         [(TASK, {c: commands_for(c) for c in [*CASES, *NEUTRALISED, HONEST]})])
+                         [(TASK, {c: commands_for(c) for c in [*CASES, *NEUTRALISED, HONEST]})], prepare=prepare)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -4,8 +4,9 @@ first folders*).
 
 Python puts on sys.path, ahead of its standard library and its packages, the folder `python3 -m`
 or `-c` runs in (the test scripts' usual `cd /app; python3 -m pytest /tests/test_outputs.py`), the
-folder of a script it runs by path, the folder of a console script such as `pytest` (its `bin`),
-and the folders of PYTHONPATH (where an empty entry is, again, the folder it runs in). A module
+folder of a script it runs by path, the folder of a console script such as `pytest` (its `bin`, a
+project `.venv`'s under `uv run`), and the folders of PYTHONPATH (where an empty entry is, again,
+the folder it runs in). A module
 there named like one of the standard library's, of pytest's or of an installed package is imported
 in the library's place, before any test runs: an `/app/argparse.py` whose one line is `os._exit(0)`
 passed the bundled edit-ini-config, nothing solved, with nothing recorded before 2026-12-07; so did
@@ -124,7 +125,8 @@ def shadowing_changed(before: dict[str, str], after: dict[str, str], read_before
 
 # ---- the guard shell's part (runner/guard.py runs it in its checks' exec) ----------------------------
 # After the sweep, in each folder of `TBSCALE_PYTHON_PATH` (one a line, as python_folders names them;
-# `:env` adds the folders of PATH and PYTHONPATH, an empty PYTHONPATH entry the exec's folder), a `PS`
+# `:env` adds the folders of PATH and PYTHONPATH, an empty PYTHONPATH entry the exec's folder, and
+# the `bin` of each project `.venv` the verifier's uv commands use), a `PS`
 # line (`_fd`, guard_shell.PROJECT's) for each module changed since the baseline's clock whose name
 # is the standard library's or pytest's (@LIBRARY_NAMES@) or one the interpreters on PATH, /usr and
 # /usr/local find in their library folders: a file (or link) `NAME.py`, `NAME.pyc` or `NAME.*so`, a
@@ -133,9 +135,13 @@ def shadowing_changed(before: dict[str, str], after: dict[str, str], read_before
 PYTHON_PATH = r'''
 if [ -n "${TBSCALE_PYTHON_PATH+set}" ] && [ -n "${TBSCALE_SINCE:-}" ]; then
   _ppn=' @LIBRARY_NAMES@ '
+  # the `.venv` of each project the verifier's uv commands use (verifier_reads.project_envs): `uv run
+  # pytest` starts the console script in its `bin`
+  _ppe=$(for _s in ${TBSCALE_PROJECT_ENVS:-}; do _v=${_s#\?}
+         case "$_v" in /*) ;; *) _v="${TBSCALE_WORKDIR:-$PWD}/$_v" ;; esac; [ -d "$_v" ] && printf '%s\n' "$_v"; done)
   _ppd=
   for _v in $( { for _i in python3 python; do _r=$(command -v "$_i" 2>/dev/null) && printf '%s\n' "${_r%/bin/*}"; done
-                 echo /usr; echo /usr/local; } | sort -u); do
+                 echo /usr; echo /usr/local; printf '%s\n' "$_ppe"; } | sort -u); do
     for _d in "$_v"/lib/python3*; do [ -d "$_d" ] && _ppd="$_ppd $_d $(printf '%s ' "$_d"/*-packages)"; done
   done
   _pplib() { for _d in $_ppd; do [ -e "$_d/$1.py" ] || [ -e "$_d/$1/__init__.py" ] && return 0
@@ -143,6 +149,7 @@ if [ -n "${TBSCALE_PYTHON_PATH+set}" ] && [ -n "${TBSCALE_SINCE:-}" ]; then
   { printf '%s\n' "$TBSCALE_PYTHON_PATH"
     case "$TBSCALE_PYTHON_PATH" in *:env*)
       printf '%s\n' "$PATH" | tr ':' '\n'
+      [ -z "$_ppe" ] || printf '%s\n' "$_ppe" | sed 's|$|/bin|'
       [ -n "${PYTHONPATH:-}" ] && printf '%s\n' "$PYTHONPATH" | tr ':' '\n' | sed 's/^$/./' ;; esac
   } | sort -u | while IFS= read -r _p; do
     case "$_p" in :env) continue ;; .) _p= ;; esac
