@@ -26,13 +26,13 @@ DEVEVAL = "cd /app\nexport PYTHONPATH=$(pwd)\npytest unit_tests\n"
 def test_the_folders_python_searches_first_read_off_the_scripts():
     assert python_folders([POLYGLOT], "/tests") == ["/app", ENVIRONMENT]
     assert python_folders([LIVECODEBENCH], "/tests") == ["", ENVIRONMENT]  # the workdir
-    assert python_folders([DEVEVAL], "/tests") == ["/app", ENVIRONMENT]  # PYTHONPATH's $(pwd); pytest's bin via :env
+    assert python_folders([DEVEVAL], "/tests") == ["+/app", ENVIRONMENT]  # PYTHONPATH's $(pwd); pytest's bin via :env
     # a script's own folder; the tests folder is the verifier's own (guarded apart), and left out
     assert python_folders(["python3 /tests/check.py\ncd /srv && python3 tools/run.py"], "/tests") == [
         "/srv/tools", ENVIRONMENT]
     # PYTHONPATH's literal folders, relative ones from where Python runs, an empty entry as the folder itself
     assert python_folders(["cd /app\nPYTHONPATH=/opt/lib:src: python3 -m unittest"], "/tests") == [
-        "/app", "/opt/lib", "/app/src", ENVIRONMENT]
+        "/app", "+/opt/lib", "+/app/src", "+/app", ENVIRONMENT]
     # options before -m, `uv run python -m`, and isolated runs (-I, -P), which put no folder first
     assert python_folders(["python3 -u -W ignore -m pytest x", "uv run python -c 'print(1)'"], None) == ["", ENVIRONMENT]
     assert python_folders(["python3 -I -m pytest x\npython3 -P -m pytest y"], None) == [ENVIRONMENT]
@@ -67,6 +67,8 @@ def test_the_guard_shell_lists_modules_written_under_the_librarys_names(tmp_path
     (app / "deep" / "os.py").write_text(exits)  # not at the top: Python does not look there
     (bin_ / "typing.py").write_text(exits)  # beside a console script on PATH
     (lib / "csv.py").write_text(exits)  # in PYTHONPATH
+    (lib / "site.py").write_text(exits)  # there too: on sys.path as site.py is imported (Python 3.10)
+    (app / "site.py").write_text("# a static site's generator\n")  # imported before the workdir is on sys.path
     # the project's .venv a `uv run pytest` uses: its bin, and the packages installed in it
     venv = app / ".venv"
     (venv / "bin").mkdir(parents=True)
@@ -82,7 +84,8 @@ def test_the_guard_shell_lists_modules_written_under_the_librarys_names(tmp_path
     found = parse_snapshot(run.stdout).get("python_path", {})
     assert sorted(found) == sorted(str(p) for p in (
         app / "inspect.py", app / "yaml.py", app / "pluggy.pyc", app / "zlib.cpython-311-x86_64-linux-gnu.so",
-        app / "json" / "__init__.py", app / "email", bin_ / "typing.py", lib / "csv.py", venv / "bin" / "shlex.py",
+        app / "json" / "__init__.py", app / "email", bin_ / "typing.py", lib / "csv.py", lib / "site.py",
+        venv / "bin" / "shlex.py",
         app / "venvonlypkg.py")), run.stdout
     assert all(len(d) == 64 for p, d in found.items() if not p.endswith("/email"))
     # at the baseline (no clock yet) nothing is listed: only what the agent phase wrote counts

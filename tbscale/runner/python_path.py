@@ -35,6 +35,13 @@ ENVIRONMENT = ":env"
 RUNNER_PACKAGES = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "exceptiongroup", "tomli", "pygments",
                    "colorama", "py")
 LIBRARY_NAMES = tuple(sorted({*sys.stdlib_module_names, *RUNNER_PACKAGES} - {"__main__"}))
+# The modules every CPython 3 has imported at start-up, site.py's own among them, before it puts the
+# first folder on sys.path (read off 3.10 and 3.11 here): one of these names there changes nothing,
+# and an honest `site.py` or `io.py` in the workdir is not flagged. PYTHONPATH's folders are on
+# sys.path from the start (a `site.py` there is imported on 3.10, where site is not frozen): all count.
+STARTUP_MODULES = ("abc", "codecs", "encodings", "genericpath", "io", "os", "posixpath", "site", "stat",
+                   "_collections_abc", "_sitebuiltins", "time", "zipimport")
+PYTHONPATH_MARK = "+"  # a line for a folder of PYTHONPATH
 _RUNS_PYTHON = frozenset({"python", "pytest", "py.test"})
 _VALUED = frozenset({"-W", "-X", "--check-hash-based-pycs"})  # options that take the next word
 _PYTHONPATH = re.compile(r"(?:^|[\s;&|(])PYTHONPATH=([\"']?)([^\"'\s;&|]*)\1")
@@ -72,8 +79,9 @@ def _joined(place: str, folder: str) -> str:
 
 
 def python_folders(texts: list[str], tests_mount: str | None = None) -> list[str]:
-    """The folders the verifier's scripts have Python search first ("" the workdir), and `:env` for
-    those of the exec's PATH and PYTHONPATH, when the scripts run Python at all."""
+    """The folders the verifier's scripts have Python search first ("" the workdir; those of the
+    PYTHONPATH they set marked `+`), and `:env` for those of the exec's PATH and PYTHONPATH, when
+    the scripts run Python at all."""
     out: list[str] = []
     places_run: list[str] = []
     for places, inv in located(texts, tests_mount):
@@ -91,10 +99,11 @@ def python_folders(texts: list[str], tests_mount: str | None = None) -> list[str
                 if part in ("$PYTHONPATH", "${PYTHONPATH}"):
                     continue
                 if part in _HERE:
-                    out += [p for p in places_run if p not in out]
+                    out += [f for p in places_run if (f := PYTHONPATH_MARK + p) not in out]
                 elif "$" not in part and "`" not in part:
-                    out += [f for p in places_run if (f := _joined(p, part)) not in out]
-    folders = [f for f in out if not (tests_mount and f.startswith("/") and under(f, tests_mount))]
+                    out += [f for p in places_run if (f := PYTHONPATH_MARK + _joined(p, part)) not in out]
+    folders = [f for f in out if not (tests_mount and f.lstrip(PYTHONPATH_MARK).startswith("/")
+                                      and under(f.lstrip(PYTHONPATH_MARK), tests_mount))]
     return [*folders[:16], ENVIRONMENT]
 
 
@@ -128,13 +137,14 @@ def shadowing_changed(before: dict[str, str], after: dict[str, str], read_before
 # `:env` adds the folders of PATH and PYTHONPATH, an empty PYTHONPATH entry the exec's folder, and
 # the `bin` of each project `.venv` the verifier's uv commands use), a `PS`
 # line (`_fd`, guard_shell.PROJECT's) for each module changed since the baseline's clock whose name
-# is the standard library's or pytest's (@LIBRARY_NAMES@) or one the interpreters on PATH, /usr and
-# /usr/local find in their library folders: a file (or link) `NAME.py`, `NAME.pyc` or `NAME.*so`, a
+# is the standard library's or pytest's (LIBRARY_NAMES; outside PYTHONPATH's folders, `+` lines, not
+# STARTUP_MODULES) or one the interpreters on PATH, /usr and /usr/local find in their library folders: a file (or link) `NAME.py`, `NAME.pyc` or `NAME.*so`, a
 # package's `NAME/__init__.*`, or a link NAME to a folder with an `__init__` (Python imports those).
 # `_newer` (guard_shell._NEWER): `find -newerct`, or each path's status change second where find lacks it.
 PYTHON_PATH = r'''
 if [ -n "${TBSCALE_PYTHON_PATH+set}" ] && [ -n "${TBSCALE_SINCE:-}" ]; then
   _ppn=' @LIBRARY_NAMES@ '
+  _pps=' @STARTUP_MODULES@ '
   # the `.venv` of each project the verifier's uv commands use (verifier_reads.project_envs): `uv run
   # pytest` starts the console script in its `bin`
   _ppe=$(for _s in ${TBSCALE_PROJECT_ENVS:-}; do _v=${_s#\?}
@@ -150,9 +160,10 @@ if [ -n "${TBSCALE_PYTHON_PATH+set}" ] && [ -n "${TBSCALE_SINCE:-}" ]; then
     case "$TBSCALE_PYTHON_PATH" in *:env*)
       printf '%s\n' "$PATH" | tr ':' '\n'
       [ -z "$_ppe" ] || printf '%s\n' "$_ppe" | sed 's|$|/bin|'
-      [ -n "${PYTHONPATH:-}" ] && printf '%s\n' "$PYTHONPATH" | tr ':' '\n' | sed 's/^$/./' ;; esac
+      [ -n "${PYTHONPATH:-}" ] && printf '%s\n' "$PYTHONPATH" | tr ':' '\n' | sed 's/^$/./; s/^/+/' ;; esac
   } | sort -u | while IFS= read -r _p; do
-    case "$_p" in :env) continue ;; .) _p= ;; esac
+    case "$_p" in :env) continue ;; +*) _ppx=; _p=${_p#+} ;; *) _ppx=$_pps ;; esac
+    case "$_p" in .) _p= ;; esac
     _at "$_p"; [ -d "$_p" ] || continue
     _newer "${_p%/}/" -mindepth 1 -maxdepth 2 | while IFS= read -r _f; do
       _r=${_f#"${_p%/}/"}
@@ -164,8 +175,9 @@ if [ -n "${TBSCALE_PYTHON_PATH+set}" ] && [ -n "${TBSCALE_SINCE:-}" ]; then
         *) [ -L "$_f" ] && [ -d "$_f" ] || continue  # a link to a package
            for _s in "$_f"/__init__.*; do [ -e "$_s" ] && break; _s=; done; [ -n "$_s" ] || continue; _n=$_r ;;
       esac
+      case "$_ppx" in *" $_n "*) continue ;; esac  # imported before the folder was on sys.path
       case "$_ppn" in *" $_n "*) _fd PS "$_f" ;; *) _pplib "$_n" && _fd PS "$_f" ;; esac
     done
   done
 fi
-'''.replace("@LIBRARY_NAMES@", " ".join(LIBRARY_NAMES))
+'''.replace("@LIBRARY_NAMES@", " ".join(LIBRARY_NAMES)).replace("@STARTUP_MODULES@", " ".join(STARTUP_MODULES))
