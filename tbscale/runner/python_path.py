@@ -61,7 +61,7 @@ def _first_folder(args: list[str]) -> str | None:
             break
         if not arg.startswith("-"):
             break
-        if arg.startswith("-") and not arg.startswith("--") and ({"I", "P"} & set(arg[1:])):
+        if not arg.startswith("--") and {"I", "P"} & set(arg[1:]):
             return None
         i += 2 if arg in _VALUED else 1
     if i >= len(args):
@@ -84,14 +84,16 @@ def python_folders(texts: list[str], tests_mount: str | None = None) -> list[str
     the scripts run Python at all."""
     out: list[str] = []
     places_run: list[str] = []
+    runs = False
     for places, inv in located(texts, tests_mount):
         if inv.program not in _RUNS_PYTHON:
             continue
+        runs = True  # where it runs may be a folder the script does not name (`cd "$DIR"`): PATH's still count
         places_run += [p for p in places if p not in places_run]
         first = _first_folder(inv.args) if inv.program == "python" else None
-        if first is not None:
+        if first is not None and not re.search(r"[$`]", first):  # not a folder named by a variable
             out += [f for p in places if (f := _joined(p, first)) not in out]
-    if not places_run:
+    if not runs:
         return []
     for text in texts:
         for match in _PYTHONPATH.finditer(text):
