@@ -36,6 +36,7 @@ def test_the_folders_python_searches_first_read_off_the_scripts():
     # options before -m, `uv run python -m`, and isolated runs (-I, -P), which put no folder first
     assert python_folders(["python3 -u -W ignore -m pytest x", "uv run python -c 'print(1)'"], None) == ["", ENVIRONMENT]
     assert python_folders(["python3 -I -m pytest x\npython3 -P -m pytest y"], None) == [ENVIRONMENT]
+    assert python_folders(["cd /srv\ncoverage run --branch -m pytest tests"], None) == ["/srv", ENVIRONMENT]
     assert python_folders(["bash /tests/run.sh\ngo test ./..."], "/tests") == []  # no Python: nothing asked
     # a folder the script does not name: PATH's and PYTHONPATH's folders still count
     assert python_folders(['cd "$REPO"\npython3 -m pytest\npython3 "$TEST_DIR/run.py"'], "/tests") == [ENVIRONMENT]

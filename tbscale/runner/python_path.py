@@ -42,7 +42,7 @@ LIBRARY_NAMES = tuple(sorted({*sys.stdlib_module_names, *RUNNER_PACKAGES} - {"__
 STARTUP_MODULES = ("abc", "codecs", "encodings", "genericpath", "io", "os", "posixpath", "site", "stat",
                    "_collections_abc", "_sitebuiltins", "time", "zipimport")
 PYTHONPATH_MARK = "+"  # a line for a folder of PYTHONPATH
-_RUNS_PYTHON = frozenset({"python", "pytest", "py.test"})
+_RUNS_PYTHON = frozenset({"python", "pytest", "py.test", "coverage"})
 _VALUED = frozenset({"-W", "-X", "--check-hash-based-pycs"})  # options that take the next word
 _PYTHONPATH = re.compile(r"(?:^|[\s;&|(])PYTHONPATH=([\"']?)([^\"'\s;&|]*)\1")
 _HERE = frozenset({"", ".", "$(pwd)", "`pwd`", "$PWD", "${PWD}"})
@@ -90,7 +90,9 @@ def python_folders(texts: list[str], tests_mount: str | None = None) -> list[str
             continue
         runs = True  # where it runs may be a folder the script does not name (`cd "$DIR"`): PATH's still count
         places_run += [p for p in places if p not in places_run]
-        first = _first_folder(inv.args) if inv.program == "python" else None
+        # `coverage run -m pytest` puts the folder first as `python -m` does
+        first = _first_folder(inv.args) if inv.program == "python" else \
+            _first_folder(inv.args[1:]) if inv.program == "coverage" and inv.args[:1] == ["run"] else None
         if first is not None and not re.search(r"[$`]", first):  # not a folder named by a variable
             out += [f for p in places if (f := _joined(p, first)) not in out]
     if not runs:
