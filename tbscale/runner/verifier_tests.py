@@ -211,13 +211,13 @@ def changed_tests(before: dict[str, str], after: dict[str, str], read_before: di
     found: list[str] = []
     configs: list[str] = []
     roots = [(kind, posixpath.normpath(path if path.startswith("/") else posixpath.join(run.workdir or "/", path)))
-             for kind, _, path in (line.partition("\t")[0].partition(":") for line in run.folders) if kind in "psc"]
+             for kind, _, path in (line.partition("\t")[0].partition(":") for line in run.folders) if kind in ("p", "s", "c")]
     roots += [("held", key[len(HELD):]) for key in before if key.startswith(HELD)]
     for kind, root in roots:
         state, now_state = before.get(root, "-"), after.get(root, "-")
         if state in ("-", "many", "binary"):
             continue  # absent at the baseline (the agent's to write), more files than are listed, or a built program
-        if kind in "pc":  # pytest's settings where it looks for them, from the tests up; conftest.py under a `c:` folder
+        if kind in ("p", "c"):  # pytest's settings where it looks for them, from the tests up; conftest.py under a `c:` folder
             folder = root if state == "other" else posixpath.dirname(root)
             for path in sorted(p for p in before.keys() | after.keys() if posixpath.basename(p) in ABOVE
                                and (under(folder, posixpath.dirname(p)) and (kind == "c" or not under(p, root))  # in a `p:` folder: a test file
