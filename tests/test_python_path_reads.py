@@ -37,6 +37,9 @@ def test_the_folders_python_searches_first_read_off_the_scripts():
     assert python_folders(["python3 -u -W ignore -m pytest x", "uv run python -c 'print(1)'"], None) == ["", ENVIRONMENT]
     assert python_folders(["python3 -I -m pytest x\npython3 -P -m pytest y"], None) == [ENVIRONMENT]
     assert python_folders(["cd /srv\ncoverage run --branch -m pytest tests"], None) == ["/srv", ENVIRONMENT]
+    # a Python script run by path (SWE-bench's Django: `./tests/runtests.py`)
+    assert python_folders(["cd /testbed\n./tests/runtests.py --verbosity 2 utils_tests"], "/tests") == [
+        "/testbed/tests", ENVIRONMENT]
     assert python_folders(["bash /tests/run.sh\ngo test ./..."], "/tests") == []  # no Python: nothing asked
     # a folder the script does not name: PATH's and PYTHONPATH's folders still count
     assert python_folders(['cd "$REPO"\npython3 -m pytest\npython3 "$TEST_DIR/run.py"'], "/tests") == [ENVIRONMENT]

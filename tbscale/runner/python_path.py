@@ -4,7 +4,7 @@ first folders*).
 
 Python puts on sys.path, ahead of its standard library and its packages, the folder `python3 -m`
 or `-c` runs in (the test scripts' usual `cd /app; python3 -m pytest /tests/test_outputs.py`), the
-folder of a script it runs by path, the folder of a console script such as `pytest` (its `bin`, a
+folder of a script it runs by path (`./tests/runtests.py`), the folder of a console script such as `pytest` (its `bin`, a
 project `.venv`'s under `uv run`), and the folders of PYTHONPATH (where an empty entry is, again,
 the folder it runs in). A module
 there named like one of the standard library's, of pytest's or of an installed package is imported
@@ -86,6 +86,12 @@ def python_folders(texts: list[str], tests_mount: str | None = None) -> list[str
     places_run: list[str] = []
     runs = False
     for places, inv in located(texts, tests_mount):
+        if inv.raw_program.endswith(".py") and "/" in inv.raw_program:  # a Python script run by path
+            runs = True  # (Django's `./tests/runtests.py` in SWE-bench's scripts): its folder comes first
+            folder = str(PurePosixPath(inv.raw_program).parent)
+            if not re.search(r"[$`]", folder):
+                out += [f for p in places if (f := _joined(p, folder)) not in out]
+            continue
         if inv.program not in _RUNS_PYTHON:
             continue
         runs = True  # where it runs may be a folder the script does not name (`cd "$DIR"`): PATH's still count
