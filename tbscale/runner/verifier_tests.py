@@ -199,6 +199,18 @@ def _library_stem(key: str) -> str:
     return f"{folder}/{name.split('.', 1)[0]}"
 
 
+def _pytest_reads(kind: str, path: str, folder: str, root: str) -> bool:
+    """Whether pytest reads `path` as its settings or a conftest.py for the tests of a `p:` or `c:`
+    line (`root`, in `folder`): the configs in that folder and each one above it (in a `p:` folder
+    itself they are test files, held as such), and for a `c:` folder every conftest.py under it."""
+    name = posixpath.basename(path)
+    if name not in ABOVE:
+        return False
+    if under(folder, posixpath.dirname(path)):
+        return kind == "c" or not under(path, root)
+    return kind == "c" and name == "conftest.py" and under(path, root)
+
+
 def changed_tests(before: dict[str, str], after: dict[str, str], read_before: dict, read_after: dict,
                   snap: GuardSnapshot, actions: list[tuple[int, str]], run: ToolRun) -> list[Tampering]:
     """Under each path of `run.folders`, as the guard shell resolved it, and each path the shell
@@ -219,9 +231,7 @@ def changed_tests(before: dict[str, str], after: dict[str, str], read_before: di
             continue  # absent at the baseline (the agent's to write), more files than are listed, or a built program
         if kind in ("p", "c"):  # pytest's settings where it looks for them, from the tests up; conftest.py under a `c:` folder
             folder = root if state == "other" else posixpath.dirname(root)
-            for path in sorted(p for p in before.keys() | after.keys() if posixpath.basename(p) in ABOVE
-                               and (under(folder, posixpath.dirname(p)) and (kind == "c" or not under(p, root))  # in a `p:` folder: a test file
-                                    or kind == "c" and posixpath.basename(p) == "conftest.py" and under(p, root))
+            for path in sorted(p for p in before.keys() | after.keys() if _pytest_reads(kind, p, folder, root)
                                and before.get(p, "-") != after.get(p, "-")):
                 was, now = (read_before.get(path) or {}).get("settings"), (read_after.get(path) or {}).get("settings")
                 finding = f"{path} ({file_state(before.get(path, '-'), after.get(path, '-'))})"
