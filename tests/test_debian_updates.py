@@ -21,7 +21,7 @@ import pytest
 
 from tbscale.runner import debian_archive
 from tbscale.runner.debian_archive import ArchiveUnavailable, published_deb
-from tbscale.runner.debian_updates import settle_debian
+from tbscale.runner.debian_updates import READ_ONE_BY_ONE, settle_debian
 from tbscale_testing.folder_box import FolderBox
 
 pytestmark = pytest.mark.skipif(not all(shutil.which(t) for t in ("dpkg-deb", "gpg", "gpgv")),
@@ -459,3 +459,24 @@ def test_an_alternative_settles_only_as_its_package_registers_it(archive, tmp_pa
     box._p("/usr/bin/gzawk").symlink_to("/usr/bin/python3.99")
     [stays], debs = settle_debian([entry("/usr/bin/python3.99")], box, lambda: {}, {})
     assert debs == [] and "/usr/bin/gzawk" in stays["published_check"], stays
+
+
+def test_libraries_are_read_one_by_one_where_their_folder_is_too_large_to_read_whole(archive, tmp_path):
+    """A library folder holds far more than the packages an entry names (runner/debian_updates.py
+    ALONE_KINDS): its files are read one by one, so a reinstall that rewrote more than
+    READ_ONE_BY_ONE of them is settled where a folder of the standard library would not be."""
+    box = DebianBox(tmp_path / "box")
+    box.install()
+    box.write(f"{STDLIB}/padding.bin", b"\0" * (65 * 2**20))
+    library = sorted(p for p in MODULES if p.startswith(STDLIB))
+    assert len(library) > READ_ONE_BY_ONE
+    written = {"kind": "shared_library_changed", "source": "environment", "detail": "libraries written",
+               "paths": library[:20], "by_command": BY}
+    kept, debs = settle_debian([written], box, lambda: {"shared_library_changed": library}, {})
+    assert kept == [] and [row["package"] for row in debs] == [PACKAGE]
+    # one of them not the package's: the entry stays, saying which
+    box.write(f"{STDLIB}/mod4.py", "X = 'forged'\n")
+    written = {**written}
+    kept, _ = settle_debian([written], box, lambda: {"shared_library_changed": library}, {})
+    assert [e["kind"] for e in kept] == ["shared_library_changed"]
+    assert kept[0]["published_check"].startswith(f"Debian: {STDLIB}/mod4.py differs from"), kept
