@@ -14,7 +14,9 @@ A tool module gives:
   entries; `run` is a `ToolRun`, the lines `folders` gave and the workdir the shell took;
 * `programs`: what the tool itself starts by name from PATH (a compiler, a linker), digested with
   the programs the scripts name; or a function of the lines `folders` gave, where that depends on
-  what it runs (`started`).
+  what it runs (`started`);
+* `carried`: what of its baseline's lines its shell block is given back after the sweep
+  (`TBSCALE_<KEY>_BEFORE`), where it prints only what the baseline makes count.
 npm has more than this protocol gives (the scripts it runs, its `node_modules` cleared by the
 sweep, its own library) and stays in runner/npm_project.py, wired into the guard by hand."""
 
@@ -32,6 +34,7 @@ from tbscale.runner.git_settings import GIT, git_changed, git_folders, read_sett
 from tbscale.runner.go_project import GO, GO_READ, go_changed, go_folders, go_settings
 from tbscale.runner.make_project import MAKE, make_changed, make_folders, makefile_rules
 from tbscale.runner.python_path import PYTHON_PATH, python_folders, shadowing_changed
+from tbscale.runner.shared_libraries import SHARED_LIBRARIES, baseline_names, libraries_changed, loader_lines
 from tbscale.runner.repository_tests import REPOSITORY, read_text, repository_changed, repository_folders, settings_file
 from tbscale.runner.verifier_tests import CONFIGS, TESTS, changed_tests, compilers, named_tests, pytest_settings
 from tbscale.types.guard import GuardSnapshot, Tampering, ToolRun
@@ -53,6 +56,7 @@ class BuildTool:
     # shell block prints what is needed of them then (no process of the agent's has run yet), which
     # saves an engine call a file at every baseline
     read_at_baseline: bool = True
+    carried: Callable[[dict[str, str]], str] | None = None
 
     def started(self, lines: list[str]) -> tuple[str, ...]:
         """The programs it starts by name where the verifier's scripts run it as `lines` say."""
@@ -92,5 +96,8 @@ TOOLS: tuple[BuildTool, ...] = (
     BuildTool("apt", "AP", apt_folders, APT, apt_settings_file, read_apt_settings, apt_changed, read_at_baseline=False),
     # nor this: the folders the verifier's Python searches before its library (`python3 -m pytest` where it runs)
     BuildTool("python_path", "PS", python_folders, PYTHON_PATH, (), None, shadowing_changed),
+    # nor this: the shared libraries the dynamic loader finds for the verifier's programs
+    BuildTool("shared_libraries", "SL", loader_lines, SHARED_LIBRARIES, (), None, libraries_changed,
+              carried=baseline_names),
 )
 TAGS = {tool.tag: tool.key for tool in TOOLS}

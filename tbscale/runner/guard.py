@@ -57,6 +57,7 @@ from tbscale.runner.npm_project import NPM, NPM_CLEAR, NPM_READ, node_library_ch
 from tbscale.runner.debian_updates import settle_debian
 from tbscale.runner.package_updates import settle
 from tbscale.runner.uv_cache import UV_CLEAR, UV_FOLDERS
+from tbscale.runner.shared_libraries import KEY as LIBRARIES, libraries_seen_outside, library_groups
 from tbscale.runner.verifier_reads import read_verifier
 from tbscale.types.guard import (AgentProcessInfo, GuardSnapshot, ProcessBaseline, ProcessInfo,
                                  SweepRecord, Tampering, ToolRun)
@@ -64,7 +65,8 @@ from tbscale.types.guard import (AgentProcessInfo, GuardSnapshot, ProcessBaselin
 # The programs the guard's own commands run: the outside check (`file_checks: outside`) reports one
 # of them written or added in a bin folder, since the checks inside would believe it.
 CHECK_PROGRAMS = frozenset({"find", "sha256sum", "stat", "readlink", "date", "sort", "awk", "head", "sed", "wc", "grep",
-                            "tr", "rm", "cat", "sleep", "cut", "md5sum", "dpkg", "busybox", "dash", "kill"})
+                            "tr", "rm", "cat", "sleep", "cut", "md5sum", "dpkg", "busybox", "dash", "kill",
+                            "od", "ldconfig"})
 LIST_MAX = 500  # the changed paths the check lists of a place (guard_shell.CHANGES)
 FULL_LIST_MAX = 20_000  # and when it lists a flooded place again (`_list_again`)
 # site.py runs a .pth line that starts so (a carriage return ends a line: universal newlines)
@@ -212,6 +214,8 @@ class VerifierGuard:
         for tool in TOOLS:
             if self.tools.get(tool.key):
                 env[tool.env] = "\n".join(self.tools[tool.key])
+                if since and tool.carried and self.before is not None:
+                    env[tool.env + "_BEFORE"] = tool.carried(self.before.get(tool.key) or {})  # type: ignore[misc]
         workdir = self._workdir(box)
         if workdir:  # at the baseline, unless the task names it, the shell takes the folder it starts in
             env["TBSCALE_WORKDIR"] = workdir
@@ -412,6 +416,8 @@ class VerifierGuard:
                 (before or {}).get("tools") or {}, after.get("tools") or {})
             programs = CHECK_PROGRAMS | TEST_TOOLS | set(self.names)
             entries += programs_changed(outside, (self.before or {}).get("tools") or {}, programs, seen, actions)
+            entries += libraries_seen_outside(outside, (self.before or {}).get(LIBRARIES), after.get(LIBRARIES),
+                                              entries, actions)
         if self.stalled:
             entries.append(entry("check_stalled", "a command of the guard's did not end by its timeout plus grace "
                                  "while the agent's processes could run beside it (something stopped it): "
@@ -426,7 +432,8 @@ class VerifierGuard:
                                   after.get("changes"), home=after.get("home") or "/root")
         if updates:
             record["package_updates"] = updates
-        entries, debs = settle_debian(entries, self.box, lambda: changed_groups(before, after, self.verifier.tests_mount),
+        entries, debs = settle_debian(entries, self.box, lambda: {**changed_groups(before, after, self.verifier.tests_mount),
+                                                                  **library_groups(before, after)},
                                       after.get("changes") or {})
         if debs:
             record["debian_packages"] = debs

@@ -1,0 +1,102 @@
+"""The shared libraries the dynamic loader finds for the verifier's programs
+(runner/shared_libraries.py): the names its folders hold at the baseline, and after the sweep the
+libraries written there under one of those names; the guard shell run here with `sh`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+from tbscale.runner.build_tools import TOOLS
+from tbscale.runner.guard_shell import PROJECT, parse_snapshot
+from tbscale.runner.shared_libraries import (FOLDERS, KIND, LOADER, NAMES, SHARED_LIBRARIES, baseline_names,
+                                             libraries_changed, libraries_seen_outside, library_groups, loader_lines,
+                                             written_libraries)
+from tbscale.types.guard import ToolRun
+
+
+def _shell(env: dict[str, str], programs: str = "") -> dict[str, str]:
+    # `_files`: the real paths of the programs the verifier runs, as the guard's SNAPSHOT leaves them
+    script = f"_files='{programs}'\n" + PROJECT + SHARED_LIBRARIES
+    run = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True, timeout=60,
+                         env={"PATH": os.environ["PATH"], "TBSCALE_SHARED_LIBRARIES": LOADER, **env})
+    return parse_snapshot(run.stdout).get("shared_libraries", {})
+
+
+def test_the_guard_shell_lists_libraries_written_under_a_name_the_loaders_folders_had(tmp_path):
+    lib = tmp_path / "lib"  # a folder of LD_LIBRARY_PATH: one the loader searches
+    (lib / "glibc-hwcaps" / "x86-64-v3").mkdir(parents=True)
+    # names no program here loads (the shell's own programs run with this LD_LIBRARY_PATH)
+    (lib / "libtbkept.so.1").write_bytes(b"\x7fELF kept")
+    (lib / "libtbold.so.2").write_bytes(b"\x7fELF old")
+    sh = os.path.realpath("/bin/sh")
+    baseline = _shell({"LD_LIBRARY_PATH": str(lib)}, sh)
+    names = set(baseline[NAMES].split())
+    assert {"libtbkept.so.1", "libtbold.so.2"} <= names
+    # the libraries the loader finds for the programs given, in the system's folders
+    assert "libc.so.6" in names, sorted(names)[:20]
+    assert set(baseline) == {NAMES, FOLDERS} and str(lib) in baseline[FOLDERS].split(":")
+    time.sleep(0.05)
+    since = f"{time.time():.9f}"
+    time.sleep(0.05)
+    (lib / "libtbkept.so.1").write_bytes(b"\x7fELF the agent's")  # replaced in place
+    (lib / "glibc-hwcaps" / "x86-64-v3" / "libtbold.so.2").write_bytes(b"\x7fELF")  # where the loader looks first
+    (lib / "libtbnew.so.4").write_bytes(b"\x7fELF")  # a new library: an install, not listed
+    after = _shell({"LD_LIBRARY_PATH": str(lib), "TBSCALE_SINCE": since,
+                    "TBSCALE_SHARED_LIBRARIES_BEFORE": baseline_names(baseline)}, sh)
+    assert after.pop(FOLDERS) == baseline[FOLDERS]
+    assert after == {str(lib / "libtbkept.so.1"): "c", str(lib / "glibc-hwcaps" / "x86-64-v3" / "libtbold.so.2"): "c"}
+    # more names than an exec's variable holds: every library written there is printed, and sorted here
+    every = _shell({"LD_LIBRARY_PATH": str(lib), "TBSCALE_SINCE": since,
+                    "TBSCALE_SHARED_LIBRARIES_BEFORE": baseline_names({NAMES: "x" * 100_001})}, sh)
+    assert str(lib / "libtbnew.so.4") in every
+    assert written_libraries(every, baseline[NAMES]) == sorted(after)
+    # a folder the loader does not search is not looked at
+    elsewhere = _shell({"TBSCALE_SINCE": since, "TBSCALE_SHARED_LIBRARIES_BEFORE": baseline_names(baseline)}, sh)
+    assert set(elsewhere) == {FOLDERS} and str(lib) not in elsewhere[FOLDERS].split(":")
+
+
+def test_the_entry_names_the_libraries_written_under_the_baselines_names():
+    before = {NAMES: "libc.so.6 libexpat.so.1 libexpat.so.1.8.10"}
+    after = {"/usr/local/lib/libexpat.so.1": "c", "/usr/lib/x86_64-linux-gnu/libexpat.so.1.8.10": "c",
+             "/usr/local/lib/libnotes.so.1": "c"}
+    actions = [(2, "cp /tmp/e.so /usr/local/lib/libexpat.so.1 && ldconfig")]
+    (found,) = libraries_changed(before, after, {}, {}, {}, actions, ToolRun([LOADER], "/app"))
+    assert found["kind"] == KIND and found["source"] == "environment"
+    assert found["paths"] == ["/usr/lib/x86_64-linux-gnu/libexpat.so.1.8.10", "/usr/local/lib/libexpat.so.1"]
+    assert found["by_command"] == {"turn": 2, "command": actions[0][1]}
+    assert library_groups({"shared_libraries": before}, {"shared_libraries": after}) == {KIND: found["paths"]}
+    # a name the baseline did not have is an install; no baseline, no names
+    assert libraries_changed(before, {"/usr/local/lib/libnotes.so.1": "c"}, {}, {}, {}, [], ToolRun([], None)) == []
+    assert library_groups(None, {"shared_libraries": after}) == {}
+
+
+def test_every_verifier_with_a_script_has_the_check():
+    assert loader_lines(["#!/bin/bash\ncd /app\npython3 -m pytest\n"]) == [LOADER]
+    assert loader_lines(["", "  \n"]) == []
+    tool = next(t for t in TOOLS if t.key == "shared_libraries")
+    assert tool.carried is not None and tool.carried({NAMES: "libz.so.1"}) == "libz.so.1"
+
+
+def test_the_outside_listing_reports_libraries_the_check_inside_did_not():
+    """`file_checks: outside`: a libc or loader of the agent's can make every program inside lie
+    (the check inside then lists nothing); the backend's listing of changed paths cannot."""
+    before = {NAMES: "libc.so.6 libexpat.so.1 libexpat.so.1.8.10", FOLDERS: "/usr/lib/x86_64-linux-gnu:/usr/local/lib:"}
+    after = {FOLDERS: "/usr/lib/x86_64-linux-gnu:/usr/local/lib:/opt/l:"}  # a folder the cache points into now
+    changed = {"/usr/lib/x86_64-linux-gnu/libc.so.6": 0,  # replaced
+               "/usr/lib/x86_64-linux-gnu/glibc-hwcaps/x86-64-v2/libexpat.so.1": 1,  # searched first
+               "/opt/l/libexpat.so.1": 1,
+               "/usr/local/lib/libnotes.so.1": 1,  # a new name: an install
+               "/usr/lib/x86_64-linux-gnu/libexpat.so.1.8.10": 2,  # removed: what loaded it fails
+               "/usr/share/doc/libc.so.6": 1,  # no folder of the loader's
+               "/usr/lib/x86_64-linux-gnu/a/b/c/d/libexpat.so.1": 1}  # below one, not a capability folder
+    actions = [(2, "cp /tmp/e.so /opt/l/libexpat.so.1")]
+    (found,) = libraries_seen_outside(changed, before, after, [], actions)
+    assert found["kind"] == KIND and "as seen from outside the environment" in found["detail"]
+    assert found["paths"] == ["/opt/l/libexpat.so.1", "/usr/lib/x86_64-linux-gnu/glibc-hwcaps/x86-64-v2/libexpat.so.1",
+                              "/usr/lib/x86_64-linux-gnu/libc.so.6"]
+    # what the check inside reported already is not reported again
+    inside = [{"kind": KIND, "source": "environment", "detail": "", "paths": found["paths"]}]
+    assert libraries_seen_outside(changed, before, after, inside, actions) == []
+    assert libraries_seen_outside(changed, None, None, [], actions) == []
