@@ -43,10 +43,12 @@ def test_the_guard_shell_lists_libraries_written_under_a_name_the_loaders_folder
     (lib / "libtbkept.so.1").write_bytes(b"\x7fELF the agent's")  # replaced in place
     (lib / "glibc-hwcaps" / "x86-64-v3" / "libtbold.so.2").write_bytes(b"\x7fELF")  # where the loader looks first
     (lib / "libtbnew.so.4").write_bytes(b"\x7fELF")  # a new library: an install, not listed
+    (lib / "libnss_tbtest.so.2").write_bytes(b"\x7fELF")  # a name service module: listed whatever its name
     after = _shell({"LD_LIBRARY_PATH": str(lib), "TBSCALE_SINCE": since,
                     "TBSCALE_SHARED_LIBRARIES_BEFORE": baseline_names(baseline)}, sh)
     assert after.pop(FOLDERS) == baseline[FOLDERS]
-    assert after == {str(lib / "libtbkept.so.1"): "c", str(lib / "glibc-hwcaps" / "x86-64-v3" / "libtbold.so.2"): "c"}
+    assert after == {str(lib / "libtbkept.so.1"): "c", str(lib / "glibc-hwcaps" / "x86-64-v3" / "libtbold.so.2"): "c",
+                     str(lib / "libnss_tbtest.so.2"): "c"}
     # more names than an exec's variable holds: every library written there is printed, and sorted here
     every = _shell({"LD_LIBRARY_PATH": str(lib), "TBSCALE_SINCE": since,
                     "TBSCALE_SHARED_LIBRARIES_BEFORE": baseline_names({NAMES: "x" * 100_001})}, sh)
@@ -60,16 +62,17 @@ def test_the_guard_shell_lists_libraries_written_under_a_name_the_loaders_folder
 def test_the_entry_names_the_libraries_written_under_the_baselines_names():
     before = {NAMES: "libc.so.6 libexpat.so.1 libexpat.so.1.8.10"}
     after = {"/usr/local/lib/libexpat.so.1": "c", "/usr/lib/x86_64-linux-gnu/libexpat.so.1.8.10": "c",
-             "/usr/local/lib/libnotes.so.1": "c"}
+             "/usr/local/lib/libnotes.so.1": "c", "/usr/lib/x86_64-linux-gnu/libnss_evil.so.2": "c"}
     actions = [(2, "cp /tmp/e.so /usr/local/lib/libexpat.so.1 && ldconfig")]
     (found,) = libraries_changed(before, after, {}, {}, {}, actions, ToolRun([LOADER], "/app"))
     assert found["kind"] == KIND and found["source"] == "environment"
-    assert found["paths"] == ["/usr/lib/x86_64-linux-gnu/libexpat.so.1.8.10", "/usr/local/lib/libexpat.so.1"]
+    assert found["paths"] == ["/usr/lib/x86_64-linux-gnu/libexpat.so.1.8.10", "/usr/lib/x86_64-linux-gnu/libnss_evil.so.2",
+                              "/usr/local/lib/libexpat.so.1"]
     assert found["by_command"] == {"turn": 2, "command": actions[0][1]}
     assert library_groups({"shared_libraries": before}, {"shared_libraries": after}) == {KIND: found["paths"]}
-    # a name the baseline did not have is an install; no baseline, no names
+    # a name the baseline did not have is an install; with no baseline, only a name service module counts
     assert libraries_changed(before, {"/usr/local/lib/libnotes.so.1": "c"}, {}, {}, {}, [], ToolRun([], None)) == []
-    assert library_groups(None, {"shared_libraries": after}) == {}
+    assert library_groups(None, {"shared_libraries": after}) == {KIND: ["/usr/lib/x86_64-linux-gnu/libnss_evil.so.2"]}
 
 
 def test_every_verifier_with_a_script_has_the_check():

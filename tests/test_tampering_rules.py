@@ -634,8 +634,9 @@ class _StoppedListing:
 
         if self.armed and self.stopped_if in command:
             return ExecResult(-1, "", True, timeout_sec + 20.0, abandoned=True)
-        return ExecResult(0, "N\t100.0\nT\tpython3\t/usr/bin/python3\t/usr/bin/python3.11\taaaa\t0:0:755:10\n",
-                          False, 0.01)
+        # (a check's output ends with END, as guard_shell.CHECK_END prints it)
+        return ExecResult(0, "N\t100.0\nT\tpython3\t/usr/bin/python3\t/usr/bin/python3.11\taaaa\t0:0:755:10\n"
+                          + ("END\n" if "printf 'END" in command else ""), False, 0.01)
 
     def running(self) -> bool:
         return True
@@ -668,6 +669,36 @@ def test_a_check_something_stopped_is_reported_and_its_partial_output_is_not_com
     entries, _ = guard.seal([(1, "nohup python3 /tmp/stop.py &")])
     assert [e["kind"] for e in entries] == ["check_stalled"] and kept.restarts == 0
     assert "toolchain and paths" in entries[0]["detail"]
+
+
+class _EndedListing(_StoppedListing):
+    """An environment where something ends every command whose text holds `stopped_if` with status
+    0 before it prints anything: a library of the agent's whose constructor exits in the exec's shell."""
+
+    def exec(self, command, timeout_sec, **_):
+        from tbscale.environments.base import ExecResult
+
+        if self.armed and self.stopped_if in command:
+            return ExecResult(0, "", False, 0.01)
+        return super().exec(command, timeout_sec)
+
+    def restart(self) -> None:
+        self.restarts += 1  # the library is a file: a new init loads it again
+
+
+def test_a_check_ended_before_its_last_line_is_reported_not_read_as_finding_nothing():
+    from tbscale.runner.findings import OBSTRUCTION_KINDS
+    from tbscale.runner.guard import VerifierGuard
+
+    box = _EndedListing("TBSCALE_SINCE")
+    guard = VerifierGuard(box, VerifierSpec())
+    guard.baseline()
+    assert guard.incomplete == []  # the baseline's check ran to its end
+    box.armed = True
+    entries, _ = guard.seal([(1, "gcc -shared -o /usr/lib/x86_64-linux-gnu/libnss_x.so.2 x.c")])
+    assert [e["kind"] for e in entries] == ["check_incomplete"], entries
+    assert "toolchain and paths (exit code 0)" in entries[0]["detail"] and guard.incomplete == []
+    assert "check_incomplete" in OBSTRUCTION_KINDS
 
 
 def test_tests_stopped_beside_kept_agent_processes_are_the_agents_failure_and_only_then():

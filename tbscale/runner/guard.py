@@ -47,9 +47,9 @@ from tbscale.environments import Environment
 from tbscale.runner.findings import (UV_VIRTUALENV_MODULES, changed_groups, checked_path, compiled_module, entry,
                                      interpreter_homes, programs_changed, project_changed, project_settings,
                                      tampering_entries, uv_own_pth, venv_homes, venv_interpreters)
-from tbscale.runner.guard_shell import (ARTIFACTS_PROBE, BYTECODE, CHANGES, CLEAR_VERIFIER_LOGS, CLOCK, KILL, MOUNTS,
-                                        PROCESSES, PROJECT, SETUP, SNAPSHOT, SOURCED, STARTUP_COPIES, parse_processes,
-                                        parse_snapshot)
+from tbscale.runner.guard_shell import (ARTIFACTS_PROBE, BYTECODE, CHANGES, CHECK_END, CLEAR_VERIFIER_LOGS, CLOCK, KILL,
+                                        MOUNTS, PROCESSES, PROJECT, SETUP, SNAPSHOT, SOURCED, STARTUP_COPIES, ended,
+                                        parse_processes, parse_snapshot)
 from tbscale.shell.tampering import TEST_TOOLS, attribute_command
 from tbscale.runner.build_tools import TOOLS
 from tbscale.runner.build_times import BUILD_TIMES, set_forward
@@ -141,12 +141,20 @@ class VerifierGuard:
         # (ExecResult.abandoned): while the agent's processes may run, one of them can stop a
         # command (SIGSTOP). Reported by the next seal as `check_stalled`.
         self.stalled: list[str] = []
+        self.incomplete: list[str] = []  # the checks that did not run to their end (`_exec`)
         self.setup_failed: str | None = None  # `baseline`'s setup: what it printed when it failed
 
-    def _exec(self, target: Environment, what: str, command: str, timeout_sec: float, **kw: Any):
-        res = target.exec(command, timeout_sec, user="0", **kw)
+    def _exec(self, target: Environment, what: str, command: str, timeout_sec: float, *, to_the_end: bool = False,
+              **kw: Any):
+        """`to_the_end`: the command is one of the checks, which prints END as its last line; one that
+        ended without it (not cut for its size, nor stopped by its timeout) was ended from inside (a
+        library or name service module of the agent's in the exec's shell can end it with status 0
+        before its first line, and an empty check finds nothing): `incomplete`, reported by the seal."""
+        res = target.exec(command + (CHECK_END if to_the_end else ""), timeout_sec, user="0", **kw)
         if res.abandoned:
             self.stalled.append(f"{what} (after {res.duration_sec:.0f} s)")
+        elif to_the_end and not res.elided_bytes and not ended(res.output):
+            self.incomplete.append(f"{what} (exit code {res.exit_code})")
         return res
 
     # ---- probes ----------------------------------------------------------------------------------
@@ -172,7 +180,7 @@ class VerifierGuard:
             cmd += PROCESSES
         if probe:
             cmd += ARTIFACTS_PROBE
-        res = self._exec(self.box, "the check of the verifier's toolchain and paths", cmd, 120, env=env,
+        res = self._exec(self.box, "the check of the verifier's toolchain and paths", cmd, 120, env=env, to_the_end=True,
                          output_limit=900_000 if processes else 400_000, hostile_peers=self.exposed)
         snap = parse_snapshot(res.output)
         if not since:
@@ -232,7 +240,7 @@ class VerifierGuard:
         than that stays `listing_flooded`)."""
         t = time.monotonic()
         env = {**self._env(self.box, self._reference()), "TBSCALE_LIST_MAX": str(FULL_LIST_MAX)}
-        res = self._exec(self.box, "the full listing of a flooded place", CHANGES, 300, env=env,
+        res = self._exec(self.box, "the full listing of a flooded place", CHANGES, 300, env=env, to_the_end=True,
                          output_limit=FULL_LIST_MAX * 400, hostile_peers=self.exposed)
         again = parse_snapshot(res.output)
         if res.elided_bytes or res.exit_code != 0:
@@ -307,7 +315,7 @@ class VerifierGuard:
             return
         # The agent's processes still run in `box` (nothing stops them before the attempt leaves it).
         res = self._exec(box, "the listing of changed files before a fork", CHANGES, 120, env=self._env(box, since),
-                         output_limit=400_000, hostile_peers=True)
+                         to_the_end=True, output_limit=400_000, hostile_peers=True)
         found = parse_snapshot(res.output)
         if res.elided_bytes:
             found["flooded"].append("the listing before a fork (cut for its size)")
@@ -423,6 +431,10 @@ class VerifierGuard:
                                  "while the agent's processes could run beside it (something stopped it): "
                                  + "; ".join(self.stalled[:10])))
             self.stalled = []
+        if self.incomplete:
+            entries.append(entry("check_incomplete", "a check of the guard's ended before its last line (something in "
+                                 "the environment ended it): " + "; ".join(self.incomplete[:10])))
+            self.incomplete = []
         forged = [*(self.before or {}).get("conflicts", []), *after.get("conflicts", [])]
         if forged:
             entries.append(entry("verifier_output_forged", "a line of the guard's check was given twice with different "

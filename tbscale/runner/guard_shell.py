@@ -387,6 +387,16 @@ printf 'A\t%s\n' "$a"
 SETUP = r'''_setup=$(PATH="${PATH:+$PATH:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"; { %s
 } 2>&1) || printf 'S\t%%s\n' "$(printf %%s "$_setup" | tr '\n\t' '  ')"
 '''
+# The last line of each check (guard.VerifierGuard._exec's `to_the_end`): a check whose output lacks
+# it was ended from inside before it finished, and what it did not print is no finding of nothing.
+CHECK_END = "\nprintf 'END\\n'\n"
+
+
+def ended(output: str) -> bool:
+    """Whether a check's output has its last line (CHECK_END's)."""
+    return "\nEND\n" in "\n" + output
+
+
 KILL = r'''
 for pair in "$@"; do
   p=${pair%:*}; want=${pair#*:}
