@@ -3,7 +3,8 @@ and the loopback model answers each with that case's commands, one a turn, then 
 cases run as the tasks of one experiment, four at a time, through the real model path (litellm over
 HTTP). For the tests that plant something where the verifier looks and check what the guard made
 of it (tests/test_python_startup_integrity.py, tests/test_installer_config_integrity.py,
-tests/test_npm_and_go_integrity.py, tests/test_cargo_and_cmake_integrity.py)."""
+tests/test_npm_and_go_integrity.py, tests/test_cargo_and_cmake_integrity.py,
+tests/test_shared_library_integrity.py)."""
 
 from __future__ import annotations
 
