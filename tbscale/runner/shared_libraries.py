@@ -1,6 +1,6 @@
 """The shared libraries the verifier's programs load: those the agent phase wrote where the dynamic
 loader finds them, under a name the loader's folders had at the baseline (docs/tasks.md,
-"Verification integrity", *Shared libraries*).
+"Verification integrity": the shared libraries the dynamic loader finds).
 
 Every program the verifier runs that is not static (`bash`, `python3`, `pytest`'s interpreter)
 is started by the dynamic loader, which first maps the libraries it needs and runs their
@@ -25,8 +25,8 @@ would load it is the agent's own code. But for a name service module (`libnss_*`
 one `/etc/nsswitch.conf` names in any program that looks up a user, and bash does as it starts
 where SHELL is unset (an exec's environment): `passwd: evil files` and a `libnss_evil.so.2` whose
 constructor writes the reward and exits 0 end `bash /tests/test.sh` before its first line. Those
-count whatever their name. A package's library replaced by `apt-get install` or an
-upgrade is settled against the archive as any package file is (runner/debian_updates.py).
+count whatever their name. A package's library replaced by `apt-get install` or an upgrade is
+settled against the archive as any package file is (runner/debian_updates.py).
 The guard shell's part: `SHARED_LIBRARIES` below."""
 
 from __future__ import annotations
