@@ -5,8 +5,11 @@ libraries written there under one of those names; the guard shell run here with 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import time
+
+import pytest
 
 from tbscale.runner.build_tools import TOOLS
 from tbscale.runner.guard_shell import PROJECT, parse_snapshot
@@ -103,3 +106,23 @@ def test_the_outside_listing_reports_libraries_the_check_inside_did_not():
     inside = [{"kind": KIND, "source": "environment", "detail": "", "paths": found["paths"]}]
     assert libraries_seen_outside(changed, before, after, inside, actions) == []
     assert libraries_seen_outside(changed, None, None, [], actions) == []
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed: no program with an RPATH to build")
+def test_the_folder_a_programs_rpath_names_is_one_of_the_loaders(tmp_path):
+    """A program outside the system's bin folders (a conda environment's python) may find its
+    libraries through its own RPATH: the loader's `--list` of it names that folder."""
+    rlib, prog = tmp_path / "rlib", tmp_path / "opt" / "bin" / "tool"
+    rlib.mkdir()
+    prog.parent.mkdir(parents=True)
+    (tmp_path / "r.c").write_text("int tbr(void) { return 1; }\n")
+    (tmp_path / "m.c").write_text("int tbr(void);\nint main(void) { return tbr() - 1; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(rlib / "libtbr.so.1"), "-Wl,-soname,libtbr.so.1",
+                    str(tmp_path / "r.c")], check=True, timeout=120)
+    subprocess.run(["gcc", "-o", str(prog), str(tmp_path / "m.c"), str(rlib / "libtbr.so.1"), f"-Wl,-rpath,{rlib}"],
+                   check=True, timeout=120)
+    assert subprocess.run([str(prog)], timeout=30).returncode == 0
+    baseline = _shell({}, str(prog))
+    assert str(rlib) in baseline[FOLDERS].split(":") and "libtbr.so.1" in baseline[NAMES].split()
+    # the folder is the program's: without it, none of the loader's
+    assert str(rlib) not in _shell({}, "")[FOLDERS].split(":")

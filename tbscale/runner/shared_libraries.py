@@ -134,9 +134,9 @@ def _entry(found: list[str], actions: list[tuple[int, str]], seen: str = "") -> 
 
 # ---- the guard shell's part (runner/guard.py runs it in its checks' exec) ----------------------------
 # `_sll`: the loader, the first of glibc's (x86-64, aarch64, arm, i386) and musl's that is there; each
-# program the verifier runs (SNAPSHOT's `_files`, their real paths) is given to it with `--list`,
-# which maps the program and its libraries and prints where it found them without running either
-# (no constructor runs; a script it refuses). The folders (`_sld`, real paths,
+# program the verifier runs (SNAPSHOT's `_files`, their real paths) outside the system's bin folders
+# is given to it with `--list`, which maps the program and its libraries and prints where it found
+# them without running either (no constructor runs; a script it refuses). The folders (`_sld`, real paths,
 # one a line): the system's, ld.so.conf's, the cache's, LD_LIBRARY_PATH's and those the programs'
 # libraries were found in. At the baseline one `SL :names` line with the names of the `*.so*` files
 # there (and in their hardware-capability folders); after the sweep an `SL PATH c` line for each
@@ -147,35 +147,41 @@ if [ -n "${TBSCALE_SHARED_LIBRARIES+set}" ]; then
   _sll=
   for _l in /lib64/ld-linux-x86-64.so.2 /lib/ld-linux-aarch64.so.1 /lib/ld-linux-armhf.so.3 /lib/ld-linux.so.2 \
             /lib/ld-musl-*.so.1; do [ -f "$_l" ] && { _sll=$_l; break; }; done
-  _slc=$(command -v ldconfig 2>/dev/null || { [ -x /sbin/ldconfig ] && echo /sbin/ldconfig; })
+  if command -v ldconfig >/dev/null 2>&1; then _slc=ldconfig; elif [ -x /sbin/ldconfig ]; then _slc=/sbin/ldconfig
+  else _slc=; fi
   _ifs=$IFS; IFS='
 '; _slf=
   for _c in /etc/ld.so.conf /etc/ld.so.conf.d/*.conf /etc/ld-musl-*.path; do [ -f "$_c" ] && _slf="$_slf$_c$IFS"; done
   set -f
   # one awk reads them all: a library's path (`NAME => PATH`, `PATH (0x...)`) gives its folder, a
-  # line of the settings its folders; a script given to the loader is refused, not run
+  # line of the settings its folders. The loader lists only the programs outside the system's bin
+  # folders (a distribution's own carry no RPATH of their own; a conda environment's python does);
+  # a script given to it is refused, not run.
   _sld=$( { printf '%s\n' /lib /usr/lib /lib64 /usr/lib64 /usr/local/lib
             printf '%s\n' "${LD_LIBRARY_PATH:-}" | tr ':' '\n'
             [ -z "$_slc" ] || "$_slc" -p
-            [ -z "$_sll" ] || for _f in ${_files:-}; do "$_sll" --list "$_f"; done
+            [ -z "$_sll" ] || for _f in ${_files:-}; do case "$_f" in /usr/bin/*|/bin/*|/usr/sbin/*|/sbin/*) ;;
+              *) "$_sll" --list "$_f" ;; esac; done
           } 2>/dev/null | awk '
       /=>/ { for (i = 1; i < NF; i++) if ($i == "=>") { p = $(i + 1); sub(/\/[^\/]*$/, "", p); print p }; next }
       / \(0x/ { p = $1; sub(/\/[^\/]*$/, "", p); print p; next }
       { sub(/#.*/, ""); n = split($0, a, /[: \t]+/); for (i = 1; i <= n; i++) print a[i] }' $_slf - 2>/dev/null | sort -u)
-  _sld=$(for _d in $_sld; do case "$_d" in /*) [ -d "$_d" ] && printf '%s\n' "$_d" ;; esac; done)
-  [ -z "$_sld" ] || _sld=$(readlink -f -- $_sld 2>/dev/null | sort -u)
+  _sle=
+  for _d in $_sld; do case "$_d" in /*) [ -d "$_d" ] && _sle="$_sle$_d$IFS" ;; esac; done
+  _sld=
+  [ -z "$_sle" ] || _sld=$(readlink -f -- $_sle 2>/dev/null | sort -u)
   # and each folder's hardware-capability folders (glibc-hwcaps/*, and the older tls, haswell,
   # x86_64, ... that glibc before 2.37 searches), which the loader searches first
-  _slh=$(for _d in $_sld; do for _h in @CAPABILITY_FOLDERS@; do
-           [ -d "$_d/$_h" ] && printf '%s\n' "$_d/$_h"; done; done)
+  _slh=
+  for _d in $_sld; do for _h in @CAPABILITY_FOLDERS@; do [ -d "$_d/$_h" ] && _slh="$_slh$_d/$_h$IFS"; done; done
   _sls() { [ -z "$_sld" ] || "$@" $_sld -mindepth 1 -maxdepth 1 -name '*.so*' ! -type d
            [ -z "$_slh" ] || "$@" $_slh -mindepth 1 -maxdepth @CAPABILITY_DEPTH@ -name '*.so*' ! -type d; }
-  printf 'SL\t:folders\t%s\n' "$(printf '%s\n' "$_sld" | tr '\n' ':')"
+  printf 'SL\t:folders\t'; for _d in $_sld; do printf '%s:' "$_d"; done; printf '\n'
   if [ -z "${TBSCALE_SINCE:-}" ]; then
     printf 'SL\t:names\t%s\n' "$(_sls find 2>/dev/null | awk -F/ '!seen[$NF]++ { printf "%s ", $NF }')"
   else
     # only those under a name the baseline had (TBSCALE_SHARED_LIBRARIES_BEFORE, its `:names`): the
-    # libraries a large install adds under new names are not printed, so none can push one out
+    # libraries a large install adds under new names are not printed, so none can push one out;
     # and every name service module (`libnss_*`), whatever its name
     for _f in $(_sls _newer); do
       case " ${TBSCALE_SHARED_LIBRARIES_BEFORE:-} " in *" ${_f##*/} "*|' * ') printf 'SL\t%s\tc\n' "$_f"; continue ;; esac
