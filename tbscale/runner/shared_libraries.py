@@ -134,9 +134,9 @@ def _entry(found: list[str], actions: list[tuple[int, str]], seen: str = "") -> 
 
 # ---- the guard shell's part (runner/guard.py runs it in its checks' exec) ----------------------------
 # `_sll`: the loader, the first of glibc's (x86-64, aarch64, arm, i386) and musl's that is there; each
-# program the verifier runs (SNAPSHOT's `_files`, their real paths) outside the system's bin folders
-# is given to it with `--list`, which maps the program and its libraries and prints where it found
-# them without running either (no constructor runs; a script it refuses). The folders (`_sld`, real paths,
+# program the verifier runs (SNAPSHOT's `_files`, their real paths) is given to it with `--list`,
+# which maps the program and its libraries and prints where it found them without running either
+# (no constructor runs; a script it refuses). The folders (`_sld`, real paths,
 # one a line): the system's, ld.so.conf's, the cache's, LD_LIBRARY_PATH's and those the programs'
 # libraries were found in. At the baseline one `SL :names` line with the names of the `*.so*` files
 # there (and in their hardware-capability folders); after the sweep an `SL PATH c` line for each
@@ -154,14 +154,13 @@ if [ -n "${TBSCALE_SHARED_LIBRARIES+set}" ]; then
   for _c in /etc/ld.so.conf /etc/ld.so.conf.d/*.conf /etc/ld-musl-*.path; do [ -f "$_c" ] && _slf="$_slf$_c$IFS"; done
   set -f
   # one awk reads them all: a library's path (`NAME => PATH`, `PATH (0x...)`) gives its folder, a
-  # line of the settings its folders. The loader lists only the programs outside the system's bin
-  # folders (a distribution's own carry no RPATH of their own; a conda environment's python does);
-  # a script given to it is refused, not run.
+  # line of the settings its folders. The loader lists every program, the system's too (jammy's
+  # ImageMagick programs in /usr/bin carry a RUNPATH of /usr/lib/X11, no folder of the loader's
+  # own); a script given to it is refused, not run.
   _sld=$( { printf '%s\n' /lib /usr/lib /lib64 /usr/lib64 /usr/local/lib
             printf '%s\n' "${LD_LIBRARY_PATH:-}" | tr ':' '\n'
             [ -z "$_slc" ] || "$_slc" -p
-            [ -z "$_sll" ] || for _f in ${_files:-}; do case "$_f" in /usr/bin/*|/bin/*|/usr/sbin/*|/sbin/*) ;;
-              *) "$_sll" --list "$_f" ;; esac; done
+            [ -z "$_sll" ] || for _f in ${_files:-}; do "$_sll" --list "$_f"; done
           } 2>/dev/null | awk '
       /=>/ { for (i = 1; i < NF; i++) if ($i == "=>") { p = $(i + 1); sub(/\/[^\/]*$/, "", p); print p }; next }
       / \(0x/ { p = $1; sub(/\/[^\/]*$/, "", p); print p; next }
