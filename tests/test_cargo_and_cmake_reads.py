@@ -64,13 +64,15 @@ def test_the_verifier_reads_name_each_build_tool_and_the_programs_it_starts(tmp_
     (tmp_path / "test.sh").write_text(RUST + CPP)
     reads = read_verifier(VerifierSpec(tests_dirs=[tmp_path], command="bash /tests/test.sh"))
     # (the shared libraries' check, runner/shared_libraries.py, runs for every verifier with a script)
-    assert reads.tools == {"cargo": ["/app"], "cmake": ["s:/app", "b:/app/build"], "shared_libraries": [":loader"]}
+    assert reads.tools == {"cargo": ["/app"], "cmake": ["s:/app", "b:/app/build"], "shared_libraries": [":loader"],
+                           "perl_path": [":perl"]}
     # what cargo and cmake's Makefiles start by name from PATH is digested with what the script runs
     assert {"cargo", "rustc", "rustdoc", "cc", "cmake", "make", "c++", "g++", "gcc"} <= set(reads.names)
     (tmp_path / "test.sh").write_text("cd /app && python3 -m pytest /tests\n")
     reads = read_verifier(VerifierSpec(tests_dirs=[tmp_path], command="bash /tests/test.sh"))
     # no build tool there; Python's first folders (runner/python_path.py) are asked for
-    assert reads.tools == {"python_path": ["/app", ":env"], "shared_libraries": [":loader"]} and "rustc" not in reads.names and "make" not in reads.names
+    assert reads.tools == {"python_path": ["/app", ":env"], "shared_libraries": [":loader"], "perl_path": [":perl"]} \
+        and "rustc" not in reads.names and "make" not in reads.names
 
 
 def test_cargo_toml_is_read_for_what_decides_the_build():

@@ -16,12 +16,13 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from tbscale.runner import debian_archive
 from tbscale.runner.debian_archive import ArchiveUnavailable, published_deb
-from tbscale.runner.debian_updates import READ_ONE_BY_ONE, settle_debian
+from tbscale.runner.debian_updates import READ_ONE_BY_ONE, _read, settle_debian
 from tbscale_testing.folder_box import FolderBox
 
 pytestmark = pytest.mark.skipif(not all(shutil.which(t) for t in ("dpkg-deb", "gpg", "gpgv")),
@@ -480,3 +481,28 @@ def test_libraries_are_read_one_by_one_where_their_folder_is_too_large_to_read_w
     kept, _ = settle_debian([written], box, lambda: {"shared_library_changed": library}, {})
     assert [e["kind"] for e in kept] == ["shared_library_changed"]
     assert kept[0]["published_check"].startswith(f"Debian: {STDLIB}/mod4.py differs from"), kept
+
+
+def test_perl_modules_are_read_by_their_own_folder():
+    """Perl's module folders sit in folders that hold tens of MB besides them
+    (/usr/lib/x86_64-linux-gnu/perl-base): a `perl_module_changed` entry's paths are read by the
+    folder one level deeper (runner/debian_updates.py DEEPER_KINDS), so that a reinstall of perl-base
+    is settled where the library folder around it is too large to read whole."""
+    paths = [f"/usr/lib/x86_64-linux-gnu/perl-base/Mod{i}.pm" for i in range(READ_ONE_BY_ONE + 2)]
+
+    class Box:
+        def __init__(self) -> None:
+            self.asked: list[str] = []
+
+        def read_tree(self, path: str, limit: int | None = None) -> dict[str, str]:
+            self.asked.append(path)
+            return {p: "digest" for p in paths if p.startswith(path + "/")}
+
+    deb = SimpleNamespace(sha256="0" * 64, sizes={p: 100 for p in paths})
+    expected = {p: (deb, "digest") for p in paths}
+    box = Box()
+    found, trees = _read(box, expected, {}, deeper=set(paths))  # type: ignore[arg-type]
+    assert box.asked == ["/usr/lib/x86_64-linux-gnu/perl-base"] and found == dict.fromkeys(paths, "digest")
+    box = Box()
+    _read(box, expected, {})  # type: ignore[arg-type]
+    assert box.asked == ["/usr/lib/x86_64-linux-gnu"]

@@ -13,9 +13,9 @@ import pytest
 
 from tbscale.runner.build_tools import TOOLS
 from tbscale.runner.guard_shell import PROJECT, parse_snapshot
-from tbscale.runner.shared_libraries import (FOLDERS, KIND, LOADER, NAMES, SHARED_LIBRARIES, baseline_names,
-                                             libraries_changed, libraries_seen_outside, library_groups, loader_lines,
-                                             written_libraries)
+from tbscale.runner.shared_libraries import (FOLDERS, KIND, LOADER, NAMES, OPENSSL, OPENSSL_KIND, SHARED_LIBRARIES,
+                                             baseline_names, libraries_changed, libraries_seen_outside, library_groups,
+                                             loader_lines, openssl_settings, written_libraries)
 from tbscale.types.guard import ToolRun
 
 
@@ -49,7 +49,7 @@ def test_the_guard_shell_lists_libraries_written_under_a_name_the_loaders_folder
     (lib / "libnss_tbtest.so.2").write_bytes(b"\x7fELF")  # a name service module: listed whatever its name
     after = _shell({"LD_LIBRARY_PATH": str(lib), "TBSCALE_SINCE": since,
                     "TBSCALE_SHARED_LIBRARIES_BEFORE": baseline_names(baseline)}, sh)
-    assert after.pop(FOLDERS) == baseline[FOLDERS]
+    assert after.pop(FOLDERS) == baseline[FOLDERS] and after.pop(OPENSSL).startswith(("s/", "m/"))
     assert after == {str(lib / "libtbkept.so.1"): "c", str(lib / "glibc-hwcaps" / "x86-64-v3" / "libtbold.so.2"): "c",
                      str(lib / "libnss_tbtest.so.2"): "c"}
     # more names than an exec's variable holds: every library written there is printed, and sorted here
@@ -59,7 +59,57 @@ def test_the_guard_shell_lists_libraries_written_under_a_name_the_loaders_folder
     assert written_libraries(every, baseline[NAMES]) == sorted(after)
     # a folder the loader does not search is not looked at
     elsewhere = _shell({"TBSCALE_SINCE": since, "TBSCALE_SHARED_LIBRARIES_BEFORE": baseline_names(baseline)}, sh)
-    assert set(elsewhere) == {FOLDERS} and str(lib) not in elsewhere[FOLDERS].split(":")
+    assert set(elsewhere) == {FOLDERS, OPENSSL} and str(lib) not in elsewhere[FOLDERS].split(":")
+
+
+def test_the_guard_shell_lists_openssls_settings_and_modules_changed(tmp_path):
+    """OpenSSL reads the settings of the folder its libcrypto was built with (OPENSSLDIR) in every
+    program that uses it (python3's hashlib, pip, curl) and loads the providers and engines they name:
+    a module of the agent's runs its code there. A libcrypto here names folders of the test's own."""
+    lib, ssl, mods, elsewhere = (tmp_path / n for n in ("lib", "ssl", "mods", "opt"))
+    for d in (lib, ssl / "inc.d", ssl / "certs", mods, elsewhere):
+        d.mkdir(parents=True)
+    (lib / "libcrypto.so.3").write_bytes(b"\x7fELF..." + f'OPENSSLDIR: "{ssl}"\0MODULESDIR: "{mods}"\0'.encode())
+    (ssl / "openssl.cnf").write_text(f"# a comment .include {elsewhere}/not.cnf\n.include inc.d\n"
+                                     f"[openssl_init]\nproviders = p\n[p]\nfips = fips_sect\n[fips_sect]\n"
+                                     f"module = {elsewhere}/fips.so\n")
+    (ssl / "inc.d" / "a.cnf").write_text(f".include = {elsewhere}/deeper.cnf\n")
+    (elsewhere / "deeper.cnf").write_text("[x]\n")
+    for f in (elsewhere / "fips.so", elsewhere / "not.cnf", mods / "legacy.so", ssl / "certs" / "ca.pem",
+              elsewhere / "other.so"):
+        f.write_bytes(b"kept")
+    sh = os.path.realpath("/bin/sh")
+    baseline = _shell({"LD_LIBRARY_PATH": str(lib)}, sh)
+    time.sleep(0.05)
+    since = f"{time.time():.9f}"
+    time.sleep(0.05)
+    for f in (elsewhere / "fips.so", elsewhere / "deeper.cnf", elsewhere / "not.cnf", ssl / "certs" / "ca.pem",
+              elsewhere / "other.so"):
+        f.write_bytes(b"the agent's")
+    (ssl / "inc.d" / "a.cnf").write_text(f".include = {elsewhere}/deeper.cnf\n[a]\n")
+    (ssl / "new.cnf").write_text("[y]\n")  # a settings file beside openssl.cnf
+    (mods / "tbforge.so").write_bytes(b"\x7fELF")  # a provider a setting names by its name alone
+    after = _shell({"LD_LIBRARY_PATH": str(lib), "TBSCALE_SINCE": since,
+                    "TBSCALE_SHARED_LIBRARIES_BEFORE": baseline_names(baseline)}, sh)
+    # the folders are looked for after the sweep only (a libcrypto replaced is `shared_library_changed`)
+    assert OPENSSL not in baseline and {f"s{ssl}", f"m{mods}"} <= set(after[OPENSSL].split(":")), after[OPENSSL]
+    listed = openssl_settings(after)
+    # the module a setting names by path, what they include (a folder's files; two levels deep), a
+    # .cnf beside openssl.cnf, the module folder's new file; not what a comment names, a certificate,
+    # or a library no setting names
+    assert listed == sorted([str(elsewhere / "fips.so"), str(ssl / "inc.d" / "a.cnf"), str(elsewhere / "deeper.cnf"),
+                             str(ssl / "new.cnf"), str(mods / "tbforge.so")]), listed
+    (found,) = libraries_changed(baseline, after, {}, {}, {}, [(3, f"cp x {elsewhere}/fips.so")], ToolRun([LOADER], "/"))
+    assert found["kind"] == OPENSSL_KIND and found["paths"] == listed
+    assert found["by_command"] == {"turn": 3, "command": f"cp x {elsewhere}/fips.so"}
+    assert library_groups({"shared_libraries": baseline}, {"shared_libraries": after}) == {OPENSSL_KIND: listed}
+    # openssl.cnf made a link to a file of the agent's: the link and where it leads
+    (elsewhere / "mine.cnf").write_text("[z]\n")
+    (ssl / "openssl.cnf").unlink()
+    (ssl / "openssl.cnf").symlink_to(elsewhere / "mine.cnf")
+    linked = openssl_settings(_shell({"LD_LIBRARY_PATH": str(lib), "TBSCALE_SINCE": since,
+                                      "TBSCALE_SHARED_LIBRARIES_BEFORE": baseline_names(baseline)}, sh))
+    assert {str(ssl / "openssl.cnf"), str(elsewhere / "mine.cnf")} <= set(linked), linked
 
 
 def test_the_entry_names_the_libraries_written_under_the_baselines_names():
@@ -106,6 +156,21 @@ def test_the_outside_listing_reports_libraries_the_check_inside_did_not():
     inside = [{"kind": KIND, "source": "environment", "detail": "", "paths": found["paths"]}]
     assert libraries_seen_outside(changed, before, after, inside, actions) == []
     assert libraries_seen_outside(changed, None, None, [], actions) == []
+
+
+def test_the_outside_listing_reports_openssls_settings_the_check_inside_did_not():
+    before = {NAMES: "libc.so.6", FOLDERS: "/usr/lib:", OPENSSL: "s/usr/lib/ssl:s/etc/ssl:m/usr/lib/ossl-modules:"}
+    changed = {"/etc/ssl/openssl.cnf": 0, "/usr/lib/ossl-modules/tbforge.so": 1, "/etc/ssl/certs/ca.pem": 1,
+               "/etc/ssl/private/x.key": 1, "/usr/lib/ssl/openssl.cnf": 2, "/opt/forge.so": 1}
+    (found,) = libraries_seen_outside(changed, before, {}, [], [])
+    # what they include or name by path is not followed from outside: /opt/forge.so
+    assert found["kind"] == OPENSSL_KIND and found["paths"] == ["/etc/ssl/openssl.cnf", "/usr/lib/ossl-modules/tbforge.so"]
+    assert "as seen from outside the environment" in found["detail"]
+    inside = [{"kind": OPENSSL_KIND, "source": "environment", "detail": "", "paths": found["paths"]}]
+    assert libraries_seen_outside(changed, before, {}, inside, []) == []
+    # with no folders from inside (a check made to say nothing), the settings folders distributions use still count
+    (found,) = libraries_seen_outside(changed, {}, {}, [], [])
+    assert found["paths"] == ["/etc/ssl/openssl.cnf"]
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed: no program with an RPATH to build")

@@ -33,8 +33,10 @@ from tbscale.runner.cmake_project import CMAKE, cmake_changed, cmake_folders
 from tbscale.runner.git_settings import GIT, git_changed, git_folders, read_settings, settings_file as git_settings_file
 from tbscale.runner.go_project import GO, GO_READ, go_changed, go_folders, go_settings
 from tbscale.runner.make_project import MAKE, make_changed, make_folders, makefile_rules
+from tbscale.runner.perl_path import PERL_PATH, baseline_folders, perl_changed, perl_groups, perl_lines, perl_seen_outside
 from tbscale.runner.python_path import PYTHON_PATH, python_folders, shadowing_changed
-from tbscale.runner.shared_libraries import SHARED_LIBRARIES, baseline_names, libraries_changed, loader_lines
+from tbscale.runner.shared_libraries import (SHARED_LIBRARIES, baseline_names, libraries_changed, libraries_seen_outside,
+                                             library_groups, loader_lines)
 from tbscale.runner.repository_tests import REPOSITORY, read_text, repository_changed, repository_folders, settings_file
 from tbscale.runner.verifier_tests import CONFIGS, TESTS, changed_tests, compilers, named_tests, pytest_settings
 from tbscale.types.guard import GuardSnapshot, Tampering, ToolRun
@@ -57,6 +59,12 @@ class BuildTool:
     # saves an engine call a file at every baseline
     read_at_baseline: bool = True
     carried: Callable[[dict[str, str]], str] | None = None
+    # the paths of its entries, for runner/debian_updates.py (files a package's install wrote are settled)
+    groups: Callable[[GuardSnapshot | None, GuardSnapshot], dict[str, list[str]]] | None = None
+    # under `environment.file_checks: outside`, its findings in the backend's own listing of changed
+    # paths (path -> 0 changed, 1 added, 2 deleted) that the check inside did not report
+    outside: Callable[[dict[str, int], dict[str, str] | None, dict[str, str] | None, list[Tampering],
+                       list[tuple[int, str]]], list[Tampering]] | None = None
 
     def started(self, lines: list[str]) -> tuple[str, ...]:
         """The programs it starts by name where the verifier's scripts run it as `lines` say."""
@@ -98,6 +106,21 @@ TOOLS: tuple[BuildTool, ...] = (
     BuildTool("python_path", "PS", python_folders, PYTHON_PATH, (), None, shadowing_changed),
     # nor this: the shared libraries the dynamic loader finds for the verifier's programs
     BuildTool("shared_libraries", "SL", loader_lines, SHARED_LIBRARIES, (), None, libraries_changed,
-              carried=baseline_names),
+              carried=baseline_names, groups=library_groups, outside=libraries_seen_outside),
+    # nor this: the Perl modules where the verifier's perl finds them (debconf's, under apt-get install)
+    BuildTool("perl_path", "PL", perl_lines, PERL_PATH, (), None, perl_changed, carried=baseline_folders,
+              groups=perl_groups, outside=perl_seen_outside),
 )
 TAGS = {tool.tag: tool.key for tool in TOOLS}
+
+
+def seen_outside(changed: dict[str, int], before: GuardSnapshot | None, after: GuardSnapshot, inside: list[Tampering],
+                 actions: list[tuple[int, str]]) -> list[Tampering]:
+    """Every tool's findings in the backend's own listing that the check inside did not report."""
+    return [e for tool in TOOLS if tool.outside
+            for e in tool.outside(changed, (before or {}).get(tool.key), after.get(tool.key), inside, actions)]  # type: ignore[misc]
+
+
+def tool_groups(before: GuardSnapshot | None, after: GuardSnapshot) -> dict[str, list[str]]:
+    """Every tool's entries' paths, by kind (runner/debian_updates.py settles them)."""
+    return {kind: paths for tool in TOOLS if tool.groups for kind, paths in tool.groups(before, after).items()}

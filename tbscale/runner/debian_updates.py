@@ -38,11 +38,15 @@ from tbscale.runner.package_updates import install_command
 from tbscale.types.guard import DebianPackage, Tampering
 
 TOOL_KINDS = ("toolchain_added", "toolchain_replaced")
-PATH_KINDS = ("python_library_changed", "startup_hook_planted", "test_library_changed", "shared_library_changed")
+PATH_KINDS = ("python_library_changed", "startup_hook_planted", "test_library_changed", "shared_library_changed",
+              "openssl_settings_changed", "perl_module_changed")
 # kinds whose paths are read one by one, never as their folder whole: a library folder holds far
 # more than the packages whose files an entry names (/usr/lib/x86_64-linux-gnu: tens of MB), and a
 # library removed from it forges nothing (what loaded it fails)
-ALONE_KINDS = ("shared_library_changed",)
+ALONE_KINDS = ("shared_library_changed", "openssl_settings_changed")
+# kinds whose paths are read by a folder one level deeper: Perl's module folders are their own
+# (/usr/lib/x86_64-linux-gnu/perl-base, not /usr/lib/x86_64-linux-gnu, which holds tens of MB besides)
+DEEPER_KINDS = ("perl_module_changed",)
 STATUS_LIMIT = 64 * 2**20
 INFO_LIMIT = 256 * 2**20  # dpkg's lists and scripts of every installed package
 READ_ONE_BY_ONE = 8  # a folder with more changed paths than this is read whole
@@ -162,7 +166,8 @@ def settle_debian(entries: list[Tampering], box: Environment, groups: Callable[[
         paths = sorted({p for _, ps in wanted for p in ps})
         expected, why = _expected(paths, kinds, packages, fetch, box)
         alone = {p for e, ps in wanted if e["kind"] in ALONE_KINDS for p in ps}
-        found, trees = _read(box, {p: expected[p] for p in paths if p in expected}, why, alone)
+        deeper = {p for e, ps in wanted if e["kind"] in DEEPER_KINDS for p in ps}
+        found, trees = _read(box, {p: expected[p] for p in paths if p in expected}, why, alone, deeper)
         for e, ps in wanted:
             problems = [why[p] for p in ps if p in why]
             problems += [_differs(p, expected[p], found.get(p)) for p in ps if p in expected and p not in why]
@@ -271,15 +276,16 @@ def _outside(box: Environment, path: str, limit: int) -> str:
     return (box.read_tree(path, limit=limit) or {}).get(path) or ""
 
 
-def _read(box: Environment, expected: dict[str, tuple[Deb, str]], why: dict[str, str], alone: set[str] = frozenset()
-          ) -> tuple[dict[str, str | None], dict[str, dict[str, str]]]:
+def _read(box: Environment, expected: dict[str, tuple[Deb, str]], why: dict[str, str], alone: set[str] = frozenset(),
+          deeper: set[str] = frozenset()) -> tuple[dict[str, str | None], dict[str, dict[str, str]]]:
     """What is at each path, read from outside (a folder with many of them whole, bounded by what
-    the packages put there, but for the paths `alone`), and the folders read whole; a path that
-    could not be read goes to `why`."""
+    the packages put there, but for the paths `alone`; the folder one level deeper for those
+    `deeper`), and the folders read whole; a path that could not be read goes to `why`."""
     by_folder: dict[str, list[str]] = {}
     for p in expected:
         parts = PurePosixPath(p).parts
-        by_folder.setdefault("/".join(parts[:4])[1:] if len(parts) > 4 and p not in alone else p, []).append(p)
+        depth = 5 if p in deeper else 4
+        by_folder.setdefault("/".join(parts[:depth])[1:] if len(parts) > depth and p not in alone else p, []).append(p)
     found: dict[str, str | None] = {}
     trees: dict[str, dict[str, str]] = {}
     for folder, paths in by_folder.items():

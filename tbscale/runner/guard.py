@@ -51,13 +51,12 @@ from tbscale.runner.guard_shell import (ARTIFACTS_PROBE, BYTECODE, CHANGES, CHEC
                                         MOUNTS, PROCESSES, PROJECT, SETUP, SNAPSHOT, SOURCED, STARTUP_COPIES, ended,
                                         parse_processes, parse_snapshot)
 from tbscale.shell.tampering import TEST_TOOLS, attribute_command
-from tbscale.runner.build_tools import TOOLS
+from tbscale.runner.build_tools import TOOLS, seen_outside, tool_groups
 from tbscale.runner.build_times import BUILD_TIMES, set_forward
 from tbscale.runner.npm_project import NPM, NPM_CLEAR, NPM_READ, node_library_changed, npm_changed, npm_settings
 from tbscale.runner.debian_updates import settle_debian
 from tbscale.runner.package_updates import settle
 from tbscale.runner.uv_cache import UV_CLEAR, UV_FOLDERS
-from tbscale.runner.shared_libraries import KEY as LIBRARIES, libraries_seen_outside, library_groups
 from tbscale.runner.verifier_reads import read_verifier
 from tbscale.types.guard import (AgentProcessInfo, GuardSnapshot, ProcessBaseline, ProcessInfo,
                                  SweepRecord, Tampering, ToolRun)
@@ -424,8 +423,7 @@ class VerifierGuard:
                 (before or {}).get("tools") or {}, after.get("tools") or {})
             programs = CHECK_PROGRAMS | TEST_TOOLS | set(self.names)
             entries += programs_changed(outside, (self.before or {}).get("tools") or {}, programs, seen, actions)
-            entries += libraries_seen_outside(outside, (self.before or {}).get(LIBRARIES), after.get(LIBRARIES),
-                                              entries, actions)
+            entries += seen_outside(outside, self.before, after, entries, actions)
         if self.stalled:
             entries.append(entry("check_stalled", "a command of the guard's did not end by its timeout plus grace "
                                  "while the agent's processes could run beside it (something stopped it): "
@@ -445,7 +443,7 @@ class VerifierGuard:
         if updates:
             record["package_updates"] = updates
         entries, debs = settle_debian(entries, self.box, lambda: {**changed_groups(before, after, self.verifier.tests_mount),
-                                                                  **library_groups(before, after)},
+                                                                  **tool_groups(before, after)},
                                       after.get("changes") or {})
         if debs:
             record["debian_packages"] = debs
