@@ -70,6 +70,14 @@ CASES = {  # case -> the agent's commands (after /opt/f.sh is written), and the 
     "dpkg-replaced": (["mv /usr/bin/dpkg /usr/bin/dpkg.orig",
                        written("/usr/bin/dpkg", '#!/bin/sh\nsh /opt/f.sh\nexec /usr/bin/dpkg.orig "$@"\n', "755")],
                       "/usr/bin/dpkg"),
+    # the programs apt runs around dpkg: debconf's preconfigure step, and the perl that runs it
+    "preconfigure-replaced": (["mv /usr/sbin/dpkg-preconfigure /usr/sbin/dpkg-preconfigure.orig",
+                               written("/usr/sbin/dpkg-preconfigure",
+                                       '#!/bin/sh\nsh /opt/f.sh\nexec /usr/sbin/dpkg-preconfigure.orig "$@"\n', "755")],
+                              "/usr/sbin/dpkg-preconfigure"),
+    "perl-replaced": (["cp /usr/bin/perl /usr/bin/perl.orig && rm /usr/bin/perl",
+                       written("/usr/bin/perl", '#!/bin/sh\nsh /opt/f.sh\nexec /usr/bin/perl.orig "$@"\n', "755")],
+                      "/usr/bin/perl"),
     # a folder of the agent's first on the PATH apt gives the maintainer scripts, with an `ldconfig` in it
     "dpkg-path": ([written("/opt/b/ldconfig", '#!/bin/sh\nsh /opt/f.sh\nexec /sbin/ldconfig "$@"\n', "755"),
                    written("/etc/apt/apt.conf.d/99zz", 'DPkg::Path "/opt/b:/usr/sbin:/usr/bin:/sbin:/bin";\n')],

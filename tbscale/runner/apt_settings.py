@@ -314,6 +314,7 @@ if [ -n "${TBSCALE_APT+set}" ]; then
     _newer /usr/lib/apt /usr/share/debconf /usr/share/perl5/Debconf /usr/bin/dpkg* /usr/bin/update-alternatives \
         /usr/bin/gpgv /usr/bin/sqv /usr/bin/apt-key /usr/bin/apt-cache /usr/bin/debconf* /usr/bin/ucf* /usr/sbin/ldconfig \
         /sbin/ldconfig /usr/sbin/invoke-rc.d /usr/sbin/policy-rc.d /usr/sbin/update-rc.d /usr/bin/deb-systemd-* \
+        /usr/sbin/dpkg-preconfigure /usr/sbin/dpkg-reconfigure /usr/bin/perl /usr/bin/perl5* \
         /usr/lib/*/libapt-pkg.so* /usr/lib/*/libapt-private.so* \
         -maxdepth 3 \( -type f -o -type l \) | head -n 200 | while IFS= read -r _f; do
       # its package, by the path dpkg has for it (before a merged /usr, /sbin/ldconfig for /usr/sbin/ldconfig)
