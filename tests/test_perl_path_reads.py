@@ -13,7 +13,7 @@ import pytest
 
 from tbscale.runner.build_tools import TOOLS, tool_groups
 from tbscale.runner.guard_shell import PROJECT, parse_snapshot
-from tbscale.runner.perl_path import (ALL, INC, KIND, MORE, NAMES, PERL, PERL_PATH, baseline_folders, perl_changed,
+from tbscale.runner.perl_path import (ALL, INC, KIND, LINK, MORE, NAMES, PERL, PERL_PATH, baseline_folders, perl_changed,
                                       perl_lines, perl_modules, perl_seen_outside)
 from tbscale.types.guard import ToolRun
 
@@ -49,7 +49,7 @@ def test_the_guard_shell_lists_modules_written_under_a_path_a_folder_had(tmp_pat
     (later / "Tb" / "New.pm").write_text("package Tb::New; 1;\n")  # a new module: an install
     (later / "notes.txt").write_text("not a module\n")
     after = _shell({"PERL5LIB": folders, "TBSCALE_SINCE": since, "TBSCALE_PERL_PATH_BEFORE": baseline_folders(baseline)})
-    assert set(after) == {str(first / "Tb" / "Kept.pm"), str(first / "strict.pm"), str(later / "Tb" / "Beside.pmc"),
+    assert {p for p in after if not p.startswith(LINK)} == {str(first / "Tb" / "Kept.pm"), str(first / "strict.pm"), str(later / "Tb" / "Beside.pmc"),
                           str(later / "Tb" / "auto" / "x.so"), str(later / "Tb" / "New.pm")}, after
     found = perl_modules(baseline, after)
     assert found == sorted([str(first / "Tb" / "Kept.pm"), str(first / "strict.pm"), str(later / "Tb" / "Beside.pmc"),
@@ -57,6 +57,31 @@ def test_the_guard_shell_lists_modules_written_under_a_path_a_folder_had(tmp_pat
     (entry,) = perl_changed(baseline, after, {}, {}, {}, [(2, f"cp x {first}/strict.pm")], ToolRun([PERL], "/"))
     assert entry["kind"] == KIND and entry["paths"] == found
     assert tool_groups({"perl_path": baseline}, {"perl_path": after}) == {KIND: found}
+
+
+@needs_perl
+def test_folders_that_are_links_are_walked_where_they_lead(tmp_path):
+    # `core` leads to `core.real`, as Debian's /usr/share/perl/5.36 to 5.36.0; `first` is not there
+    # at the baseline and the agent makes it a link to a folder of its own
+    first, core, real, agent = tmp_path / "first", tmp_path / "core", tmp_path / "core.real", tmp_path / "agent"
+    real.mkdir()
+    (real / "Core.pm").write_text("package Core; 1;\n")
+    core.symlink_to("core.real")
+    folders = f"{first}:{core}"
+    baseline = _shell({"PERL5LIB": folders})
+    assert "Core.pm" in baseline[NAMES].split()  # the folder's modules, read through its link
+    time.sleep(0.05)
+    since = f"{time.time():.9f}"
+    time.sleep(0.05)
+    agent.mkdir()
+    (agent / "Core.pm").write_text("die;\n")
+    first.symlink_to(agent)
+    (real / "Core.pm").write_text("die;\n")  # replaced in place, under the path dpkg lists
+    after = _shell({"PERL5LIB": folders, "TBSCALE_SINCE": since, "TBSCALE_PERL_PATH_BEFORE": baseline_folders(baseline)})
+    assert after[LINK + str(first)] == str(agent) and after[LINK + str(core)] == str(real)
+    assert perl_modules(baseline, after) == sorted([str(agent / "Core.pm"), str(real / "Core.pm")])
+    (found,) = perl_seen_outside({str(agent / "Core.pm"): 1}, baseline, after, [], [])
+    assert found["paths"] == [str(agent / "Core.pm")]
 
 
 def test_the_entry_and_its_limits():

@@ -110,6 +110,14 @@ def test_the_guard_shell_lists_openssls_settings_and_modules_changed(tmp_path):
     linked = openssl_settings(_shell({"LD_LIBRARY_PATH": str(lib), "TBSCALE_SINCE": since,
                                       "TBSCALE_SHARED_LIBRARIES_BEFORE": baseline_names(baseline)}, sh))
     assert {str(ssl / "openssl.cnf"), str(elsewhere / "mine.cnf")} <= set(linked), linked
+    # the module folder made a link to a folder of the agent's, with a provider in it
+    (elsewhere / "mods").mkdir()
+    (elsewhere / "mods" / "legacy.so").write_bytes(b"\x7fELF the agent's")
+    mods.rename(tmp_path / "mods.old")
+    mods.symlink_to(elsewhere / "mods")
+    moved = openssl_settings(_shell({"LD_LIBRARY_PATH": str(lib), "TBSCALE_SINCE": since,
+                                     "TBSCALE_SHARED_LIBRARIES_BEFORE": baseline_names(baseline)}, sh))
+    assert str(elsewhere / "mods" / "legacy.so") in moved, moved
 
 
 def test_the_entry_names_the_libraries_written_under_the_baselines_names():

@@ -31,7 +31,8 @@ KEY = "perl_path"  # the snapshot's key (runner/build_tools.py)
 INC = ":inc"  # the baseline's line: perl's @INC, `:`-separated
 NAMES = ":names"  # and the module files in those folders, by their path below their folder, blank-separated
 ALL = "*"  # in place of NAMES where there were more than NAMES_MAX: every module file changed counts
-NAMES_MAX = 30_000
+NAMES_MAX = 150_000  # bookworm's perl with its library (`apt-get install perl`): 1,417 files, 31,596 characters
+LINK = ":link:"  # after the sweep: `:link:FOLDER` -> where a folder that is a link leads (it is walked there)
 MORE = ":more"  # after the sweep: more module files changed than are listed
 LISTED_MAX = 5_000
 MODULE_ENDINGS = (".pm", ".pmc", ".pl")  # and every file under an `auto/` folder (an XS module's)
@@ -50,7 +51,8 @@ def baseline_folders(before: dict[str, str]) -> str:
 def perl_modules(before: dict[str, str], after: dict[str, str]) -> list[str]:
     """The module files listed after the sweep (changed since the baseline, in a folder of @INC)
     whose path below their folder one of the folders had at the baseline."""
-    folders = sorted((f for f in before.get(INC, "").split(":") if f.startswith("/")), key=len, reverse=True)
+    links = [v for k, v in after.items() if k.startswith(LINK) and v.startswith("/")]
+    folders = sorted({f for f in before.get(INC, "").split(":") if f.startswith("/")} | set(links), key=len, reverse=True)
     names = before.get(NAMES, "")
     known = None if names == ALL else set(names.split())
     found = []
@@ -88,7 +90,8 @@ def perl_seen_outside(changed: dict[str, int], before: dict[str, str] | None, af
     reported = {p for e in inside if e["kind"] == KIND for p in e.get("paths", [])}
     written = {p: "c" for p, kind in changed.items()
                if kind != 2 and p not in reported and (p.endswith(MODULE_ENDINGS) or "/auto/" in p)}
-    found = perl_modules(before or {}, written)
+    links = {k: v for k, v in (after or {}).items() if k.startswith(LINK)}
+    found = perl_modules(before or {}, {**written, **links})
     return [_entry(found, ", as seen from outside the environment", actions)] if found else []
 
 
@@ -106,16 +109,21 @@ def _entry(found: list[str], more: str, actions: list[tuple[int, str]]) -> Tampe
 # sitecustomize.pl; the one-liner loads no module), and a `PL :names` line with the module files in
 # them by their path below their folder (ALL past NAMES_MAX characters). After the sweep, those
 # folders (TBSCALE_PERL_PATH_BEFORE) are walked for the module files changed since the clock, a
-# `PL PATH c` line each (perl_modules sorts them), and a `PL :more 1` line past LISTED_MAX.
+# `PL PATH c` line each (perl_modules sorts them), and a `PL :more 1` line past LISTED_MAX. A
+# folder that is a link is walked where it leads (Debian's `/usr/share/perl/5.36` leads to
+# `5.36.0`, the path dpkg lists; `/etc/perl` made a link to a folder of the agent's), with a
+# `PL :link:FOLDER TARGET` line; at the baseline `FOLDER/` is walked, which find follows.
 PERL_PATH = r'''
 if [ -n "${TBSCALE_PERL_PATH+set}" ]; then
+  _plm() { "$@" \( -name '*.pm' -o -name '*.pmc' -o -name '*.pl' -o -path '*/auto/*' \) ! -type d; }
   if [ -z "${TBSCALE_SINCE:-}" ]; then
     if command -v perl >/dev/null 2>&1; then
       _plf=$(perl -f -e 'print join(":", grep { m{^/} } @INC)' 2>/dev/null)
       printf 'PL\t:inc\t%s\n' "$_plf"
       _ifs=$IFS; IFS=:; set -f
       # by the longest of the folders each is under
-      find $_plf \( -name '*.pm' -o -name '*.pmc' -o -name '*.pl' -o -path '*/auto/*' \) ! -type d 2>/dev/null |
+      _pla=; for _d in $_plf; do _pla="$_pla$_d/:"; done
+      _plm find $_pla 2>/dev/null |
         _plf=$_plf awk 'BEGIN { n = split(ENVIRON["_plf"], f, ":") }
           { best = ""; for (i = 1; i <= n; i++) if (index($0, f[i] "/") == 1 && length(f[i]) > length(best)) best = f[i]
             if (best != "" && !seen[r = substr($0, length(best) + 2)]++) { out = out r " "; if (length(out) > @NAMES_MAX@) { out = "*"; exit } } }
@@ -124,10 +132,14 @@ if [ -n "${TBSCALE_PERL_PATH+set}" ]; then
     fi
   elif [ -n "${TBSCALE_PERL_PATH_BEFORE:-}" ]; then
     _ifs=$IFS; IFS=:; set -f
-    _plf=; for _d in $TBSCALE_PERL_PATH_BEFORE; do [ -d "$_d" ] && _plf="$_plf$_d:"; done
-    [ -z "$_plf" ] || _newer $_plf \( -name '*.pm' -o -name '*.pmc' -o -name '*.pl' -o -path '*/auto/*' \) ! -type d |
+    _plf=; for _d in $TBSCALE_PERL_PATH_BEFORE; do
+      [ -d "$_d" ] || continue
+      if [ -L "$_d" ]; then _r=$(readlink -f -- "$_d"); printf 'PL\t%s%s\t%s\n' "@LINK@" "$_d" "$_r"; _d=$_r; fi
+      _plf="$_plf$_d:"
+    done
+    [ -z "$_plf" ] || _plm _newer $_plf |
       awk -v max=@MAX@ 'NR > max { print "PL\t:more\t1"; exit } { print "PL\t" $0 "\tc" }'
     set +f; IFS=$_ifs
   fi
 fi
-'''.replace("@MAX@", str(LISTED_MAX)).replace("@NAMES_MAX@", str(NAMES_MAX))
+'''.replace("@MAX@", str(LISTED_MAX)).replace("@NAMES_MAX@", str(NAMES_MAX)).replace("@LINK@", LINK)

@@ -242,8 +242,10 @@ if [ -n "${TBSCALE_SHARED_LIBRARIES+set}" ]; then
     printf 'SL\t:openssl\t'
     for _o in $_slo; do _d=${_o#?}; [ -d "$_d" ] || continue
       printf '%s:' "$_o"
-      case "$_o" in m*) _slom="$_slom$_d$IFS"; continue ;; esac
-      _slos="$_slos$_d$IFS"; [ -e "$_d/openssl.cnf" ] || [ -L "$_d/openssl.cnf" ] && _slt="$_slt$_d/openssl.cnf$IFS"
+      # a folder that is a link is walked where it leads too (find does not go into a link it is given)
+      _r=; [ -L "$_d" ] && _r=$(readlink -f -- "$_d")$IFS
+      case "$_o" in m*) _slom="$_slom$_d$IFS$_r"; continue ;; esac
+      _slos="$_slos$_d$IFS$_r"; [ -e "$_d/openssl.cnf" ] || [ -L "$_d/openssl.cnf" ] && _slt="$_slt$_d/openssl.cnf$IFS"
     done
     printf '\n'
     # Its settings: each settings folder's `openssl.cnf` (and the file it leads to), the other
