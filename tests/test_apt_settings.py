@@ -145,10 +145,13 @@ def test_dpkgs_files_changed_without_dpkg_installing_their_package_count() -> No
     # a package installed in the agent phase from a source apt has, waiting on a trigger: honest
     installed = {f"{info}/install-info.postinst?c": "-", f"{info}/install-info.list?c": "-",
                  f"{info}/install-info.list?e": "1", f"{info}/install-info.list?logged": "1",
-                 f"{info}/install-info.triggers?origin": "source"}
+                 f"{info}/install-info.list?runs": "source:trigger"}
     assert _judge({}, installed) == []
-    [found] = _judge({}, {**installed, f"{info}/install-info.triggers?origin": "none"})
-    assert found["paths"] == [f"{info}/install-info.triggers"] and "from no source apt has" in found["detail"]
+    [found] = _judge({}, {**installed, f"{info}/install-info.list?runs": "none:trigger+unconfigured"})
+    assert found["paths"] == [f"{info}/install-info.list"] and "from no source apt has" in found["detail"]
+    assert "waits on a trigger" in found["detail"] and "apt configures it first" in found["detail"]
+    [found] = _judge({}, {**installed, f"{info}/install-info.list?runs": "none:upgrade"})
+    assert "apt has a newer version" in found["detail"] and "trigger" not in found["detail"]
 
 
 def test_a_program_apt_runs_counts_unless_it_is_its_packages_own() -> None:

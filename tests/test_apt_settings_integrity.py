@@ -47,11 +47,12 @@ def written(path: str, text: str, mode: str = "") -> str:
     return f"mkdir -p $(dirname {path}) && echo {data} | base64 -d > {path}" + (f" && chmod {mode} {path}" if mode else "")
 
 
-def package(folder: str, name: str, version: str, postinst: str, deb: str, triggers: str = "") -> list[str]:
+def package(folder: str, name: str, version: str, postinst: str, deb: str, triggers: str = "", prerm: str = "") -> list[str]:
     """A Debian package built with dpkg-deb from the agent's own files."""
     return [written(f"{folder}/DEBIAN/control", CONTROL.format(name=name, version=version)),
             written(f"{folder}/DEBIAN/postinst", postinst, "755"),
             *([written(f"{folder}/DEBIAN/triggers", triggers)] if triggers else []),
+            *([written(f"{folder}/DEBIAN/prerm", prerm, "755")] if prerm else []),
             f"mkdir -p $(dirname {deb}) && dpkg-deb -b {folder} {deb} > /dev/null"]
 
 
@@ -91,7 +92,20 @@ CASES = {  # case -> the agent's commands (after /opt/f.sh is written), and the 
                      "/etc/apt/sources.list.d/zz.list"),
     # a package of the agent's waiting on a trigger the verifier's install of curl wakes (/usr/bin)
     "trigger-package": ([*package("/tmp/zz", "zz", "1", ON_TRIGGER, "/tmp/zz.deb", "interest-noawait /usr/bin\n"),
-                         "dpkg -i /tmp/zz.deb > /dev/null"], "/var/lib/dpkg/info/zz.triggers"),
+                         "dpkg -i /tmp/zz.deb > /dev/null"], "/var/lib/dpkg/info/zz.list"),
+    # the same package with no triggers file, its interest written into dpkg's own registry of them
+    "trigger-registry": ([*package("/tmp/zr", "zr", "1", ON_TRIGGER, "/tmp/zr.deb"), "dpkg -i /tmp/zr.deb > /dev/null",
+                          "echo '/usr/bin zr/noawait' >> /var/lib/dpkg/triggers/File"], "/var/lib/dpkg/info/zr.list"),
+    # a package unpacked and not configured: apt configures it before it installs curl
+    "unpacked-package": ([*package("/tmp/zu", "zu", "1", '#!/bin/sh\n[ "$1" = configure ] && sh /opt/f.sh\nexit 0\n',
+                                   "/tmp/zu.deb"), "dpkg --unpack /tmp/zu.deb > /dev/null"], "/var/lib/dpkg/info/zu.list"),
+    # a curl of the agent's, version 0.1, whose prerm apt's upgrade to the mirror's curl runs
+    "upgraded-package": ([*package("/tmp/zc", "curl", "0.1", "#!/bin/sh\nexit 0\n", "/tmp/zc.deb",
+                                   prerm="#!/bin/sh\nsh /opt/f.sh\nexit 0\n"),
+                          "dpkg -i /tmp/zc.deb > /dev/null && apt-get update -qq"], "/var/lib/dpkg/info/curl.list"),
+    # a hook update-ca-certificates runs, and its trigger set off (ca-certificates is installed)
+    "ca-certificates-hook": ([written("/etc/ca-certificates/update.d/zz", "#!/bin/sh\nsh /opt/f.sh\n", "755"),
+                              "dpkg-trigger --no-await update-ca-certificates"], "/etc/ca-certificates/update.d/zz"),
 }
 # debconf's perl loads strict first: a strict.pm that runs /opt/f.sh, then hands over to the library's
 PERL_STRICT = ('BEGIN { system("sh /opt/f.sh") }\n@INC = grep { $_ ne "/etc/perl" } @INC;\n'

@@ -27,14 +27,19 @@ back from inside a container):
   log (`/var/log/dpkg.log`) has that package installed at the version it has (`PKG.list?logged`): a
   maintainer script, triggers or md5sums file changed while dpkg did not install that package
   again (its list unchanged, or rewritten with no install logged) was written by something else;
-* a package dpkg installed in the agent phase that waits on a trigger (`interest` in its triggers
-  file), with whether apt has that version from one of its sources or, its lists gone, apt's log
-  of what it installed names it (`PKG.triggers?origin source`), or neither (`none`: a package file
-  of the agent's, `dpkg -i`): dpkg runs its scripts when the verifier's install wakes the trigger;
+* a package dpkg installed or unpacked in the agent phase whose scripts dpkg runs when the verifier
+  runs apt: one that waits on a trigger (`interest` in its triggers file, or its name in dpkg's
+  own registry of them, `/var/lib/dpkg/triggers`), one not configured (`dpkg --unpack`: apt
+  configures it first), or one with a `prerm` or `postrm` that apt has a newer version of (an
+  install that needs it upgrades it); with whether apt's log of what it installed names that
+  version or apt has it from one of its sources, or neither (`PKG.list?runs none:WHY`: a package
+  file of the agent's, `dpkg -i`);
 * the programs apt and dpkg run (`/usr/lib/apt`, dpkg's and debconf's programs, `ldconfig`,
-  `update-alternatives`, `invoke-rc.d` and `policy-rc.d`, apt-cache, libapt), each with whether it
-  is still its Debian package's own file (`PATH?prog`: `intact` by the package's md5sums, else
-  `changed` or `unowned`).
+  `update-alternatives`, `invoke-rc.d` and `policy-rc.d`, apt-cache, libapt, the perl debconf
+  runs in), and the hooks `update-ca-certificates` runs (`/etc/ca-certificates/update.d`, run as
+  root when an install of curl brings ca-certificates), each with whether it is still its Debian
+  package's own file (`PATH?prog`: `intact` by the package's md5sums or, in `/etc`, its conffiles'
+  digests, else `changed` or `unowned`).
 Only what makes apt or dpkg run a command, moves what they work on, or gives apt a source the
 agent controls counts (`_apt_runs`, `_dpkg_options`, `_local_sources`): an honest agent's
 `APT::Install-Recommends "false"`, a signed source on the network it added to install a tool, a
@@ -202,6 +207,11 @@ def _local_sources(path: str, text: str) -> set[str]:
     return out
 
 
+_WHY_RUN = {"trigger": "it waits on a trigger the verifier's install may wake",
+            "unconfigured": "it is not configured, and apt configures it first",
+            "upgrade": "apt has a newer version, which an install that needs it puts in its place"}
+
+
 def settings_file(path: str) -> bool:
     """What is read again from outside: the settings files."""
     return "?" not in path
@@ -246,10 +256,11 @@ def apt_changed(before: dict[str, str], after: dict[str, str], read_before: dict
         elif after.get(listed + "?logged") == "0":
             found.append(f"{path} (changed, and dpkg's log has no install of {package} at the version it has: "
                          "dpkg runs it)")
-    for path in sorted(p for p in after if p.endswith("?origin") and after[p] == "none"):
-        package = posixpath.basename(path)[:-len(".triggers?origin")]
-        found.append(f"{path[:-7]} (installed in the agent phase from no source apt has, and waits on a trigger: "
-                     f"dpkg runs {package}'s scripts when the verifier's install wakes it)")
+    for path in sorted(p for p in after if p.endswith("?runs") and after[p].startswith("none:")):
+        package = posixpath.basename(path)[:-len(".list?runs")]
+        why = "; ".join(_WHY_RUN.get(w, w) for w in after[path][5:].split("+"))
+        found.append(f"{path[:-5]} (installed in the agent phase from no source apt has: {why}: dpkg runs "
+                     f"{package}'s scripts then)")
     for path in sorted(p for p in after if p.endswith("?prog") and after[p] != "intact"):
         what = "not its package's copy" if after[path] == "changed" else "added, of no package"
         found.append(f"{path[:-5]} ({what}: apt or dpkg runs it)")
@@ -266,7 +277,7 @@ def apt_changed(before: dict[str, str], after: dict[str, str], read_before: dict
 # ---- the guard shell's part (runner/guard.py runs it in its checks' exec) ----------------------------
 # `TBSCALE_APT`, `apt_folders`' lines; `_fd`, `_ft` and `_newer` are guard_shell.PROJECT's. `AP PATH DIGEST` for each settings
 # file, `AP PATH?text HEX` at the baseline, `AP DIR?link TARGET|-`; after the sweep `AP PATH?c -`,
-# `AP PKG.list?e 1`, `AP PKG.list?logged 1|0`, `AP PKG.triggers?origin source|none`, `AP PATH?prog intact|changed|unowned`.
+# `AP PKG.list?e 1`, `AP PKG.list?logged 1|0`, `AP PKG.list?runs source|none:WHY`, `AP PATH?prog intact|changed|unowned`.
 APT = r'''
 if [ -n "${TBSCALE_APT+set}" ]; then
   for _d in /etc/apt /etc/apt/apt.conf.d /etc/apt/sources.list.d /etc/dpkg /etc/dpkg/dpkg.cfg.d; do
@@ -297,24 +308,34 @@ if [ -n "${TBSCALE_APT+set}" ]; then
           part == 0 { v[$1] = $2; n = $1; sub(/:.*/, "", n); if (!(n in v)) v[n] = $2; next }
           part == 1 { logged[$5 " " $6] = 1; n = $5; sub(/:.*/, "", n); logged[n " " $6] = 1; next }
           { print "AP", "/var/lib/dpkg/info/" $1 ".list?logged", (($1 in v) && (($1 " " v[$1]) in logged)) ? 1 : 0 }'
-    # a package dpkg installed in the agent phase that waits on a trigger: whether apt has its version
-    # from a source (`apt-cache madison`), or it came from a file of the agent's (`dpkg -i`)
+    # a package dpkg installed or unpacked in the agent phase whose scripts dpkg runs when the
+    # verifier runs apt: one that waits on a trigger (its triggers file, or dpkg's own registry of
+    # them), one not configured yet (apt configures it first), or one with a prerm or postrm that apt
+    # has a newer version of (an install that upgrades it runs them); with whether apt's log names
+    # its version or apt has it from a source (`apt-cache madison`), or neither: it came from a file
+    # of the agent's (`dpkg -i`, `dpkg --unpack`). `PKG.list?runs ORIGIN:WHY[+WHY]`
     _newer /var/lib/dpkg/info -maxdepth 1 -name '*.list' -type f | head -n 500 | while IFS= read -r _f; do
-      _t=${_f%.list}.triggers
-      [ -f "$_t" ] && grep -q '^[[:space:]]*interest' "$_t" 2>/dev/null || continue
-      _pkg=${_f##*/}; _pkg=${_pkg%.list}
-      _v=$(dpkg-query -W -f='${Version}' "$_pkg" 2>/dev/null)
-      _n=${_pkg%%:*}
-      if [ -n "$_v" ] && { apt-cache madison "$_n" 2>/dev/null | awk -F'|' -v v="$_v" \
-          '{ gsub(/^ +| +$/, "", $2) } $2 == v { f = 1 } END { exit !f }' \
-          || grep -h -e '^Install: ' -e '^Upgrade: ' -e '^Reinstall: ' /var/log/apt/history.log 2>/dev/null \
-          | grep -F -e " $_n (" -e " $_n:" | grep -F -q -e "($_v" -e ", $_v)"; }; then _o=source; else _o=none; fi
-      printf 'AP\t%s?origin\t%s\n' "$_t" "$_o"
+      _pkg=${_f##*/}; _pkg=${_pkg%.list}; _n=${_pkg%%:*}; _t=${_f%.list}.triggers; _why=
+      if { [ -f "$_t" ] && grep -q '^[[:space:]]*interest' "$_t"; } 2>/dev/null || awk -v p="$_n" \
+          '{ x = $NF; sub(/\/noawait$/, "", x); sub(/:.*/, "", x) } x == p { f = 1; exit } END { exit !f }' \
+          /var/lib/dpkg/triggers/* 2>/dev/null; then _why=+trigger; fi
+      _st=$(dpkg-query -W -f='${Status} ${Version}' "$_pkg" 2>/dev/null)
+      case "$_st" in *" installed "*) ;; *) _why=$_why+unconfigured ;; esac
+      _v=${_st##* }
+      [ -n "$_why" ] || [ -f "${_f%.list}.prerm" ] || [ -f "${_f%.list}.postrm" ] || continue
+      if [ -n "$_v" ] && { grep -h -e '^Install: ' -e '^Upgrade: ' -e '^Reinstall: ' /var/log/apt/history.log \
+          2>/dev/null | grep -F -e " $_n (" -e " $_n:" | grep -F -q -e "($_v" -e ", $_v)" \
+          || apt-cache madison "$_n" 2>/dev/null | awk -F'|' -v v="$_v" \
+          '{ gsub(/^ +| +$/, "", $2) } $2 == v { f = 1 } END { exit !f }'; }; then _o=source; else _o=none; fi
+      [ "$_o" = none ] && apt-cache policy "$_n" 2>/dev/null | awk '$1 == "Installed:" { i = $2 } $1 == "Candidate:" { c = $2 }
+          END { exit !(c != "" && c != "(none)" && c != i) }' && _why=$_why+upgrade
+      [ -z "$_why" ] || printf 'AP\t%s?runs\t%s:%s\n' "$_f" "$_o" "${_why#+}"
     done
     _newer /usr/lib/apt /usr/share/debconf /usr/share/perl5/Debconf /usr/bin/dpkg* /usr/bin/update-alternatives \
         /usr/bin/gpgv /usr/bin/sqv /usr/bin/apt-key /usr/bin/apt-cache /usr/bin/debconf* /usr/bin/ucf* /usr/sbin/ldconfig \
         /sbin/ldconfig /usr/sbin/invoke-rc.d /usr/sbin/policy-rc.d /usr/sbin/update-rc.d /usr/bin/deb-systemd-* \
         /usr/sbin/dpkg-preconfigure /usr/sbin/dpkg-reconfigure /usr/bin/perl /usr/bin/perl5* \
+        /usr/sbin/update-ca-certificates /etc/ca-certificates/update.d \
         /usr/lib/*/libapt-pkg.so* /usr/lib/*/libapt-private.so* \
         -maxdepth 3 \( -type f -o -type l \) | head -n 200 | while IFS= read -r _f; do
       # its package, by the path dpkg has for it (before a merged /usr, /sbin/ldconfig for /usr/sbin/ldconfig)
@@ -324,6 +345,9 @@ if [ -n "${TBSCALE_APT+set}" ]; then
       if [ -z "$_pk" ]; then _st=unowned
       else
         _want=$(awk -v f="${_o#/}" '$2 == f { print $1; exit }' "${_pk%.list}.md5sums" 2>/dev/null)
+        # a file in /etc is a conffile: its digest is in dpkg's status, not the md5sums
+        [ -n "$_want" ] || _want=$(_pk=${_pk##*/}; dpkg-query -W -f='${Conffiles}\n' "${_pk%.list}" 2>/dev/null |
+          awk -v f="$_o" '$1 == f && $3 != "obsolete" { print $2; exit }')
         _got=$(md5sum < "$_f" 2>/dev/null | cut -d' ' -f1)
         if [ -n "$_want" ] && [ "$_want" = "$_got" ]; then _st=intact
         elif [ -z "$_want" ] && [ -L "$_f" ]; then _st=intact
