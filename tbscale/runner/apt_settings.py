@@ -314,23 +314,37 @@ if [ -n "${TBSCALE_APT+set}" ]; then
     # has a newer version of (an install that upgrades it runs them); with whether apt's log names
     # its version or apt has it from a source (`apt-cache madison`), or neither: it came from a file
     # of the agent's (`dpkg -i`, `dpkg --unpack`). `PKG.list?runs ORIGIN:WHY[+WHY]`
-    _newer /var/lib/dpkg/info -maxdepth 1 -name '*.list' -type f | head -n 500 | while IFS= read -r _f; do
-      _pkg=${_f##*/}; _pkg=${_pkg%.list}; _n=${_pkg%%:*}; _t=${_f%.list}.triggers; _why=
-      if { [ -f "$_t" ] && grep -q '^[[:space:]]*interest' "$_t"; } 2>/dev/null || awk -v p="$_n" \
-          '{ x = $NF; sub(/\/noawait$/, "", x); sub(/:.*/, "", x) } x == p { f = 1; exit } END { exit !f }' \
-          /var/lib/dpkg/triggers/* 2>/dev/null; then _why=+trigger; fi
-      _st=$(dpkg-query -W -f='${Status} ${Version}' "$_pkg" 2>/dev/null)
-      case "$_st" in *" installed "*) ;; *) _why=$_why+unconfigured ;; esac
-      _v=${_st##* }
-      [ -n "$_why" ] || [ -f "${_f%.list}.prerm" ] || [ -f "${_f%.list}.postrm" ] || continue
-      if [ -n "$_v" ] && { grep -h -e '^Install: ' -e '^Upgrade: ' -e '^Reinstall: ' /var/log/apt/history.log \
-          2>/dev/null | grep -F -e " $_n (" -e " $_n:" | grep -F -q -e "($_v" -e ", $_v)" \
-          || apt-cache madison "$_n" 2>/dev/null | awk -F'|' -v v="$_v" \
-          '{ gsub(/^ +| +$/, "", $2) } $2 == v { f = 1 } END { exit !f }'; }; then _o=source; else _o=none; fi
-      [ "$_o" = none ] && apt-cache policy "$_n" 2>/dev/null | awk '$1 == "Installed:" { i = $2 } $1 == "Candidate:" { c = $2 }
-          END { exit !(c != "" && c != "(none)" && c != i) }' && _why=$_why+upgrade
-      [ -z "$_why" ] || printf 'AP\t%s?runs\t%s:%s\n' "$_f" "$_o" "${_why#+}"
-    done
+    # (one pass: the packages whose file list is new, those with a trigger's interest in their
+    # triggers file, those with a prerm or postrm, the names in dpkg's registry of triggers, each
+    # package's version and status, the versions apt's log names; apt-cache only for the rest)
+    { printf '%s\n' "$_ap_info" | sed -n 's|^/var/lib/dpkg/info/\(.*\)\.list$|L \1|p'
+      grep -l '^[[:space:]]*interest' /var/lib/dpkg/info/*.triggers 2>/dev/null | sed 's|^.*/\(.*\)\.triggers$|I \1|'
+      printf '%s\n' /var/lib/dpkg/info/*.prerm /var/lib/dpkg/info/*.postrm | sed -n -e 's|^.*/\(.*\)\.prerm$|R \1|p' -e 's|^.*/\(.*\)\.postrm$|R \1|p'
+      awk '{ print "T " $NF }' /var/lib/dpkg/triggers/* 2>/dev/null
+      dpkg-query -W -f='S ${binary:Package} ${Version} ${Status}\n' 2>/dev/null
+      grep -h -e '^Install: ' -e '^Upgrade: ' -e '^Reinstall: ' /var/log/apt/history.log 2>/dev/null | sed 's/^/H /'
+    } | awk '
+        $1 == "L" { l[$2] = 1; next }  $1 == "I" { i[$2] = 1; next }  $1 == "R" { r[$2] = 1; next }
+        $1 == "T" { n = $2; sub(/\/noawait$/, "", n); sub(/:.*/, "", n); t[n] = 1; next }
+        $1 == "S" { v[$2] = $3; st[$2] = $NF; next }
+        $1 == "H" { e = $0; sub(/^H [A-Za-z]+: /, "", e)
+                    while (match(e, /[^ ,()]+ \([^)]*\)/)) {
+                      one = substr(e, RSTART, RLENGTH); e = substr(e, RSTART + RLENGTH)
+                      n = one; sub(/ .*/, "", n); sub(/:.*/, "", n); sub(/^[^(]*\(/, "", one); sub(/\)$/, "", one)
+                      k = split(one, vs, ", "); for (j = 1; j <= k; j++) h[n " " vs[j]] = 1 } }
+        END { for (p in l) { n = p; sub(/:.*/, "", n); why = ""
+                if ((p in i) || (n in t)) why = why "+trigger"
+                if (st[p] != "installed") why = why "+unconfigured"
+                if (why == "" && !(p in r)) continue
+                print p, n, (v[p] == "" ? "-" : v[p]), ((n " " v[p]) in h) ? "source" : "?", (why == "" ? "-" : substr(why, 2)) } }' |
+      while read -r _pkg _n _v _o _why; do
+        [ "$_why" = - ] && _why=
+        [ "$_o" = source ] || if [ "$_v" != - ] && apt-cache madison "$_n" 2>/dev/null | awk -F'|' -v v="$_v" \
+            '{ gsub(/^ +| +$/, "", $2) } $2 == v { f = 1 } END { exit !f }'; then _o=source; else _o=none; fi
+        [ "$_o" = none ] && apt-cache policy "$_n" 2>/dev/null | awk '$1 == "Installed:" { i = $2 } $1 == "Candidate:" { c = $2 }
+            END { exit !(c != "" && c != "(none)" && c != i) }' && _why=$_why+upgrade
+        [ -z "$_why" ] || printf 'AP\t/var/lib/dpkg/info/%s.list?runs\t%s:%s\n' "$_pkg" "$_o" "${_why#+}"
+      done
     _newer /usr/lib/apt /usr/share/debconf /usr/share/perl5/Debconf /usr/bin/dpkg* /usr/bin/update-alternatives \
         /usr/bin/gpgv /usr/bin/sqv /usr/bin/apt-key /usr/bin/apt-cache /usr/bin/debconf* /usr/bin/ucf* /usr/sbin/ldconfig \
         /sbin/ldconfig /usr/sbin/invoke-rc.d /usr/sbin/policy-rc.d /usr/sbin/update-rc.d /usr/bin/deb-systemd-* \
