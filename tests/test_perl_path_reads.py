@@ -89,6 +89,11 @@ def test_the_entry_and_its_limits():
     after = {"/etc/perl/strict.pm": "c", "/usr/share/perl5/Debconf/Db.pm": "c", "/usr/share/perl5/JSON.pm": "c",
              "/opt/elsewhere/strict.pm": "c"}
     assert perl_modules(before, after) == ["/etc/perl/strict.pm", "/usr/share/perl5/Debconf/Db.pm"]
+    # new paths that count all the same: any module in /etc/perl, and those debconf loads by name or
+    # when they are there
+    loaded = {"/etc/perl/Tb/Own.pm": "c", "/usr/share/perl5/Debconf/FrontEnd/Zz.pm": "c",
+              "/usr/share/perl5/Locale/gettext.pmc": "c", "/usr/share/perl5/Locale/Other.pm": "c"}
+    assert perl_modules(before, loaded) == sorted(set(loaded) - {"/usr/share/perl5/Locale/Other.pm"})
     # more names at the baseline than were given: every module file changed counts
     assert perl_modules({**before, NAMES: ALL}, after) == ["/etc/perl/strict.pm", "/usr/share/perl5/Debconf/Db.pm",
                                                             "/usr/share/perl5/JSON.pm"]

@@ -36,6 +36,12 @@ LINK = ":link:"  # after the sweep: `:link:FOLDER` -> where a folder that is a l
 MORE = ":more"  # after the sweep: more module files changed than are listed
 LISTED_MAX = 5_000
 MODULE_ENDINGS = (".pm", ".pmc", ".pl")  # and every file under an `auto/` folder (an XS module's)
+# Modules that count wherever they are written, new or not: `/etc/perl` holds settings, not modules
+# (no package or CPAN install puts a module there); and the modules debconf, which apt runs as root,
+# loads by a name its settings or database give (`Debconf::FrontEnd::`, `Debconf::DbDriver::`,
+# `Debconf::Element::`, `Debconf::Format::`) or only when they are there (`eval "use ..."`)
+NO_MODULES = ("/etc/perl",)
+LOADED_IF_THERE = ("Debconf/", "Locale/gettext.pm", "Text/Iconv.pm", "Text/WrapI18N.pm", "Text/CharWidth.pm")
 PERL = ":perl"  # `folders` gives this one line: perl runs where the verifier runs apt, not only where it says perl
 
 
@@ -50,7 +56,8 @@ def baseline_folders(before: dict[str, str]) -> str:
 
 def perl_modules(before: dict[str, str], after: dict[str, str]) -> list[str]:
     """The module files listed after the sweep (changed since the baseline, in a folder of @INC)
-    whose path below their folder one of the folders had at the baseline."""
+    whose path below their folder one of the folders had at the baseline, or that count wherever
+    they are (NO_MODULES, LOADED_IF_THERE)."""
     links = [v for k, v in after.items() if k.startswith(LINK) and v.startswith("/")]
     folders = sorted({f for f in before.get(INC, "").split(":") if f.startswith("/")} | set(links), key=len, reverse=True)
     names = before.get(NAMES, "")
@@ -61,7 +68,8 @@ def perl_modules(before: dict[str, str], after: dict[str, str]) -> list[str]:
         if folder is None:
             continue
         rel = path[len(folder.rstrip("/")) + 1:]
-        if known is None or rel in known or rel.removesuffix("c") in known and rel.endswith(".pmc"):
+        as_pm = rel.removesuffix("c") if rel.endswith(".pmc") else rel  # perl takes a .pmc for its .pm
+        if known is None or as_pm in known or folder in NO_MODULES or as_pm.startswith(LOADED_IF_THERE):
             found.append(path)
     return sorted(found)
 
@@ -99,7 +107,7 @@ def _entry(found: list[str], more: str, actions: list[tuple[int, str]]) -> Tampe
     listed = (": " + ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")) if found else ""
     return entry(KIND, "a Perl module written where the perl the verifier runs (debconf's, under apt-get install) "
                  "finds it, under a path one of its folders had before the agent phase (replaced, or put where perl "
-                 "looks first)" + more + listed, paths=found[:ENTRY_PATHS] or None,
+                 "looks first), in /etc/perl, or one debconf loads by name or when it is there" + more + listed, paths=found[:ENTRY_PATHS] or None,
                  by_command=attribute_command(actions, found[0].rsplit("/", 1)[-1], found[:5]) if found else None)
 
 
