@@ -132,8 +132,8 @@ HONEST = {
     "honest": [written("/etc/apt/apt.conf.d/99norecommends", 'APT::Install-Recommends "false";\n'),
                written("/etc/apt/sources.list.d/updates.list", "deb http://deb.debian.org/debian bookworm-updates main\n"),
                "apt-get update -qq && apt-get install -y -qq jq install-info libjson-perl debconf-i18n > /dev/null"
-               # again, or upgraded where the mirror has newer ones (perl-base's modules: settled as the archive's)
-               " && { apt-get install -y -qq --reinstall dpkg apt perl-base || apt-get install -y -qq dpkg apt perl-base; }"
+               # again, or upgraded where the mirror has newer ones (perl-base's and debconf's modules: settled as the archive's)
+               " && { apt-get install -y -qq --reinstall dpkg apt perl-base debconf || apt-get install -y -qq dpkg apt perl-base debconf; }"
                " > /dev/null && rm -rf /var/lib/apt/lists/*",
                # a module of its own under a new path, where perl looks first
                written("/usr/local/share/perl/5.36.0/Tb/Notes.pm", "package Tb::Notes; 1;\n"),
