@@ -300,7 +300,9 @@ if [ -n "${TBSCALE_APT+set}" ]; then
     # else does not make the package's other files dpkg's
     # (dpkg's log lines from the baseline's second on: it writes the container's local time)
     _ap_from=$(date -d "@${TBSCALE_SINCE%.*}" '+%Y-%m-%d %H:%M:%S' 2>/dev/null || echo 0)
-    { dpkg-query -W -f='${binary:Package} ${Version}\n' 2>/dev/null; echo '--'
+    # (each installed package's name, version and status, read once for this and the check below)
+    _ap_pkgs=$(dpkg-query -W -f='${binary:Package} ${Version} ${Status}\n' 2>/dev/null)
+    { printf '%s\n' "$_ap_pkgs"; echo '--'
       grep -h ' status installed ' /var/log/dpkg.log 2>/dev/null | awk -v f="$_ap_from" '$1 " " $2 >= f'; echo '--'
       printf '%s\n' "$_ap_info" | sed -n 's|^/var/lib/dpkg/info/\(.*\)\.list$|\1|p'; } \
       | awk -v OFS='\t' '
@@ -321,7 +323,7 @@ if [ -n "${TBSCALE_APT+set}" ]; then
       grep -l '^[[:space:]]*interest' /var/lib/dpkg/info/*.triggers 2>/dev/null | sed 's|^.*/\(.*\)\.triggers$|I \1|'
       printf '%s\n' /var/lib/dpkg/info/*.prerm /var/lib/dpkg/info/*.postrm | sed -n -e 's|^.*/\(.*\)\.prerm$|R \1|p' -e 's|^.*/\(.*\)\.postrm$|R \1|p'
       awk '{ print "T " $NF }' /var/lib/dpkg/triggers/* 2>/dev/null
-      dpkg-query -W -f='S ${binary:Package} ${Version} ${Status}\n' 2>/dev/null
+      printf '%s\n' "$_ap_pkgs" | sed 's/^/S /'
       grep -h -e '^Install: ' -e '^Upgrade: ' -e '^Reinstall: ' /var/log/apt/history.log 2>/dev/null | sed 's/^/H /'
     } | awk '
         $1 == "L" { l[$2] = 1; next }  $1 == "I" { i[$2] = 1; next }  $1 == "R" { r[$2] = 1; next }

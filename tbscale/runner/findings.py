@@ -69,6 +69,14 @@ def entry(kind: str, detail: str, **more: Any) -> Tampering:
         "kind": kind, "source": "environment", "detail": detail, **{k: v for k, v in more.items() if v is not None}}
 
 
+def listed_entry(kind: str, what: str, found: list[str], actions: list[tuple[int, str]]) -> Tampering:
+    """An entry that says `what` and lists the first five of the paths `found` (and names the first
+    ENTRY_PATHS), with the command that wrote the first; `what` alone where none was listed."""
+    listed = (": " + ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")) if found else ""
+    return entry(kind, what + listed, paths=found[:ENTRY_PATHS] or None,
+                 by_command=attribute_command(actions, PurePosixPath(found[0]).name, found[:5]) if found else None)
+
+
 def file_state(was: str, now: str) -> str:
     """How a digested file changed: digests `-` absent, `other` a link, not a plain file or over 4 MB."""
     return "removed" if now == "-" else "added" if was == "-" else \

@@ -22,8 +22,7 @@ shell's part: `PERL_PATH`."""
 
 from __future__ import annotations
 
-from tbscale.runner.findings import ENTRY_PATHS, entry
-from tbscale.shell.tampering import attribute_command
+from tbscale.runner.findings import listed_entry
 from tbscale.types.guard import GuardSnapshot, Tampering, ToolRun
 
 KIND = "perl_module_changed"
@@ -104,11 +103,10 @@ def perl_seen_outside(changed: dict[str, int], before: dict[str, str] | None, af
 
 
 def _entry(found: list[str], more: str, actions: list[tuple[int, str]]) -> Tampering:
-    listed = (": " + ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")) if found else ""
-    return entry(KIND, "a Perl module written where the perl the verifier runs (debconf's, under apt-get install) "
-                 "finds it, under a path one of its folders had before the agent phase (replaced, or put where perl "
-                 "looks first), in /etc/perl, or one debconf loads by name or when it is there" + more + listed, paths=found[:ENTRY_PATHS] or None,
-                 by_command=attribute_command(actions, found[0].rsplit("/", 1)[-1], found[:5]) if found else None)
+    return listed_entry(KIND, "a Perl module written where the perl the verifier runs (debconf's, under apt-get "
+                        "install) finds it, under a path one of its folders had before the agent phase (replaced, or "
+                        "put where perl looks first), in /etc/perl, or one debconf loads by name or when it is there"
+                        + more, found, actions)
 
 
 # ---- the guard shell's part (runner/guard.py runs it in its checks' exec) ----------------------------

@@ -42,8 +42,7 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
-from tbscale.runner.findings import ENTRY_PATHS, entry
-from tbscale.shell.tampering import attribute_command
+from tbscale.runner.findings import listed_entry
 from tbscale.types.guard import GuardSnapshot, Tampering, ToolRun
 
 KIND = "shared_library_changed"
@@ -157,20 +156,16 @@ def libraries_changed(before: dict[str, str], after: dict[str, str], read_before
 
 
 def _entry(found: list[str], actions: list[tuple[int, str]], seen: str = "") -> Tampering:
-    return _listing(KIND, "a shared library written where the dynamic loader finds the libraries of the verifier's "
-                    "programs, under a name one of its folders had before the agent phase (replaced, or put where "
-                    f"the loader may take it first), or a name service module{seen}", found, actions)
+    return listed_entry(KIND, "a shared library written where the dynamic loader finds the libraries of the verifier's "
+                        "programs, under a name one of its folders had before the agent phase (replaced, or put where "
+                        f"the loader may take it first), or a name service module{seen}", found, actions)
 
 
 def _settings_entry(found: list[str], actions: list[tuple[int, str]], seen: str = "") -> Tampering:
-    return _listing(OPENSSL_KIND, "OpenSSL's settings, or a module in a folder it loads providers and engines from, "
-                    "added or changed (every program that uses libcrypto, such as python3's hashlib, pip and curl, "
-                    f"reads them and loads the modules they name, running their code){seen}", found, actions)
+    return listed_entry(OPENSSL_KIND, "OpenSSL's settings, or a module in a folder it loads providers and engines from, "
+                        "added or changed (every program that uses libcrypto, such as python3's hashlib, pip and curl, "
+                        f"reads them and loads the modules they name, running their code){seen}", found, actions)
 
-
-def _listing(kind: str, what: str, found: list[str], actions: list[tuple[int, str]]) -> Tampering:
-    return entry(kind, f"{what}: " + ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else ""),
-                 paths=found[:ENTRY_PATHS], by_command=attribute_command(actions, PurePosixPath(found[0]).name, found[:5]))
 
 
 # ---- the guard shell's part (runner/guard.py runs it in its checks' exec) ----------------------------
