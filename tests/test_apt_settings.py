@@ -154,6 +154,11 @@ def test_dpkgs_files_changed_without_dpkg_installing_their_package_count() -> No
     assert "apt has a newer version" in found["detail"] and "trigger" not in found["detail"]
 
 
+def test_more_of_dpkgs_files_changed_than_were_listed_is_said() -> None:
+    [found] = _judge({}, {"/var/lib/dpkg/info?more": "1"})
+    assert found["paths"] == ["/var/lib/dpkg/info"] and "not all were looked at" in found["detail"]
+
+
 def test_a_program_apt_runs_counts_unless_it_is_its_packages_own() -> None:
     assert _judge({}, {"/usr/lib/apt/methods/http?prog": "intact"}) == []
     [found] = _judge({}, {"/usr/lib/apt/methods/http?prog": "changed", "/usr/bin/dpkg.orig?prog": "unowned"})

@@ -96,6 +96,13 @@ CASES = {  # case -> the agent's commands (after /opt/f.sh is written), and the 
     # the same package with no triggers file, its interest written into dpkg's own registry of them
     "trigger-registry": ([*package("/tmp/zr", "zr", "1", ON_TRIGGER, "/tmp/zr.deb"), "dpkg -i /tmp/zr.deb > /dev/null",
                           "echo '/usr/bin zr/noawait' >> /var/lib/dpkg/triggers/File"], "/var/lib/dpkg/info/zr.list"),
+    # the same, with dpkg's folder flooded first: files of no kind of dpkg's, then file lists of no package
+    "flooded-registry": (["for i in $(seq 20000); do : > /var/lib/dpkg/info/zj$i.junk; done",
+                          *package("/tmp/zr", "zr", "1", ON_TRIGGER, "/tmp/zr.deb"), "dpkg -i /tmp/zr.deb > /dev/null",
+                          "echo '/usr/bin zr/noawait' >> /var/lib/dpkg/triggers/File"], "/var/lib/dpkg/info/zr.list"),
+    "flooded-lists": (["for i in $(seq 5000); do : > /var/lib/dpkg/info/zj$i.list; done",
+                       *package("/tmp/zr", "zr", "1", ON_TRIGGER, "/tmp/zr.deb"), "dpkg -i /tmp/zr.deb > /dev/null",
+                       "echo '/usr/bin zr/noawait' >> /var/lib/dpkg/triggers/File"], "/var/lib/dpkg/info"),
     # a package unpacked and not configured: apt configures it before it installs curl
     "unpacked-package": ([*package("/tmp/zu", "zu", "1", '#!/bin/sh\n[ "$1" = configure ] && sh /opt/f.sh\nexit 0\n',
                                    "/tmp/zu.deb"), "dpkg --unpack /tmp/zu.deb > /dev/null"], "/var/lib/dpkg/info/zu.list"),

@@ -65,6 +65,9 @@ KIND = "apt_hook_planted"
 _PROGRAMS = frozenset({"apt-get", "apt", "aptitude", "dpkg"})
 # dpkg's files of a package (`/var/lib/dpkg/info/PKG.EXT`) that decide what it runs
 _CONTROL = ("preinst", "postinst", "prerm", "postrm", "config", "triggers", "md5sums")
+# dpkg's files listed after the sweep at most (those and the file lists only): past it the entry says
+# not all were looked at, so files written there in bulk cannot push a planted one out unseen
+INFO_LISTED = 4000
 
 
 def apt_folders(texts: list[str], tests_mount: str | None = None) -> list[str]:
@@ -245,6 +248,9 @@ def apt_changed(before: dict[str, str], after: dict[str, str], read_before: dict
         if new:
             found.append(f"{path} ({'; '.join(new)[:300]})")
             keys += [line.split("=", 1)[0] for line in new]
+    if after.get("/var/lib/dpkg/info?more") == "1":
+        found.append(f"/var/lib/dpkg/info (more than {INFO_LISTED} of dpkg's files changed since the baseline: not all "
+                     "were looked at)")
     changed = {p[:-2] for p in after if p.endswith("?c")}
     for path in sorted(changed):
         package, _, ext = posixpath.basename(path).rpartition(".")
@@ -289,7 +295,10 @@ if [ -n "${TBSCALE_APT+set}" ]; then
     { [ -e "$_f" ] || [ -L "$_f" ]; } && _ft AP "$_f"
   done
   if [ -n "${TBSCALE_SINCE:-}" ]; then
-    _ap_info=$(_newer /var/lib/dpkg/info -maxdepth 1 -type f | head -n 2000)
+    _ap_info=$(_newer /var/lib/dpkg/info -maxdepth 1 -type f \( -name '*.list' @INFO_NAMES@ \) | head -n @INFO_MORE@)
+    if [ "$(printf '%s\n' "$_ap_info" | wc -l)" -ge @INFO_MORE@ ]; then
+      printf 'AP\t/var/lib/dpkg/info?more\t1\n'; _ap_info=$(printf '%s\n' "$_ap_info" | head -n @INFO_LISTED@)
+    fi
     printf '%s\n' "$_ap_info" | while IFS= read -r _f; do
       [ -n "$_f" ] || continue
       printf 'AP\t%s?c\t-\n' "$_f"
@@ -373,4 +382,5 @@ if [ -n "${TBSCALE_APT+set}" ]; then
     done
   fi
 fi
-'''
+'''.replace("@INFO_NAMES@", " ".join(f"-o -name '*.{ext}'" for ext in _CONTROL)).replace(
+    "@INFO_MORE@", str(INFO_LISTED + 1)).replace("@INFO_LISTED@", str(INFO_LISTED))
