@@ -100,6 +100,9 @@ def test_the_entry_and_its_limits():
     # more changed than listed: said, even with none of the listed under a known path
     (flooded,) = perl_changed(before, {"/usr/share/perl5/JSON.pm": "c", MORE: "1"}, {}, {}, {}, [], ToolRun([], None))
     assert flooded["kind"] == KIND and "not all were looked at" in flooded["detail"] and "paths" not in flooded
+    # and nothing settles it: the archive's copies of those listed say nothing of the rest
+    assert tool_groups({"perl_path": before}, {"perl_path": {**after, MORE: "1"}}).get(KIND) is None
+    assert tool_groups({"perl_path": before}, {"perl_path": after})[KIND] == perl_modules(before, after)
     assert perl_changed(before, {"/usr/share/perl5/JSON.pm": "c"}, {}, {}, {}, [], ToolRun([], None)) == []
     # no baseline (no perl then): nothing to go by
     assert perl_modules({}, after) == []

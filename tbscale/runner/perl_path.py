@@ -75,9 +75,11 @@ def perl_modules(before: dict[str, str], after: dict[str, str]) -> list[str]:
 
 def perl_groups(before: GuardSnapshot | None, after: GuardSnapshot) -> dict[str, list[str]]:
     """Every path of the entry, for runner/debian_updates.py: a package's modules an install replaced
-    are settled against the archive."""
-    found = perl_modules((before or {}).get(KEY) or {}, after.get(KEY) or {})  # type: ignore[arg-type]
-    return {KIND: found} if found else {}
+    are settled against the archive; none where not all were listed (what settles the listed ones
+    says nothing of the rest)."""
+    listed = after.get(KEY) or {}
+    found = perl_modules((before or {}).get(KEY) or {}, listed)  # type: ignore[arg-type]
+    return {KIND: found} if found and MORE not in listed else {}
 
 
 def perl_changed(before: dict[str, str], after: dict[str, str], read_before: dict, read_after: dict,
