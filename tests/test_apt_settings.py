@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from tbscale.runner.apt_settings import APT, apt_changed, apt_config, apt_folders, read_settings
+from tbscale.runner.apt_settings import APT, PACKAGE_KIND, PACKAGES_CHECKED, apt_changed, apt_config, apt_folders, read_settings
 from tbscale.runner.guard_shell import PROJECT
 from tbscale.types.guard import ToolRun
 
@@ -142,16 +142,34 @@ def test_dpkgs_files_changed_without_dpkg_installing_their_package_count() -> No
     # the file list rewritten by something else (`touch`): no install in dpkg's log
     [found] = _judge({}, {**edited, f"{info}/libc-bin.list?c": "-", f"{info}/libc-bin.list?logged": "0"})
     assert found["paths"] == [f"{info}/libc-bin.postinst"] and "dpkg's log has no install" in found["detail"]
-    # a package installed in the agent phase from a source apt has, waiting on a trigger: honest
+
+
+
+def test_packages_whose_scripts_the_verifiers_apt_runs_are_named_for_the_archive_to_settle() -> None:
+    """Wherever apt's log and lists say a package came from (the agent can write both), it is
+    named in an entry of its own, which only its archive's package settles (tests/test_debian_updates.py)."""
+    info = "/var/lib/dpkg/info"
     installed = {f"{info}/install-info.postinst?c": "-", f"{info}/install-info.list?c": "-",
                  f"{info}/install-info.list?e": "1", f"{info}/install-info.list?logged": "1",
                  f"{info}/install-info.list?runs": "source:trigger"}
-    assert _judge({}, installed) == []
+    [found] = _judge({}, installed)
+    assert found["kind"] == PACKAGE_KIND and found["paths"] == [f"{info}/install-info.list"]
+    assert "install-info (apt names it: it waits on a trigger" in found["detail"]
     [found] = _judge({}, {**installed, f"{info}/install-info.list?runs": "none:trigger+unconfigured"})
     assert found["paths"] == [f"{info}/install-info.list"] and "from no source apt has" in found["detail"]
     assert "waits on a trigger" in found["detail"] and "apt configures it first" in found["detail"]
     [found] = _judge({}, {**installed, f"{info}/install-info.list?runs": "none:upgrade"})
     assert "apt has a newer version" in found["detail"] and "trigger" not in found["detail"]
+    [found] = _judge({}, {f"{info}/libc-bin.list?runs": "source:pending"})
+    assert found["paths"] == [f"{info}/libc-bin.list"] and "has work of it pending" in found["detail"]
+    # every package is named (the archive settles the entry only when it has checked them all)
+    many = {f"{info}/p{i:03}.list?runs": "source:trigger" for i in range(PACKAGES_CHECKED)}
+    [found] = _judge({}, many)
+    assert len(found["paths"]) == PACKAGES_CHECKED and f"and {PACKAGES_CHECKED - 5} more" in found["detail"]
+    # past that, the check says not all were checked, in an entry nothing settles
+    [found] = _judge({}, {**many, f"{info}/zz.list?runs": "none:trigger"})
+    assert found["kind"] == "apt_hook_planted" and found["paths"] == [info]
+    assert f"more than the {PACKAGES_CHECKED} checked" in found["detail"]
 
 
 def test_more_of_dpkgs_files_changed_than_were_listed_is_said() -> None:

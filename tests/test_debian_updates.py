@@ -22,6 +22,8 @@ import pytest
 
 from tbscale.runner import debian_archive
 from tbscale.runner.debian_archive import ArchiveUnavailable, published_deb
+from tbscale.runner.apt_settings import PACKAGE_KIND
+from tbscale.runner.dpkg_programs import KIND as PROGRAM_KIND
 from tbscale.runner.debian_updates import READ_ONE_BY_ONE, _read, settle_debian
 from tbscale_testing.folder_box import FolderBox
 
@@ -36,6 +38,9 @@ for i in range(12):  # a folder with more paths than are read one by one
     MODULES[f"{STDLIB}/mod{i}.py"] = f"X = {i}\n".encode()
 LINKS = {f"{STDLIB}/sitecustomize.py": "/etc/python3.99/sitecustomize.py", "/usr/bin/python3": "python3.99"}
 PACKAGE, VERSION = "libpython3.99-stdlib", "3.99.1-1+deb99u1"
+# its maintainer scripts, as dpkg copies them to /var/lib/dpkg/info
+SCRIPTS = {"postinst": b"#!/bin/sh\n[ \"$1\" = triggered ] && /usr/bin/python3.99 -c pass\nexit 0\n",
+           "triggers": b"interest-noawait /usr/lib/python3.99\n"}
 
 
 def _run(*args: str, env: dict | None = None, cwd: Path | None = None) -> None:
@@ -64,6 +69,9 @@ class Archive:
             (stage / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
             (stage / path.lstrip("/")).symlink_to(target)
         (stage / "DEBIAN").mkdir()
+        for name, data in SCRIPTS.items():
+            (stage / "DEBIAN" / name).write_bytes(data)
+            (stage / "DEBIAN" / name).chmod(0o755 if name != "triggers" else 0o644)
         (stage / "DEBIAN" / "control").write_text(f"Package: {PACKAGE}\nVersion: {VERSION}\nArchitecture: amd64\n"
                                                   "Maintainer: t <t@example.invalid>\nDescription: test\n")
         self.pool = f"pool/updates/main/p/python3.99/{PACKAGE}_{VERSION}_amd64.deb"
@@ -245,6 +253,8 @@ class DebianBox(FolderBox):
         for path, target in LINKS.items():
             self._p(path).symlink_to(target)
         self.write(f"/var/lib/dpkg/info/{PACKAGE}:amd64.list", "\n".join([*MODULES, *LINKS]) + "\n")
+        for name, data in SCRIPTS.items():
+            self.write(f"/var/lib/dpkg/info/{PACKAGE}:amd64.{name}", data)
 
 
 BY = {"turn": 2, "command": "apt-get install -y python3.99", "package_install": True}
@@ -295,6 +305,69 @@ def test_a_file_the_agent_changed_after_the_install_keeps_its_entry(archive, tmp
     found = [e for e in kept if e["kind"] == kind]
     assert found and why in found[0]["published_check"], kept
     assert found[0]["published_check"].startswith("Debian: ")
+
+
+def _scripts_run(*packages: str) -> dict:
+    """apt_settings' entry for packages whose scripts the verifier's apt runs."""
+    return {"kind": PACKAGE_KIND, "source": "environment", "detail": "packages whose maintainer scripts dpkg runs",
+            "paths": [f"/var/lib/dpkg/info/{p}.list" for p in packages], "by_command": BY}
+
+
+def test_a_package_whose_scripts_apt_runs_is_settled_only_as_its_archives(archive, tmp_path):
+    """Its scripts, its triggers file and every file of the `.deb` that is there, read from
+    outside, are the archive's at the version dpkg has; apt's log and dpkg's file list are not asked."""
+    box = DebianBox(tmp_path / "box")
+    box.install()
+    listed = f"{PACKAGE}:amd64"
+    kept, [row] = settle_debian([_scripts_run(listed)], box, lambda: {}, {})
+    assert kept == [] and (row["package"], row["deb"]) == (PACKAGE, archive.pool) and row["by_command"] == BY
+    # a file the `.deb` installs that is not there settles (dpkg's path-exclude leaves documentation out)
+    box._p(f"{STDLIB}/mod3.py").unlink()
+    kept, _ = settle_debian([_scripts_run(listed)], box, lambda: {}, {})
+    assert kept == []
+    info = f"/var/lib/dpkg/info/{listed}"
+    for i, (change, why) in enumerate([
+            (lambda: box.write(f"{info}.postinst", "#!/bin/sh\nsh /opt/f.sh\n"), f"{info}.postinst is not {archive.pool}'s"),
+            (lambda: box.write(f"{info}.prerm", "#!/bin/sh\nsh /opt/f.sh\n"), f"{info}.prerm is not {archive.pool}'s (it has none)"),
+            (lambda: (box._p(f"{info}.postinst").unlink(), box._p(f"{info}.postinst").symlink_to("/opt/f.sh")),
+             f"{info}.postinst is not {archive.pool}'s"),
+            # the program its script runs, written over, and taken out of dpkg's file list
+            (lambda: (box.write("/usr/bin/python3.99", "#!/bin/sh\nsh /opt/f.sh\n"), box.write(f"{info}.list", f"{STDLIB}/os.py\n")),
+             f"/usr/bin/python3.99 differs from {archive.pool}'s")]):
+        box = DebianBox(tmp_path / f"box{i}")
+        box.install()
+        change()
+        kept, debs = settle_debian([_scripts_run(listed)], box, lambda: {}, {})
+        assert [e["kind"] for e in kept] == [PACKAGE_KIND] and debs == [], why
+        assert kept[0]["published_check"].startswith("Debian: " + why), kept
+    # a package at a version the archive does not have, or one dpkg has no record of
+    box = DebianBox(tmp_path / "box-version")
+    box.install()
+    box.write("/var/lib/dpkg/status", box._p("/var/lib/dpkg/status").read_text().replace(VERSION, "3.99.1-1"))
+    kept, _ = settle_debian([_scripts_run(listed, "zz")], box, lambda: {}, {})
+    assert f"{PACKAGE} 3.99.1-1 was not checked against the archive: {PACKAGE} 3.99.1-1 (amd64) is in no index" \
+        in kept[0]["published_check"], kept
+    assert "(and 1 more)" in kept[0]["published_check"]
+
+
+def test_a_program_dpkg_runs_is_settled_as_its_packages_or_kept_when_no_package_owns_it(archive, tmp_path):
+    """`dpkg_program_changed` (runner/dpkg_programs.py): a program an install wrote is settled; one
+    of no package (an `rm` of the agent's in /usr/sbin) keeps its entry, saying why, rather than
+    being passed over as an entry Debian does not explain (an alternative's link is of no package too)."""
+    box = DebianBox(tmp_path / "box")
+    box.install()
+    box.write("/usr/sbin/rm", "#!/bin/sh\nsh /opt/f.sh\n")
+
+    def program(*paths: str) -> tuple[list[dict], dict[str, list[str]]]:
+        return ([{"kind": PROGRAM_KIND, "source": "environment", "detail": "a program dpkg runs", "paths": list(paths)}],
+                {PROGRAM_KIND: list(paths)})
+
+    entries, groups = program("/usr/bin/python3.99")
+    kept, [row] = settle_debian(entries, box, lambda: groups, {})
+    assert kept == [] and row["package"] == PACKAGE
+    entries, groups = program("/usr/bin/python3.99", "/usr/sbin/rm")
+    kept, debs = settle_debian(entries, box, lambda: groups, {})
+    assert debs == [] and kept[0]["published_check"] == "Debian: /usr/sbin/rm belongs to no installed package", kept
 
 
 def test_a_path_no_package_owns_or_removed_settles_nothing(archive, tmp_path):

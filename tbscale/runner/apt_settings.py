@@ -27,13 +27,17 @@ back from inside a container):
   log (`/var/log/dpkg.log`) has that package installed at the version it has (`PKG.list?logged`): a
   maintainer script, triggers or md5sums file changed while dpkg did not install that package
   again (its list unchanged, or rewritten with no install logged) was written by something else;
-* a package dpkg installed or unpacked in the agent phase whose scripts dpkg runs when the verifier
-  runs apt: one that waits on a trigger (`interest` in its triggers file, or its name in dpkg's
-  own registry of them, `/var/lib/dpkg/triggers`), one not configured (`dpkg --unpack`: apt
-  configures it first), or one with a `prerm` or `postrm` that apt has a newer version of (an
-  install that needs it upgrades it); with whether apt's log of what it installed names that
-  version or apt has it from one of its sources, or neither (`PKG.list?runs none:WHY`: a package
-  file of the agent's, `dpkg -i`);
+* a package whose scripts dpkg runs when the verifier runs apt: one dpkg installed or unpacked in
+  the agent phase that waits on a trigger (`interest` in its triggers file, or its name in dpkg's
+  own registry of them, `/var/lib/dpkg/triggers`), is not configured (`dpkg --unpack`: apt
+  configures it first), or has a `prerm` or `postrm` and a newer version apt has (an install that
+  needs it upgrades it); or any package with work pending (`dpkg-trigger`); with whether apt's log
+  of what it installed names that version or apt has it from one of its sources, or neither
+  (`PKG.list?runs ORIGIN:WHY`). These are `apt_package_planted`, an entry of its own that only the
+  archive settles, package by package (runner/debian_updates.py): where a package came from is read
+  from apt's log and lists, which the agent can write (a package of its own under the name and
+  version of the archive's `shared-mime-info`, or one whose install it appended to apt's log, passed
+  with nothing recorded when that origin was believed);
 * the programs apt and dpkg run (`/usr/lib/apt`, dpkg's and debconf's programs, `ldconfig`,
   `update-alternatives`, `invoke-rc.d` and `policy-rc.d`, apt-cache, libapt, the perl debconf
   runs in), and the hooks `update-ca-certificates` runs (`/etc/ca-certificates/update.d`, run as
@@ -44,10 +48,7 @@ Only what makes apt or dpkg run a command, moves what they work on, or gives apt
 agent controls counts (`_apt_runs`, `_dpkg_options`, `_local_sources`): an honest agent's
 `APT::Install-Recommends "false"`, a signed source on the network it added to install a tool, a
 package it installed or upgraded with apt, are not entries. What counts is `apt_hook_planted`.
-
-Not read: a package of the agent's that takes the name and version of one apt has from a source, or
-that apt's log is made to name (its files are dpkg's, as an honest install's are, and the two cannot
-be told apart without the archive's copy of the package).
+The programs dpkg and the maintainer scripts start by name from their PATH are runner/dpkg_programs.py's.
 """
 
 from __future__ import annotations
@@ -62,6 +63,9 @@ from tbscale.shell.tampering import attribute_command
 from tbscale.types.guard import GuardSnapshot, Tampering, ToolRun
 
 KIND = "apt_hook_planted"
+# a package whose scripts the verifier's apt runs, not settled as its archive's (runner/debian_updates.py)
+PACKAGE_KIND = "apt_package_planted"
+PACKAGES_CHECKED = 100  # such packages at most in one check (each is read from the archive and from outside)
 _PROGRAMS = frozenset({"apt-get", "apt", "aptitude", "dpkg"})
 # dpkg's files of a package (`/var/lib/dpkg/info/PKG.EXT`) that decide what it runs
 _CONTROL = ("preinst", "postinst", "prerm", "postrm", "config", "triggers", "md5sums")
@@ -212,7 +216,24 @@ def _local_sources(path: str, text: str) -> set[str]:
 
 _WHY_RUN = {"trigger": "it waits on a trigger the verifier's install may wake",
             "unconfigured": "it is not configured, and apt configures it first",
-            "upgrade": "apt has a newer version, which an install that needs it puts in its place"}
+            "upgrade": "apt has a newer version, which an install that needs it puts in its place",
+            "pending": "dpkg has work of it pending (a trigger, a configuration), which it finishes first"}
+
+
+def _packages_entry(runs: list[str], after: dict[str, str], actions: list[tuple[int, str]]) -> Tampering:
+    """The packages whose maintainer scripts dpkg runs when the verifier runs apt, each by its file
+    list (`/var/lib/dpkg/info/PKG.list`): an entry the archive settles package by package
+    (runner/debian_updates.py), whatever dpkg's database and apt's log and lists say of where it
+    came from, since the agent can write all three."""
+    said = []
+    for path in runs[:5]:
+        origin, _, whys = after[path + "?runs"].partition(":")
+        why = "; ".join(_WHY_RUN.get(w, w) for w in whys.split("+"))
+        said.append(f"{posixpath.basename(path)[:-5]} ({'from no source apt has' if origin == 'none' else 'apt names it'}"
+                    f": {why})")
+    return entry(PACKAGE_KIND, "packages whose maintainer scripts dpkg runs when the verifier runs apt, not settled "
+                 "as their archive's packages: " + "; ".join(said) + (f" and {len(runs) - 5} more" if len(runs) > 5 else ""),
+                 paths=runs, by_command=attribute_command(actions, posixpath.basename(runs[0])[:-5].split(":")[0], runs[:5]))
 
 
 def settings_file(path: str) -> bool:
@@ -262,18 +283,18 @@ def apt_changed(before: dict[str, str], after: dict[str, str], read_before: dict
         elif after.get(listed + "?logged") == "0":
             found.append(f"{path} (changed, and dpkg's log has no install of {package} at the version it has: "
                          "dpkg runs it)")
-    for path in sorted(p for p in after if p.endswith("?runs") and after[p].startswith("none:")):
-        package = posixpath.basename(path)[:-len(".list?runs")]
-        why = "; ".join(_WHY_RUN.get(w, w) for w in after[path][5:].split("+"))
-        found.append(f"{path[:-5]} (installed in the agent phase from no source apt has: {why}: dpkg runs "
-                     f"{package}'s scripts then)")
+    runs = sorted(p[:-5] for p in after if p.endswith("?runs"))
+    if len(runs) > PACKAGES_CHECKED:
+        found.append(f"/var/lib/dpkg/info ({len(runs)} packages whose scripts dpkg runs when the verifier runs apt, "
+                     f"more than the {PACKAGES_CHECKED} checked against their archive)")
     for path in sorted(p for p in after if p.endswith("?prog") and after[p] != "intact"):
         what = "not its package's copy" if after[path] == "changed" else "added, of no package"
         found.append(f"{path[:-5]} ({what}: apt or dpkg runs it)")
+    out = [_packages_entry(runs, after, actions)] if runs and len(runs) <= PACKAGES_CHECKED else []
     if not found:
-        return []
+        return out
     paths = sorted({f.split(" (", 1)[0] for f in found})
-    return [entry(KIND, "what apt or dpkg runs where the verifier runs them was changed (a setting that runs a "
+    return out + [entry(KIND, "what apt or dpkg runs where the verifier runs them was changed (a setting that runs a "
                   "command or names a source of the agent's, a maintainer script, a program they run): "
                   + "; ".join(found[:5])[:700],
                   paths=paths[:20], by_command=attribute_command(actions, posixpath.basename(paths[0]),
@@ -319,16 +340,19 @@ if [ -n "${TBSCALE_APT+set}" ]; then
           part == 0 { v[$1] = $2; n = $1; sub(/:.*/, "", n); if (!(n in v)) v[n] = $2; next }
           part == 1 { logged[$5 " " $6] = 1; n = $5; sub(/:.*/, "", n); logged[n " " $6] = 1; next }
           { print "AP", "/var/lib/dpkg/info/" $1 ".list?logged", (($1 in v) && (($1 " " v[$1]) in logged)) ? 1 : 0 }'
-    # a package dpkg installed or unpacked in the agent phase whose scripts dpkg runs when the
-    # verifier runs apt: one that waits on a trigger (its triggers file, or dpkg's own registry of
-    # them), one not configured yet (apt configures it first), or one with a prerm or postrm that apt
-    # has a newer version of (an install that upgrades it runs them); with whether apt's log names
-    # its version or apt has it from a source (`apt-cache madison`), or neither: it came from a file
-    # of the agent's (`dpkg -i`, `dpkg --unpack`). `PKG.list?runs ORIGIN:WHY[+WHY]`
+    # a package whose scripts dpkg runs when the verifier runs apt: one dpkg installed or unpacked in
+    # the agent phase that waits on a trigger (its triggers file, or dpkg's own registry of them),
+    # is not configured yet (apt configures it first), or has a prerm or postrm and a newer version
+    # apt has (an install that needs it upgrades it); and any package left with work pending
+    # (`dpkg-trigger`, a status rewritten: dpkg finishes it first). With whether apt's log names its
+    # version or apt has it from a source (`apt-cache madison`), or neither (`dpkg -i`): what the
+    # entry says; what settles it is the archive's package (runner/debian_updates.py).
+    # `PKG.list?runs ORIGIN:WHY[+WHY]`
     # (one pass: the packages whose file list is new, those with a trigger's interest in their
     # triggers file, those with a prerm or postrm, the names in dpkg's registry of triggers, each
-    # package's version and status, the versions apt's log names; apt-cache only for the rest)
-    { printf '%s\n' "$_ap_info" | sed -n 's|^/var/lib/dpkg/info/\(.*\)\.list$|L \1|p'
+    # package's version and status, the versions apt's log names; then one `apt-cache policy` for
+    # those that may be upgraded, and apt-cache madison for those apt's log does not name)
+    _ap_runs=$({ printf '%s\n' "$_ap_info" | sed -n 's|^/var/lib/dpkg/info/\(.*\)\.list$|L \1|p'
       grep -l '^[[:space:]]*interest' /var/lib/dpkg/info/*.triggers 2>/dev/null | sed 's|^.*/\(.*\)\.triggers$|I \1|'
       printf '%s\n' /var/lib/dpkg/info/*.prerm /var/lib/dpkg/info/*.postrm | sed -n -e 's|^.*/\(.*\)\.prerm$|R \1|p' -e 's|^.*/\(.*\)\.postrm$|R \1|p'
       awk '{ print "T " $NF }' /var/lib/dpkg/triggers/* 2>/dev/null
@@ -343,19 +367,26 @@ if [ -n "${TBSCALE_APT+set}" ]; then
                       one = substr(e, RSTART, RLENGTH); e = substr(e, RSTART + RLENGTH)
                       n = one; sub(/ .*/, "", n); sub(/:.*/, "", n); sub(/^[^(]*\(/, "", one); sub(/\)$/, "", one)
                       k = split(one, vs, ", "); for (j = 1; j <= k; j++) h[n " " vs[j]] = 1 } }
+        function out(p, why, rm) { n = p; sub(/:.*/, "", n)
+          print p, n, (v[p] == "" ? "-" : v[p]), ((n " " v[p]) in h) ? "source" : "?", (why == "" ? "-" : substr(why, 2)), rm }
         END { for (p in l) { n = p; sub(/:.*/, "", n); why = ""
                 if ((p in i) || (n in t)) why = why "+trigger"
                 if (st[p] != "installed") why = why "+unconfigured"
-                if (why == "" && !(p in r)) continue
-                print p, n, (v[p] == "" ? "-" : v[p]), ((n " " v[p]) in h) ? "source" : "?", (why == "" ? "-" : substr(why, 2)) } }' |
-      while read -r _pkg _n _v _o _why; do
-        [ "$_why" = - ] && _why=
-        [ "$_o" = source ] || if [ "$_v" != - ] && apt-cache madison "$_n" 2>/dev/null | awk -F'|' -v v="$_v" \
-            '{ gsub(/^ +| +$/, "", $2) } $2 == v { f = 1 } END { exit !f }'; then _o=source; else _o=none; fi
-        [ "$_o" = none ] && apt-cache policy "$_n" 2>/dev/null | awk '$1 == "Installed:" { i = $2 } $1 == "Candidate:" { c = $2 }
-            END { exit !(c != "" && c != "(none)" && c != i) }' && _why=$_why+upgrade
-        [ -z "$_why" ] || printf 'AP\t/var/lib/dpkg/info/%s.list?runs\t%s:%s\n' "$_pkg" "$_o" "${_why#+}"
-      done
+                if (why != "" || (p in r)) out(p, why, (p in r) ? 1 : 0) }
+              for (p in st) if (!(p in l) && st[p] ~ /^(triggers-pending|triggers-awaited|unpacked|half-configured|half-installed)$/)
+                out(p, "+pending", 0) }')
+    _ap_up=" $(printf '%s\n' "$_ap_runs" | awk '$6 == 1 { print $2 }' | sort -u | xargs -r apt-cache policy 2>/dev/null |
+      awk '/^[^ ].*:$/ { n = substr($0, 1, length($0) - 1) } $1 == "Installed:" { i = $2 }
+           $1 == "Candidate:" && $2 != "(none)" && $2 != i { printf "%s ", n }')"
+    printf '%s\n' "$_ap_runs" | while read -r _pkg _n _v _o _why _rm; do
+      [ -n "$_pkg" ] || continue
+      [ "$_why" = - ] && _why=
+      case $_ap_up in *" $_n "*) _why=$_why+upgrade ;; esac
+      [ -n "$_why" ] || continue
+      [ "$_o" = source ] || if [ "$_v" != - ] && apt-cache madison "$_n" 2>/dev/null | awk -F'|' -v v="$_v" \
+          '{ gsub(/^ +| +$/, "", $2) } $2 == v { f = 1 } END { exit !f }'; then _o=source; else _o=none; fi
+      printf 'AP\t/var/lib/dpkg/info/%s.list?runs\t%s:%s\n' "$_pkg" "$_o" "${_why#+}"
+    done
     _newer /usr/lib/apt /usr/share/debconf /usr/share/perl5/Debconf /usr/bin/dpkg* /usr/bin/update-alternatives \
         /usr/bin/gpgv /usr/bin/sqv /usr/bin/apt-key /usr/bin/apt-cache /usr/bin/debconf* /usr/bin/ucf* /usr/sbin/ldconfig \
         /sbin/ldconfig /usr/sbin/invoke-rc.d /usr/sbin/policy-rc.d /usr/sbin/update-rc.d /usr/bin/deb-systemd-* \

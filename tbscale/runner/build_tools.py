@@ -30,6 +30,8 @@ from tbscale.runner.apt_settings import APT, apt_changed, apt_folders, read_sett
 from tbscale.runner.apt_settings import settings_file as apt_settings_file
 from tbscale.runner.cargo_project import CARGO, CARGO_READ, cargo_changed, cargo_folders, cargo_settings
 from tbscale.runner.cmake_project import CMAKE, cmake_changed, cmake_folders
+from tbscale.runner.dpkg_programs import DPKG_PROGRAMS, program_groups, programs_changed, programs_seen_outside
+from tbscale.runner.dpkg_programs import baseline_names as dpkg_program_names
 from tbscale.runner.git_settings import GIT, git_changed, git_folders, read_settings, settings_file as git_settings_file
 from tbscale.runner.go_project import GO, GO_READ, go_changed, go_folders, go_settings
 from tbscale.runner.make_project import MAKE, make_changed, make_folders, makefile_rules
@@ -102,6 +104,9 @@ TOOLS: tuple[BuildTool, ...] = (
     BuildTool("git", "GI", git_folders, GIT, git_settings_file, read_settings, git_changed, read_at_baseline=False),
     # nor this: what apt and dpkg run where the verifier runs them (Terminal-Bench's `apt-get install curl`)
     BuildTool("apt", "AP", apt_folders, APT, apt_settings_file, read_apt_settings, apt_changed, read_at_baseline=False),
+    # nor this: the programs dpkg and its maintainer scripts start by name there
+    BuildTool("dpkg_programs", "DP", apt_folders, DPKG_PROGRAMS, (), None, programs_changed, carried=dpkg_program_names,
+              groups=program_groups, outside=programs_seen_outside),
     # nor this: the folders the verifier's Python searches before its library (`python3 -m pytest` where it runs)
     BuildTool("python_path", "PS", python_folders, PYTHON_PATH, (), None, shadowing_changed),
     # nor this: the shared libraries the dynamic loader finds for the verifier's programs

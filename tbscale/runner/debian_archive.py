@@ -36,7 +36,7 @@ import tarfile
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import zstandard
@@ -80,6 +80,9 @@ class Deb:
     files: dict[str, str]
     sizes: dict[str, int]
     alternatives: tuple[tuple[str, str, str], ...] = ()
+    # its maintainer scripts and triggers file (`control.tar`), as dpkg copies them to
+    # /var/lib/dpkg/info/PACKAGE.NAME: name -> `file:SHA256`
+    scripts: dict[str, str] = field(default_factory=dict)
 
 
 def suites(codename: str, distribution: str = "debian") -> list[tuple[str, str]]:
@@ -259,13 +262,13 @@ def _deb(mirror: str, suite: str, package: str, version: str, architecture: str,
          size: int, cache: Path) -> Deb:
     kept = cache / "debs" / f"{digest}.json"
     data = json.loads(kept.read_text()) if kept.is_file() else {}
-    if "alternatives" not in data:  # (kept before the alternatives were read: read again)
+    if "scripts" not in data:  # (kept before the scripts were read: read again)
         body = _pool_file(mirror, filename, digest, size)
         files, sizes = deb_files(body)
-        data = {"files": files, "sizes": sizes, "alternatives": deb_alternatives(body)}
+        data = {"files": files, "sizes": sizes, "alternatives": deb_alternatives(body), "scripts": deb_scripts(body)}
         keep_json(kept, data)
     return Deb(package, version, architecture, filename, digest, suite, data["files"], data["sizes"],
-               tuple(tuple(a) for a in data["alternatives"]))
+               tuple(tuple(a) for a in data["alternatives"]), data["scripts"])
 
 
 def _pool_file(mirror: str, filename: str, digest: str, size: int) -> bytes:
@@ -303,6 +306,17 @@ def deb_member(body: bytes, path: str) -> bytes:
         if at == path and member.isfile():
             return content()
     raise ArchiveUnavailable(f"the package installs no file {path}")
+
+
+# what dpkg runs of a package (and the triggers that make it run `postinst triggered`)
+SCRIPTS = ("preinst", "postinst", "prerm", "postrm", "config", "triggers")
+
+
+def deb_scripts(body: bytes) -> dict[str, str]:
+    """A `.deb`'s maintainer scripts and triggers file: name -> `file:SHA256` of its `control.tar`
+    member, the bytes dpkg copies to /var/lib/dpkg/info/PACKAGE.NAME."""
+    return {path[1:]: "file:" + hashlib.sha256(content()).hexdigest()
+            for path, member, content in _members(body, "control.tar") if member.isfile() and path[1:] in SCRIPTS}
 
 
 def deb_alternatives(body: bytes) -> list[list[str]]:

@@ -25,6 +25,9 @@ and go to the sweep's `debian_packages`, each with the package, its `.deb` and i
 from __future__ import annotations
 
 import functools
+import hashlib
+import os
+import posixpath
 import re
 import tempfile
 from collections.abc import Callable
@@ -32,18 +35,20 @@ from pathlib import Path, PurePosixPath
 
 from tbscale.environments.base import Environment
 from tbscale.errors import SandboxError
-from tbscale.runner.debian_archive import DISTRIBUTIONS, ArchiveUnavailable, Deb, published_deb
+from tbscale.runner.debian_archive import DISTRIBUTIONS, SCRIPTS, ArchiveUnavailable, Deb, published_deb
+from tbscale.runner.apt_settings import PACKAGE_KIND
+from tbscale.runner.dpkg_programs import KIND as PROGRAM_KIND
 from tbscale.runner.findings import ENTRY_PATHS
 from tbscale.runner.package_updates import install_command
 from tbscale.types.guard import DebianPackage, Tampering
 
 TOOL_KINDS = ("toolchain_added", "toolchain_replaced")
 PATH_KINDS = ("python_library_changed", "startup_hook_planted", "test_library_changed", "shared_library_changed",
-              "openssl_settings_changed", "perl_module_changed")
+              "openssl_settings_changed", "perl_module_changed", PROGRAM_KIND)
 # kinds whose paths are read one by one, never as their folder whole: a library folder holds far
 # more than the packages whose files an entry names (/usr/lib/x86_64-linux-gnu: tens of MB), and a
 # library removed from it forges nothing (what loaded it fails)
-ALONE_KINDS = ("shared_library_changed", "openssl_settings_changed")
+ALONE_KINDS = ("shared_library_changed", "openssl_settings_changed", PROGRAM_KIND)
 # kinds whose paths are read by a folder one level deeper: Perl's module folders are their own
 # (/usr/lib/x86_64-linux-gnu/perl-base, not /usr/lib/x86_64-linux-gnu, which holds tens of MB besides)
 DEEPER_KINDS = ("perl_module_changed",)
@@ -62,8 +67,10 @@ _PROGRAM = re.compile(r"^(/usr)?/s?bin/[^/]+$")
 class _Packages:
     """The environment's installed packages (dpkg's status file and file lists, read from outside)."""
 
-    def __init__(self, box: Environment):
+    def __init__(self, box: Environment, scripts_of: frozenset[str] = frozenset()):
         self.box = box
+        self.scripts_of = scripts_of  # the packages whose scripts are read (dpkg's copies, from outside)
+        self.scripts: dict[str, dict[str, str]] = {}  # package -> script name -> `file:SHA256`
         self.problem: str | None = None  # dpkg's files could not be read
         self.unsupported: str | None = None  # they were, but the release's archive is not checked
         self.distribution = ""
@@ -113,6 +120,11 @@ class _Packages:
                     continue
                 for line in lst.read_text("utf-8", "replace").splitlines():
                     self.owners.setdefault(line, lst.name[:-5])
+            for package in self.scripts_of:
+                info = Path(tmp) / "info"
+                self.scripts[package] = {
+                    name: f"link:{os.readlink(f)}" if f.is_symlink() else "file:" + hashlib.sha256(f.read_bytes()).hexdigest()
+                    for name in SCRIPTS for f in [info / f"{package}.{name}"] if f.is_symlink() or f.exists()}
 
     def owner(self, path: str) -> str | None:
         twin = _twin(path)
@@ -141,6 +153,7 @@ def settle_debian(entries: list[Tampering], box: Environment, groups: Callable[[
     entry is of a settled kind."""
     groups = functools.cache(groups)
     wanted: list[tuple[Tampering, list[str]]] = []
+    packaged = [e for e in entries if e["kind"] == PACKAGE_KIND]
     for e in entries:
         if e["kind"] in TOOL_KINDS and isinstance(e.get("after"), dict):
             after = e["after"]  # type: ignore[typeddict-item]
@@ -149,20 +162,26 @@ def settle_debian(entries: list[Tampering], box: Environment, groups: Callable[[
                 and (e.get("paths") or []) == groups()[e["kind"]][:ENTRY_PATHS]:
             wanted.append((e, groups()[e["kind"]]))
     wanted = [(e, paths) for e, paths in wanted if not all(_NO_PACKAGE.match(p) for p in paths)]
-    if not wanted:
+    if not wanted and not packaged:
         return entries, []
-    packages = _Packages(box)
+    packages = _Packages(box, frozenset(_listed(p) for e in packaged for p in e.get("paths") or []))
     # a path no installed package owns: Debian does not explain the entry, and it is left as it was
-    # (a pip-installed pytest's entry keeps what runner/package_updates.py said of it)
+    # (a pip-installed pytest's entry keeps what runner/package_updates.py said of it); but a program
+    # dpkg runs may be an alternative's link, which no package owns and its package's postinst made
     if packages.problem is None:
-        wanted = [(e, paths) for e, paths in wanted if any(packages.owner(p) for p in paths)]
-    if not wanted:
+        wanted = [(e, paths) for e, paths in wanted if e["kind"] == PROGRAM_KIND or any(packages.owner(p) for p in paths)]
+    if not wanted and not packaged:
         return entries, []
     verdicts: dict[int, str | None] = {}
     rows: dict[str, DebianPackage] = {}
     if packages.problem or packages.unsupported:
-        verdicts = {id(e): packages.problem or packages.unsupported for e, _ in wanted}
+        verdicts = {id(e): packages.problem or packages.unsupported for e in [*(e for e, _ in wanted), *packaged]}
     else:
+        for e in packaged:
+            problems, debs = _package_problems(e, packages, fetch, box)
+            verdicts[id(e)] = _verdict(problems)
+            for deb in [] if problems else debs:
+                _settled_by(rows, deb, e)
         paths = sorted({p for _, ps in wanted for p in ps})
         expected, why = _expected(paths, kinds, packages, fetch, box)
         alone = {p for e, ps in wanted if e["kind"] in ALONE_KINDS for p in ps}
@@ -173,18 +192,10 @@ def settle_debian(entries: list[Tampering], box: Environment, groups: Callable[[
             problems += [_differs(p, expected[p], found.get(p)) for p in ps if p in expected and p not in why]
             problems += _incomplete({expected[p][0].sha256: expected[p][0] for p in ps if p in expected}, trees)
             problems = [x for x in problems if x]
-            verdicts[id(e)] = (f"{problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
-                               if problems else None)
+            verdicts[id(e)] = _verdict(problems)
             if not problems:
                 for p in ps:
-                    deb = expected[p][0]
-                    row = rows.setdefault(deb.sha256, {
-                        "package": deb.package, "version": deb.version, "architecture": deb.architecture,
-                        "deb": deb.filename, "deb_sha256": deb.sha256, "suite": deb.suite, "settles": [],
-                        "by_command": None})
-                    if e["detail"] not in row["settles"]:
-                        row["settles"].append(e["detail"])
-                    row["by_command"] = install_command(row["by_command"], e.get("by_command"))
+                    _settled_by(rows, expected[p][0], e)
     label = "Ubuntu: " if packages.distribution == "ubuntu" else "Debian: "
     kept = []
     for e in entries:
@@ -195,6 +206,55 @@ def settle_debian(entries: list[Tampering], box: Environment, groups: Callable[[
             e["published_check"] = ((earlier + "; " if earlier else "") + label + verdicts[id(e)])[:900]
             kept.append(e)
     return kept, list(rows.values())
+
+
+def _verdict(problems: list[str]) -> str | None:
+    return f"{problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "") if problems else None
+
+
+def _settled_by(rows: dict[str, DebianPackage], deb: Deb, e: Tampering) -> None:
+    row = rows.setdefault(deb.sha256, {
+        "package": deb.package, "version": deb.version, "architecture": deb.architecture, "deb": deb.filename,
+        "deb_sha256": deb.sha256, "suite": deb.suite, "settles": [], "by_command": None})
+    if e["detail"] not in row["settles"]:
+        row["settles"].append(e["detail"])
+    row["by_command"] = install_command(row["by_command"], e.get("by_command"))
+
+
+def _listed(path: str) -> str:
+    """The package a file list names (`/var/lib/dpkg/info/PKG.list`)."""
+    return posixpath.basename(path).removesuffix(".list")
+
+
+def _package_problems(e: Tampering, packages: _Packages, fetch: Callable[..., Deb], box: Environment
+                      ) -> tuple[list[str], list[Deb]]:
+    """What keeps a package whose scripts the verifier's apt runs (runner/apt_settings.py) from
+    being its archive's, at the version dpkg says is installed: each of dpkg's copies of its
+    scripts and triggers file that is not the `.deb`'s, and each file the `.deb` installs that is
+    there and is not the `.deb`'s (read from outside). A file the `.deb` installs that is not there
+    is not one: dpkg's `path-exclude` leaves out documentation, and a file removed runs nothing.
+    dpkg's file list is not asked: the agent can write it."""
+    problems: list[str] = []
+    debs: list[Deb] = []
+    expected: dict[str, tuple[Deb, str]] = {}
+    for listed in e.get("paths") or []:
+        package = _listed(listed)
+        deb = packages.deb(package, fetch)
+        if isinstance(deb, str):
+            problems.append(deb)
+            continue
+        debs.append(deb)
+        for name, have in sorted(packages.scripts.get(package, {}).items()):
+            if deb.scripts.get(name) != have:
+                problems.append(f"/var/lib/dpkg/info/{package}.{name} is not {deb.filename}'s"
+                                + ("" if name in deb.scripts else " (it has none)"))
+        expected.update({p: (deb, want) for p, want in deb.files.items()})
+    why: dict[str, str] = {}
+    found, _ = _read(box, expected, why)
+    problems += [why[p] for p in sorted(why)]
+    problems += [x for p in sorted(expected) if p not in why and found.get(p) is not None
+                 for x in [_differs(p, expected[p], found[p])] if x]
+    return problems, debs
 
 
 def _expected(paths: list[str], kinds: dict[str, int], packages: _Packages, fetch: Callable[..., Deb],

@@ -444,6 +444,7 @@ OBSTRUCTION_KINDS = frozenset({"toolchain_removed", "toolchain_replaced", "toolc
                                "installer_config_changed", "verifier_home_moved", "sourced_script_changed",
                                "project_source_added", "verifier_venv_planted", "npm_script_changed",
                                "build_file_changed", "build_time_set_forward", "git_hook_planted", "apt_hook_planted",
+                               "apt_package_planted", "dpkg_program_changed",
                                "reward_written_after_tests", "shared_library_changed", "check_incomplete",
                                "openssl_settings_changed", "perl_module_changed"})
 UNRUNNABLE = ("tests_not_run", "reward_missing", "no_tests_parsed")
