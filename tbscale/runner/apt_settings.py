@@ -31,9 +31,8 @@ back from inside a container):
   the agent phase that waits on a trigger (`interest` in its triggers file, or its name in dpkg's
   own registry of them, `/var/lib/dpkg/triggers`), is not configured (`dpkg --unpack`: apt
   configures it first), or has a `prerm` or `postrm` and a newer version apt has (an install that
-  needs it upgrades it); or any package with work pending (`dpkg-trigger`); with whether apt's log
-  of what it installed names that version or apt has it from one of its sources, or neither
-  (`PKG.list?runs ORIGIN:WHY`). These are `apt_package_planted`, an entry of its own that only the
+  needs it upgrades it); with whether apt's log of what it installed names that version or apt has
+  it from one of its sources, or neither (`PKG.list?runs ORIGIN:WHY`). These are `apt_package_planted`, an entry of its own that only the
   archive settles, package by package (runner/debian_updates.py): where a package came from is read
   from apt's log and lists, which the agent can write (a package of its own under the name and
   version of the archive's `shared-mime-info`, or one whose install it appended to apt's log, passed
@@ -216,8 +215,7 @@ def _local_sources(path: str, text: str) -> set[str]:
 
 _WHY_RUN = {"trigger": "it waits on a trigger the verifier's install may wake",
             "unconfigured": "it is not configured, and apt configures it first",
-            "upgrade": "apt has a newer version, which an install that needs it puts in its place",
-            "pending": "dpkg has work of it pending (a trigger, a configuration), which it finishes first"}
+            "upgrade": "apt has a newer version, which an install that needs it puts in its place"}
 
 
 def _packages_entry(runs: list[str], after: dict[str, str], actions: list[tuple[int, str]]) -> Tampering:
@@ -343,8 +341,7 @@ if [ -n "${TBSCALE_APT+set}" ]; then
     # a package whose scripts dpkg runs when the verifier runs apt: one dpkg installed or unpacked in
     # the agent phase that waits on a trigger (its triggers file, or dpkg's own registry of them),
     # is not configured yet (apt configures it first), or has a prerm or postrm and a newer version
-    # apt has (an install that needs it upgrades it); and any package left with work pending
-    # (`dpkg-trigger`, a status rewritten: dpkg finishes it first). With whether apt's log names its
+    # apt has (an install that needs it upgrades it). With whether apt's log names its
     # version or apt has it from a source (`apt-cache madison`), or neither (`dpkg -i`): what the
     # entry says; what settles it is the archive's package (runner/debian_updates.py).
     # `PKG.list?runs ORIGIN:WHY[+WHY]`
@@ -372,9 +369,7 @@ if [ -n "${TBSCALE_APT+set}" ]; then
         END { for (p in l) { n = p; sub(/:.*/, "", n); why = ""
                 if ((p in i) || (n in t)) why = why "+trigger"
                 if (st[p] != "installed") why = why "+unconfigured"
-                if (why != "" || (p in r)) out(p, why, (p in r) ? 1 : 0) }
-              for (p in st) if (!(p in l) && st[p] ~ /^(triggers-pending|triggers-awaited|unpacked|half-configured|half-installed)$/)
-                out(p, "+pending", 0) }')
+                if (why != "" || (p in r)) out(p, why, (p in r) ? 1 : 0) } }')
     _ap_up=" $(printf '%s\n' "$_ap_runs" | awk '$6 == 1 { print $2 }' | sort -u | xargs -r apt-cache policy 2>/dev/null |
       awk '/^[^ ].*:$/ { n = substr($0, 1, length($0) - 1) } $1 == "Installed:" { i = $2 }
            $1 == "Candidate:" && $2 != "(none)" && $2 != i { printf "%s ", n }')"
