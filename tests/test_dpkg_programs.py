@@ -87,13 +87,16 @@ def test_the_guard_shell_lists_programs_replaced_put_first_or_pointed_elsewhere(
         # (not the programs the guard shell itself runs: the check inside believes those, the outside one does not)
         run("set -e; w='#!/bin/sh\\nexec /bin/true\\n'"
             "; printf \"$w\" > /usr/sbin/basename; chmod 755 /usr/sbin/basename"  # before /usr/bin/basename on dpkg's PATH
-            "; printf \"$w\" > /usr/local/sbin/mktemp; chmod 755 /usr/local/sbin/mktemp"  # before /usr/bin/mktemp on root's
+            "; printf \"$w\" > /usr/local/bin/mktemp; chmod 755 /usr/local/bin/mktemp"  # before /usr/bin/mktemp on root's
+            # a folder made a link to one of the agent's, walked where it leads
+            "; mkdir /opt/lsb; printf \"$w\" > /opt/lsb/chmod; rmdir /usr/local/sbin; ln -s /opt/lsb /usr/local/sbin"
             "; cp /usr/bin/touch /tmp/touch && cat /tmp/touch > /usr/bin/touch"  # written in place
             "; printf \"$w\" > /opt/which; chmod 755 /opt/which; ln -sfn /opt/which /etc/alternatives/which"
             "; printf \"$w\" > /usr/local/bin/zlocal"  # a name only /usr/local had (pip's, upgraded)
             "; printf \"$w\" > /usr/bin/newtool; chmod 755 /usr/bin/newtool")  # a new name: an install
         after = shell({"TBSCALE_SINCE": since, "TBSCALE_DPKG_PROGRAMS_BEFORE": baseline_names(baseline)})
-        assert sorted(after) == ["/usr/bin/touch", "/usr/bin/which", "/usr/local/sbin/mktemp", "/usr/sbin/basename"], after
+        assert sorted(after) == ["/opt/lsb/chmod", "/usr/bin/touch", "/usr/bin/which", "/usr/local/bin/mktemp",
+                                 "/usr/sbin/basename"], after
         # given no names (more than NAMES_MAX at the baseline), every program written counts
         after = shell({"TBSCALE_SINCE": since, "TBSCALE_DPKG_PROGRAMS_BEFORE": ALL})
         assert {"/usr/bin/newtool", "/usr/local/bin/zlocal", "/usr/sbin/basename"} <= set(after), after

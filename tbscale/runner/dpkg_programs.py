@@ -85,22 +85,28 @@ def _entry(found: list[str], more: str, actions: list[tuple[int, str]]) -> Tampe
 
 
 # ---- the guard shell's part (runner/guard.py runs it in its checks' exec) ----------------------------
-# At the baseline a `DP :names` line with the names in FOLDERS (ALL past NAMES_MAX characters; a
-# folder that is a link, /sbin on a merged /usr, is not walked: find does not follow a link it is
-# given, and its programs are the folder's it leads to). After the sweep, a `DP PATH c` line for each
+# Each folder is walked where it leads (/sbin on a merged /usr is /usr/sbin; /usr/local/sbin made a
+# link to a folder of the agent's is that folder). At the baseline a `DP :names` line with the names
+# in FOLDERS (ALL past NAMES_MAX characters). After the sweep, a `DP PATH c` line for each
 # file in LOCAL and FOLDERS written since the clock under one of those names (TBSCALE_DPKG_PROGRAMS_BEFORE),
 # and for each program there that is a link to an alternative (`/etc/alternatives/NAME`) written
 # since; a `DP :more 1` line past LISTED_MAX.
 DPKG_PROGRAMS = r'''
 if [ -n "${TBSCALE_DPKG_PROGRAMS+set}" ]; then
+  # each folder where it leads (a folder made a link to one of the agent's is walked there), a line each
+  _dpnl='
+'
+  _dps=; for _d in @FOLDERS@; do [ -d "$_d" ] && _dps="$_dps$(readlink -f -- "$_d")$_dpnl"; done
+  _dpl=; for _d in @LOCAL@; do [ -d "$_d" ] && _dpl="$_dpl$(readlink -f -- "$_d")$_dpnl"; done
+  _ifs=$IFS; IFS=$_dpnl; set -f
   if [ -z "${TBSCALE_SINCE:-}" ]; then
-    printf 'DP\t:names\t%s\n' "$(find @FOLDERS@ -mindepth 1 -maxdepth 1 ! -type d 2>/dev/null |
+    printf 'DP\t:names\t%s\n' "$( [ -z "$_dps" ] || find $_dps -mindepth 1 -maxdepth 1 ! -type d 2>/dev/null |
       awk -v max=@NAMES_MAX@ '{ sub(/.*\//, "") } !seen[$0]++ { out = out $0 " "; if (length(out) > max) { out = "*"; exit } }
                              END { print out }')"
-  else
-    { _newer @LOCAL@ @FOLDERS@ -mindepth 1 -maxdepth 1 ! -type d
+  elif [ -n "$_dps$_dpl" ]; then
+    { _newer $_dpl $_dps -mindepth 1 -maxdepth 1 ! -type d
       _dpa=$(_newer /etc/alternatives -mindepth 1 -maxdepth 1 -type l)
-      [ -z "$_dpa" ] || find @LOCAL@ @FOLDERS@ -mindepth 1 -maxdepth 1 -lname '/etc/alternatives/*' -printf '%p\t%l\n' |
+      [ -z "$_dpa" ] || find $_dpl $_dps -mindepth 1 -maxdepth 1 -lname '/etc/alternatives/*' -printf '%p\t%l\n' |
         _dpa=$_dpa awk -F'\t' 'BEGIN { n = split(ENVIRON["_dpa"], a, "\n"); for (i = 1; i <= n; i++) c[a[i]] = 1 }
                                ($2 in c) { print $1 }'
     } 2>/dev/null | _dpn=" ${TBSCALE_DPKG_PROGRAMS_BEFORE:-} " awk -v max=@MAX@ '
@@ -109,5 +115,6 @@ if [ -n "${TBSCALE_DPKG_PROGRAMS+set}" ]; then
           if (++k > max) { print "DP\t:more\t1"; exit }
           print "DP\t" $0 "\tc" }'
   fi
+  set +f; IFS=$_ifs
 fi
 '''.replace("@FOLDERS@", " ".join(FOLDERS)).replace("@LOCAL@", " ".join(LOCAL)).replace("@NAMES_MAX@", str(NAMES_MAX)).replace("@MAX@", str(LISTED_MAX))
