@@ -556,6 +556,29 @@ def test_libraries_are_read_one_by_one_where_their_folder_is_too_large_to_read_w
     assert kept[0]["published_check"].startswith(f"Debian: {STDLIB}/mod4.py differs from"), kept
 
 
+def test_a_packages_libraries_are_read_one_by_one_and_its_own_folders_whole(monkeypatch):
+    """A package whose scripts apt runs is read file by file where every package puts files
+    (/usr/lib/x86_64-linux-gnu: hundreds of MB in a large image, more than a read of the folder
+    whole may take), and by its own folders elsewhere (/usr/share/doc/PACKAGE, not /usr/share/doc)."""
+    from tbscale.runner import debian_updates
+    libs = [f"/usr/lib/x86_64-linux-gnu/libglib-2.{i}.so.0" for i in range(READ_ONE_BY_ONE + 2)]
+    docs = [f"/usr/share/doc/libglib2.0-0/f{i}" for i in range(READ_ONE_BY_ONE + 2)]
+    deb = SimpleNamespace(filename="pool/libglib.deb", sha256="0" * 64, scripts={}, sizes={p: 10 for p in libs + docs},
+                          files={p: "file:x" for p in libs + docs})
+    asked: list[str] = []
+
+    def read_tree(path: str, limit: int | None = None) -> dict[str, str]:
+        asked.append(path)
+        return {p: "file:x" for p in libs + docs if p == path or p.startswith(path + "/")}
+
+    packages = SimpleNamespace(deb=lambda owner, fetch: deb, scripts={})
+    box = SimpleNamespace(read_tree=read_tree)
+    problems, debs = debian_updates._package_problems({"paths": ["/var/lib/dpkg/info/libglib2.0-0:amd64.list"]},
+                                                      packages, None, box)  # type: ignore[arg-type]
+    assert problems == [] and debs == [deb]
+    assert sorted(asked) == sorted([*libs, "/usr/share/doc/libglib2.0-0"])
+
+
 def test_perl_modules_are_read_by_their_own_folder():
     """Perl's module folders sit in folders that hold tens of MB besides them
     (/usr/lib/x86_64-linux-gnu/perl-base): a `perl_module_changed` entry's paths are read by the

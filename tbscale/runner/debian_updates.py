@@ -62,6 +62,9 @@ TREE_SLACK = 64 * 2**20
 _NO_PACKAGE = re.compile(r"^/(usr/local|root|home|tmp)/")
 _MERGED = re.compile(r"^/usr(/(bin|sbin|lib[^/]*)/.*)$")  # usrmerge: /usr/lib/x is also /lib/x
 _PROGRAM = re.compile(r"^(/usr)?/s?bin/[^/]+$")
+# folders every package puts files in, read a package's files one by one there (never whole: a large
+# image's /usr/lib/x86_64-linux-gnu holds hundreds of MB besides them)
+_SHARED_FOLDER = re.compile(r"^(/usr)?/lib(32|64|x32)?(/[a-z0-9_]+-linux-[a-z0-9_]+)?$")
 
 
 class _Packages:
@@ -250,7 +253,9 @@ def _package_problems(e: Tampering, packages: _Packages, fetch: Callable[..., De
                                 + ("" if name in deb.scripts else " (it has none)"))
         expected.update({p: (deb, want) for p, want in deb.files.items()})
     why: dict[str, str] = {}
-    found, _ = _read(box, expected, why)
+    # (a folder one level deeper than for an entry's paths: /usr/share/doc/PACKAGE, not /usr/share/doc)
+    alone = {p for p in expected if _SHARED_FOLDER.match(posixpath.dirname(p))}
+    found, _ = _read(box, expected, why, alone, set(expected) - alone)
     problems += [why[p] for p in sorted(why)]
     problems += [x for p in sorted(expected) if p not in why and found.get(p) is not None
                  for x in [_differs(p, expected[p], found[p])] if x]
