@@ -20,6 +20,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from tbscale.errors import SandboxError
 from tbscale.runner import debian_archive
 from tbscale.runner.debian_archive import ArchiveUnavailable, published_deb
 from tbscale.runner.apt_settings import PACKAGE_KIND
@@ -559,7 +560,7 @@ def test_libraries_are_read_one_by_one_where_their_folder_is_too_large_to_read_w
 def test_a_packages_libraries_are_read_one_by_one_and_its_own_folders_whole(monkeypatch):
     """A package whose scripts apt runs is read file by file where every package puts files
     (/usr/lib/x86_64-linux-gnu: hundreds of MB in a large image, more than a read of the folder
-    whole may take), and by its own folders elsewhere (/usr/share/doc/PACKAGE, not /usr/share/doc)."""
+    whole may take), and by folder elsewhere; a folder too large to read whole, file by file."""
     from tbscale.runner import debian_updates
     libs = [f"/usr/lib/x86_64-linux-gnu/libglib-2.{i}.so.0" for i in range(READ_ONE_BY_ONE + 2)]
     docs = [f"/usr/share/doc/libglib2.0-0/f{i}" for i in range(READ_ONE_BY_ONE + 2)]
@@ -567,8 +568,12 @@ def test_a_packages_libraries_are_read_one_by_one_and_its_own_folders_whole(monk
                           files={p: "file:x" for p in libs + docs})
     asked: list[str] = []
 
+    too_large: set[str] = set()
+
     def read_tree(path: str, limit: int | None = None) -> dict[str, str]:
         asked.append(path)
+        if path in too_large:
+            raise SandboxError(f"{path} is over the limit")
         return {p: "file:x" for p in libs + docs if p == path or p.startswith(path + "/")}
 
     packages = SimpleNamespace(deb=lambda owner, fetch: deb, scripts={})
@@ -576,7 +581,12 @@ def test_a_packages_libraries_are_read_one_by_one_and_its_own_folders_whole(monk
     problems, debs = debian_updates._package_problems({"paths": ["/var/lib/dpkg/info/libglib2.0-0:amd64.list"]},
                                                       packages, None, box)  # type: ignore[arg-type]
     assert problems == [] and debs == [deb]
-    assert sorted(asked) == sorted([*libs, "/usr/share/doc/libglib2.0-0"])
+    assert sorted(asked) == sorted([*libs, "/usr/share/doc"])
+    asked.clear()
+    too_large.add("/usr/share/doc")
+    problems, _ = debian_updates._package_problems({"paths": ["/var/lib/dpkg/info/libglib2.0-0:amd64.list"]},
+                                                   packages, None, box)  # type: ignore[arg-type]
+    assert problems == [] and sorted(asked) == sorted([*libs, "/usr/share/doc", *docs])
 
 
 def test_perl_modules_are_read_by_their_own_folder():

@@ -56,6 +56,7 @@ STATUS_LIMIT = 64 * 2**20
 INFO_LIMIT = 256 * 2**20  # dpkg's lists and scripts of every installed package
 READ_ONE_BY_ONE = 8  # a folder with more changed paths than this is read whole
 TREE_SLACK = 64 * 2**20
+PACKAGE_SLACK = 256 * 2**20  # the same, for the files of a package whose scripts apt runs
 # Where no Debian package puts a file (Debian policy: /usr/local is the local administrator's, and
 # homes and /tmp are no package's): an entry whose paths are all here is not read for (a pip
 # install's launcher, a test library under /usr/local), which saves reading dpkg's files (~0.5 s)
@@ -253,9 +254,14 @@ def _package_problems(e: Tampering, packages: _Packages, fetch: Callable[..., De
                                 + ("" if name in deb.scripts else " (it has none)"))
         expected.update({p: (deb, want) for p, want in deb.files.items()})
     why: dict[str, str] = {}
-    # (a folder one level deeper than for an entry's paths: /usr/share/doc/PACKAGE, not /usr/share/doc)
+    # the folders of all the packages' files read once for them all (a shared library folder's by its
+    # subfolders, /usr/lib/x86_64-linux-gnu/gdk-pixbuf-2.0; its own files one by one), each with up to
+    # PACKAGE_SLACK besides them, whenever more than one is there (a read costs 50-80 ms, and
+    # /usr/share/locale whole, 81 MB after a large install, under half a second); one too large
+    # still, path by path
     alone = {p for p in expected if _SHARED_FOLDER.match(posixpath.dirname(p))}
-    found, _ = _read(box, expected, why, alone, set(expected) - alone)
+    deeper = {p for p in expected if _SHARED_FOLDER.match("/".join(PurePosixPath(p).parts[:4])[1:])}
+    found, _ = _read(box, expected, why, alone, deeper, whole_or_each=True, slack=PACKAGE_SLACK, one_by_one=1)
     problems += [why[p] for p in sorted(why)]
     problems += [x for p in sorted(expected) if p not in why and found.get(p) is not None
                  for x in [_differs(p, expected[p], found[p])] if x]
@@ -342,10 +348,14 @@ def _outside(box: Environment, path: str, limit: int) -> str:
 
 
 def _read(box: Environment, expected: dict[str, tuple[Deb, str]], why: dict[str, str], alone: set[str] = frozenset(),
-          deeper: set[str] = frozenset()) -> tuple[dict[str, str | None], dict[str, dict[str, str]]]:
+          deeper: set[str] = frozenset(), *, whole_or_each: bool = False, slack: int = TREE_SLACK,
+          one_by_one: int = READ_ONE_BY_ONE) -> tuple[dict[str, str | None], dict[str, dict[str, str]]]:
     """What is at each path, read from outside (a folder with many of them whole, bounded by what
     the packages put there, but for the paths `alone`; the folder one level deeper for those
-    `deeper`), and the folders read whole; a path that could not be read goes to `why`."""
+    `deeper`), and the folders read whole; a path that could not be read goes to `why`.
+    `whole_or_each`: a folder too large to read whole is read path by path (where whether all the
+    packages put there is still there does not matter); `slack`: what a folder read whole may hold
+    besides the packages' files; `one_by_one`: a folder with at most this many paths is read path by path."""
     by_folder: dict[str, list[str]] = {}
     for p in expected:
         parts = PurePosixPath(p).parts
@@ -355,17 +365,18 @@ def _read(box: Environment, expected: dict[str, tuple[Deb, str]], why: dict[str,
     trees: dict[str, dict[str, str]] = {}
     for folder, paths in by_folder.items():
         tree = None
-        if len(paths) > READ_ONE_BY_ONE:
+        if len(paths) > one_by_one:
             debs = {d.sha256: d for d, _ in (expected[p] for p in paths)}
-            limit = sum(n for d in debs.values() for q, n in d.sizes.items() if q.startswith(folder + "/")) + TREE_SLACK
+            limit = sum(n for d in debs.values() for q, n in d.sizes.items() if q.startswith(folder + "/")) + slack
             try:
                 tree = box.read_tree(folder, limit=limit)
             except SandboxError as e:
                 # more there than the packages put: whether all they put is still there cannot be
                 # told (a module removed goes unlisted), so nothing in it settles
-                why.update({p: f"{folder} could not be read whole, so its packages' files were not all checked: {e}"
-                            for p in paths})
-                continue
+                if not whole_or_each:
+                    why.update({p: f"{folder} could not be read whole, so its packages' files were not all checked: {e}"
+                                for p in paths})
+                    continue
             if tree is not None:
                 trees[folder] = tree
         for p in paths:
