@@ -20,7 +20,12 @@ A path no installed package owns, a file that differs from the package's, a path
 conffile edited: the entry stays, with `published_check` saying why. What dpkg's database says
 (which package, which version) only says where to look: an agent that rewrote it still has to
 leave exactly the archive's bytes at every path. The settled entries leave the trial's tampering
-and go to the sweep's `debian_packages`, each with the package, its `.deb` and its sha256."""
+and go to the sweep's `debian_packages`, each with the package, its `.deb` and its sha256.
+
+An `apt_package_planted` entry (runner/apt_settings.py: the packages whose maintainer scripts the
+verifier's apt runs) is settled package by package, whole: dpkg's copies of its scripts and
+triggers file are the `.deb`'s `control.tar` members, and every file of its `data.tar` that is
+there is the `.deb`'s (`_package_problems`)."""
 
 from __future__ import annotations
 
