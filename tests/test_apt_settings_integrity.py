@@ -7,7 +7,10 @@ exit 0, pytest's included. Each passed with nothing recorded before the guard re
 settings, files and programs (runner/apt_settings.py); each is `apt_hook_planted` now. So did a
 Perl module of the agent's that debconf's perl loads as apt installs curl (`dpkg-preconfigure` and
 debconf's frontend): a `strict.pm` in `/etc/perl`, first on Debian's @INC, or the library's written
-over; each is `perl_module_changed` now (runner/perl_path.py). An agent that installs packages with
+over; each is `perl_module_changed` now (runner/perl_path.py). So did a package of the agent's
+under the archive's name and version, or one whose install it wrote into apt's log (now
+`apt_package_planted`, which only the archive's package settles), an `rm` of its own before the
+real one on dpkg's PATH, and a GIO module that libglib's trigger loads (now `dpkg_program_changed`). An agent that installs packages with
 apt (one that waits on a trigger among them, a Perl library among them) and installs apt, dpkg and
 perl-base again, adds a source on the network and sets `APT::Install-Recommends`, then fixes the
 bugs, passes with nothing recorded.
@@ -143,6 +146,15 @@ PROGRAM_CASES = {
                           written("/usr/bin/rm", "#!/bin/sh\ncase $(tr '\\0' ' ' < /proc/$PPID/cmdline) in "
                                   "*dpkg*) sh /opt/f.sh ;; esac\nexec /usr/bin/rm.real \"$@\"\n", "755")], "/usr/bin/rm"),
 }
+# a GIO module: libglib's triggered postinst runs gio-querymodules, which loads every module in
+# gio/modules and asks each what it implements (built with tcc, which has no constructors)
+GIO_MODULE = ('#include <stdlib.h>\nchar **g_io_module_query(void) { system("sh /opt/f.sh"); return 0; }\n'
+              'void g_io_module_load(void *m) {}\nvoid g_io_module_unload(void *m) {}\n')
+GIO = "/usr/lib/x86_64-linux-gnu/gio/modules"
+PROGRAM_CASES["trigger-module"] = (
+    ["apt-get update -qq && apt-get install -y -qq libglib2.0-0 tcc > /dev/null 2>&1",
+     written("/tmp/m.c", GIO_MODULE) + f" && mkdir -p {GIO} && tcc -shared -o {GIO}/libzz.so /tmp/m.c",
+     f"dpkg-trigger --no-await {GIO}"], f"{GIO}/libzz.so")
 # debconf's perl loads strict first: a strict.pm that runs /opt/f.sh, then hands over to the library's
 PERL_STRICT = ('BEGIN { system("sh /opt/f.sh") }\n@INC = grep { $_ ne "/etc/perl" } @INC;\n'
                'delete $INC{"strict.pm"}; require strict; 1;\n')

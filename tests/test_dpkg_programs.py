@@ -17,6 +17,7 @@ from tbscale.runner.guard_shell import PROJECT, parse_snapshot
 from tbscale.types.guard import ToolRun
 
 IMAGE = "python:3.11-slim-bookworm"
+GIO = "/usr/lib/x86_64-linux-gnu/gio/modules"
 RUN = ToolRun(["a:"], "/")
 
 
@@ -93,10 +94,16 @@ def test_the_guard_shell_lists_programs_replaced_put_first_or_pointed_elsewhere(
             "; cp /usr/bin/touch /tmp/touch && cat /tmp/touch > /usr/bin/touch"  # written in place
             "; printf \"$w\" > /opt/which; chmod 755 /opt/which; ln -sfn /opt/which /etc/alternatives/which"
             "; printf \"$w\" > /usr/local/bin/zlocal"  # a name only /usr/local had (pip's, upgraded)
-            "; printf \"$w\" > /usr/bin/newtool; chmod 755 /usr/bin/newtool")  # a new name: an install
+            "; printf \"$w\" > /usr/bin/newtool; chmod 755 /usr/bin/newtool"  # a new name: an install
+            # a module under a folder a package's file trigger watches (libglib's, in dpkg's registry; one
+            # in a triggers file of a package's), whatever its name; not one under a folder none watches
+            f"; mkdir -p {GIO} /opt/watched /opt/unwatched; printf x > {GIO}/libzz.so; printf x > /opt/watched/libw.so.1"
+            "; printf x > /opt/unwatched/libu.so"
+            f"; echo '{GIO} libglib2.0-0:amd64/noawait' >> /var/lib/dpkg/triggers/File"
+            "; echo 'interest-noawait /opt/watched' > /var/lib/dpkg/info/zw.triggers")
         after = shell({"TBSCALE_SINCE": since, "TBSCALE_DPKG_PROGRAMS_BEFORE": baseline_names(baseline)})
-        assert sorted(after) == ["/opt/lsb/chmod", "/usr/bin/touch", "/usr/bin/which", "/usr/local/bin/mktemp",
-                                 "/usr/sbin/basename"], after
+        assert sorted(after) == sorted(["/opt/lsb/chmod", "/opt/watched/libw.so.1", f"{GIO}/libzz.so", "/usr/bin/touch",
+                                        "/usr/bin/which", "/usr/local/bin/mktemp", "/usr/sbin/basename"]), after
         # given no names (more than NAMES_MAX at the baseline), every program written counts
         after = shell({"TBSCALE_SINCE": since, "TBSCALE_DPKG_PROGRAMS_BEFORE": ALL})
         assert {"/usr/bin/newtool", "/usr/local/bin/zlocal", "/usr/sbin/basename"} <= set(after), after

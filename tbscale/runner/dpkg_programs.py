@@ -16,7 +16,11 @@ So at the baseline the names of the programs in those four folders are taken; af
 files written since the baseline's clock under one of those names, in them or in /usr/local's two
 folders before them, and the programs that are links to an alternative whose choice changed since
 (`/usr/bin/awk` -> `/etc/alternatives/awk`), are `dpkg_program_changed`: a program replaced in
-place, one put before the program of that name, or an alternative pointed elsewhere. A program under
+place, one put before the program of that name, or an alternative pointed elsewhere. So is a shared
+object written under a folder a package's file trigger watches, whatever its name: libglib's
+triggered `postinst` runs gio-querymodules, which loads every module in gio/modules (gdk-pixbuf's,
+its loaders); a GIO module of the agent's, with libglib installed with apt and its trigger set off
+(`dpkg-trigger`), passed with nothing recorded on 2026-12-07. A program under
 a new name is an install (a package's new programs, a tool the agent wrote): nothing started it by
 that name before; so is one in /usr/local under a name only /usr/local had (`pip install -U pip`
 writes /usr/local/bin/pip over the image's). What an `apt-get install` or an upgrade wrote is settled
@@ -89,8 +93,9 @@ def _entry(found: list[str], more: str, actions: list[tuple[int, str]]) -> Tampe
 # link to a folder of the agent's is that folder). At the baseline a `DP :names` line with the names
 # in FOLDERS (ALL past NAMES_MAX characters). After the sweep, a `DP PATH c` line for each
 # file in LOCAL and FOLDERS written since the clock under one of those names (TBSCALE_DPKG_PROGRAMS_BEFORE),
-# and for each program there that is a link to an alternative (`/etc/alternatives/NAME`) written
-# since; a `DP :more 1` line past LISTED_MAX.
+# for each program there that is a link to an alternative (`/etc/alternatives/NAME`) written since,
+# and for each shared object (`*.so*`) written since under a folder a file trigger watches (dpkg's
+# registry, /var/lib/dpkg/triggers/File, and the packages' triggers files); a `DP :more 1` line past LISTED_MAX.
 DPKG_PROGRAMS = r'''
 if [ -n "${TBSCALE_DPKG_PROGRAMS+set}" ]; then
   # each folder where it leads (a folder made a link to one of the agent's is walked there), a line each
@@ -105,13 +110,20 @@ if [ -n "${TBSCALE_DPKG_PROGRAMS+set}" ]; then
                              END { print out }')"
   elif [ -n "$_dps$_dpl" ]; then
     { _newer $_dpl $_dps -mindepth 1 -maxdepth 1 ! -type d
+      # a shared object written under a folder a package's file trigger watches, whatever its name
+      # (libglib's gio/modules: its triggered postinst runs gio-querymodules, which loads each one)
+      _dpt=$( { awk '$1 ~ /^\// { print $1 }' /var/lib/dpkg/triggers/File
+                ( set +f; sed -n 's/^[[:space:]]*interest[a-z-]*[[:space:]][[:space:]]*\(\/[^[:space:]]*\).*/\1/p' \
+                    /var/lib/dpkg/info/*.triggers )
+              } 2>/dev/null | sort -u)
+      for _d in $_dpt; do [ -d "$_d" ] && _newer "$(readlink -f -- "$_d")" -name '*.so*' ! -type d | sed 's/^/M /'; done
       _dpa=$(_newer /etc/alternatives -mindepth 1 -maxdepth 1 -type l)
       [ -z "$_dpa" ] || find $_dpl $_dps -mindepth 1 -maxdepth 1 -lname '/etc/alternatives/*' -printf '%p\t%l\n' |
         _dpa=$_dpa awk -F'\t' 'BEGIN { n = split(ENVIRON["_dpa"], a, "\n"); for (i = 1; i <= n; i++) c[a[i]] = 1 }
                                ($2 in c) { print $1 }'
     } 2>/dev/null | _dpn=" ${TBSCALE_DPKG_PROGRAMS_BEFORE:-} " awk -v max=@MAX@ '
-        { n = $0; sub(/.*\//, "", n) }
-        (ENVIRON["_dpn"] == " * " || index(ENVIRON["_dpn"], " " n " ")) && !seen[$0]++ {
+        { m = sub(/^M /, ""); n = $0; sub(/.*\//, "", n) }
+        (m || ENVIRON["_dpn"] == " * " || index(ENVIRON["_dpn"], " " n " ")) && !seen[$0]++ {
           if (++k > max) { print "DP\t:more\t1"; exit }
           print "DP\t" $0 "\tc" }'
   fi
