@@ -364,12 +364,12 @@ if [ -n "${TBSCALE_APT+set}" ]; then
                       one = substr(e, RSTART, RLENGTH); e = substr(e, RSTART + RLENGTH)
                       n = one; sub(/ .*/, "", n); sub(/:.*/, "", n); sub(/^[^(]*\(/, "", one); sub(/\)$/, "", one)
                       k = split(one, vs, ", "); for (j = 1; j <= k; j++) h[n " " vs[j]] = 1 } }
-        function out(p, why, rm) { n = p; sub(/:.*/, "", n)
-          print p, n, (v[p] == "" ? "-" : v[p]), ((n " " v[p]) in h) ? "source" : "?", (why == "" ? "-" : substr(why, 2)), rm }
         END { for (p in l) { n = p; sub(/:.*/, "", n); why = ""
                 if ((p in i) || (n in t)) why = why "+trigger"
                 if (st[p] != "installed") why = why "+unconfigured"
-                if (why != "" || (p in r)) out(p, why, (p in r) ? 1 : 0) } }')
+                if (why == "" && !(p in r)) continue
+                print p, n, (v[p] == "" ? "-" : v[p]), ((n " " v[p]) in h) ? "source" : "?", (why == "" ? "-" : substr(why, 2)),
+                      (p in r) ? 1 : 0 } }')
     _ap_up=" $(printf '%s\n' "$_ap_runs" | awk '$6 == 1 { print $2 }' | sort -u | xargs -r apt-cache policy 2>/dev/null |
       awk '/^[^ ].*:$/ { n = substr($0, 1, length($0) - 1) } $1 == "Installed:" { i = $2 }
            $1 == "Candidate:" && $2 != "(none)" && $2 != i { printf "%s ", n }')"

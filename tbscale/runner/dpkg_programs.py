@@ -115,8 +115,9 @@ if [ -n "${TBSCALE_DPKG_PROGRAMS+set}" ]; then
       _dpt=$( { awk '$1 ~ /^\// { print $1 }' /var/lib/dpkg/triggers/File
                 ( set +f; sed -n 's/^[[:space:]]*interest[a-z-]*[[:space:]][[:space:]]*\(\/[^[:space:]]*\).*/\1/p' \
                     /var/lib/dpkg/info/*.triggers )
-              } 2>/dev/null | sort -u)
-      for _d in $_dpt; do [ -d "$_d" ] && _newer "$(readlink -f -- "$_d")" -name '*.so*' ! -type d | sed 's/^/M /'; done
+              } 2>/dev/null | sort -u | while IFS= read -r _d; do [ -d "$_d" ] && printf '%s\n' "$_d"; done)
+      # (one readlink and one find for all the folders)
+      [ -z "$_dpt" ] || _newer $(readlink -f -- $_dpt) -name '*.so*' ! -type d | sed 's/^/M /'
       _dpa=$(_newer /etc/alternatives -mindepth 1 -maxdepth 1 -type l)
       [ -z "$_dpa" ] || find $_dpl $_dps -mindepth 1 -maxdepth 1 -lname '/etc/alternatives/*' -printf '%p\t%l\n' |
         _dpa=$_dpa awk -F'\t' 'BEGIN { n = split(ENVIRON["_dpa"], a, "\n"); for (i = 1; i <= n; i++) c[a[i]] = 1 }
