@@ -351,6 +351,33 @@ def test_a_package_whose_scripts_apt_runs_is_settled_only_as_its_archives(archiv
     assert "(and 1 more)" in kept[0]["published_check"]
 
 
+def test_a_package_an_install_cut_short_left_unpacked_is_settled_at_the_version_dpkgs_journal_has(archive, tmp_path):
+    """An `apt-get install` the agent's command timeout stopped leaves packages unpacked, one
+    half-installed, recorded in dpkg's journal (/var/lib/dpkg/updates) and not yet in its status
+    file: they are read at the version that journal has, as dpkg reads its database."""
+    box = DebianBox(tmp_path / "box")
+    box.install()
+    listed = f"{PACKAGE}:amd64"
+    status = box._p("/var/lib/dpkg/status")
+    status.write_text(status.read_text().replace(f"Package: {PACKAGE}\nStatus: install ok installed\nArchitecture: amd64\n"
+                                                 f"Version: {VERSION}", f"Package: {PACKAGE}\nStatus: install ok "
+                                                 "installed\nArchitecture: amd64\nVersion: 3.99.0-1"))
+    record = f"Package: {PACKAGE}\nStatus: {{}}\nArchitecture: amd64\nVersion: {{}}\n"
+    box.write("/var/lib/dpkg/updates/0001", record.format("install ok unpacked", "3.99.0-1"))
+    box.write("/var/lib/dpkg/updates/0002", record.format("install reinstreq half-installed", VERSION))
+    box.write("/var/lib/dpkg/updates/tmp.i", record.format("purge ok not-installed", "3.99.0-1"))  # dpkg's scratch file
+    kept, [row] = settle_debian([_scripts_run(listed)], box, lambda: {}, {})
+    assert kept == [] and (row["package"], row["version"]) == (PACKAGE, VERSION), kept
+    # its scripts are still the archive's question
+    box.write(f"/var/lib/dpkg/info/{listed}.postinst", "#!/bin/sh\nsh /opt/f.sh\n")
+    kept, debs = settle_debian([_scripts_run(listed)], box, lambda: {}, {})
+    assert debs == [] and f"{listed}.postinst is not {archive.pool}'s" in kept[0]["published_check"], kept
+    # the journal's last record is what dpkg has: a package removed is no package
+    box.write("/var/lib/dpkg/updates/0003", f"Package: {PACKAGE}\nStatus: purge ok not-installed\nArchitecture: amd64\n")
+    kept, _ = settle_debian([_scripts_run(listed)], box, lambda: {}, {})
+    assert f"dpkg lists files of {listed} but has no such package installed or unpacked" in kept[0]["published_check"]
+
+
 def test_a_program_dpkg_runs_is_settled_as_its_packages_or_kept_when_no_package_owns_it(archive, tmp_path):
     """`dpkg_program_changed` (runner/dpkg_programs.py): a program an install wrote is settled; one
     of no package (an `rm` of the agent's in /usr/sbin) keeps its entry, saying why, rather than

@@ -24,7 +24,8 @@ and after the sweep, what changed since the baseline's clock (a status change ti
 back from inside a container):
 * dpkg's files of each installed package in `/var/lib/dpkg/info` (`PATH?c`), with whether its
   package's file list is there (`PKG.list?e`) and, where the list was written anew, whether dpkg's
-  log (`/var/log/dpkg.log`) has that package installed at the version it has (`PKG.list?logged`): a
+  log (`/var/log/dpkg.log`) has that package installed or unpacked at the version it has
+  (`PKG.list?logged`): a
   maintainer script, triggers or md5sums file changed while dpkg did not install that package
   again (its list unchanged, or rewritten with no install logged) was written by something else;
 * a package whose scripts dpkg runs when the verifier runs apt: one dpkg installed or unpacked in
@@ -279,7 +280,7 @@ def apt_changed(before: dict[str, str], after: dict[str, str], read_before: dict
         if listed not in changed:
             found.append(f"{path} (changed, and dpkg did not install {package} again: dpkg runs it)")
         elif after.get(listed + "?logged") == "0":
-            found.append(f"{path} (changed, and dpkg's log has no install of {package} at the version it has: "
+            found.append(f"{path} (changed, and dpkg's log has no install or unpack of {package} at the version it has: "
                          "dpkg runs it)")
     runs = sorted(p[:-5] for p in after if p.endswith("?runs"))
     if len(runs) > PACKAGES_CHECKED:
@@ -323,15 +324,17 @@ if [ -n "${TBSCALE_APT+set}" ]; then
       printf 'AP\t%s?c\t-\n' "$_f"
       case $_f in *.list) ;; *) [ -e "${_f%.*}.list" ] && printf 'AP\t%s.list?e\t1\n' "${_f%.*}" ;; esac
     done
-    # each package whose file list dpkg wrote anew, and whether dpkg's log says it installed that
-    # package at the version it has now (`PKG.list?logged 1`): a file list rewritten by anything
-    # else does not make the package's other files dpkg's
+    # each package whose file list dpkg wrote anew, and whether dpkg's log says it installed or
+    # unpacked that package at the version it has now (`PKG.list?logged 1`): a file list rewritten
+    # by anything else does not make the package's other files dpkg's (an install cut short leaves
+    # packages unpacked or half-installed, logged as such: its scripts are settled below)
     # (dpkg's log lines from the baseline's second on: it writes the container's local time)
     _ap_from=$(date -d "@${TBSCALE_SINCE%.*}" '+%Y-%m-%d %H:%M:%S' 2>/dev/null || echo 0)
     # (each installed package's name, version and status, read once for this and the check below)
     _ap_pkgs=$(dpkg-query -W -f='${binary:Package} ${Version} ${Status}\n' 2>/dev/null)
     { printf '%s\n' "$_ap_pkgs"; echo '--'
-      grep -h ' status installed ' /var/log/dpkg.log 2>/dev/null | awk -v f="$_ap_from" '$1 " " $2 >= f'; echo '--'
+      grep -h -E ' status (installed|unpacked|half-installed|half-configured|triggers-awaited|triggers-pending) ' \
+        /var/log/dpkg.log 2>/dev/null | awk -v f="$_ap_from" '$1 " " $2 >= f'; echo '--'
       printf '%s\n' "$_ap_info" | sed -n 's|^/var/lib/dpkg/info/\(.*\)\.list$|\1|p'; } \
       | awk -v OFS='\t' '
           $0 == "--" { part++; next }

@@ -7,8 +7,8 @@ the verifier's scripts may run and some 1,500 files of its standard library, the
 files of it; the guard reports them (`toolchain_added`, `python_library_changed`,
 `startup_hook_planted`) and the trial was a failure. Such an entry is settled when every path it
 stands for is, as read from outside the environment, the file (or link) that the package dpkg
-says owns it installs at the version dpkg says is installed, in the `.deb` the archive's signed
-index names (runner/debian_archive.py):
+says owns it installs at the version dpkg has (installed, or unpacked by an install cut short), in
+the `.deb` the archive's signed index names (runner/debian_archive.py):
 
 * a program (`toolchain_added`, `toolchain_replaced`): the path its name resolves to and the file
   that resolves to;
@@ -71,6 +71,12 @@ _PROGRAM = re.compile(r"^(/usr)?/s?bin/[^/]+$")
 # folders every package puts files in, read a package's files one by one there (never whole: a large
 # image's /usr/lib/x86_64-linux-gnu holds hundreds of MB besides them)
 _SHARED_FOLDER = re.compile(r"^(/usr)?/lib(32|64|x32)?(/[a-z0-9_]+-linux-[a-z0-9_]+)?$")
+# dpkg's states in which a package's files are there, whole or in part (dpkg(1)): an install cut short
+# (an agent's command timed out in apt) leaves packages unpacked, one half-installed; what is there of
+# them is still the archive's question, at the version dpkg unpacked
+_FILES_THERE = frozenset({"installed", "unpacked", "half-configured", "triggers-awaited", "triggers-pending",
+                          "half-installed"})
+_JOURNAL = re.compile(r"^[0-9]+$")  # dpkg's journal in /var/lib/dpkg/updates: records newer than its status file
 
 
 class _Packages:
@@ -85,7 +91,8 @@ class _Packages:
         self.distribution = ""
         self.codename = ""
         self.native = ""
-        self.installed: dict[str, tuple[str, str, str]] = {}  # `name` and `name:arch` -> (name, version, arch)
+        # `name` and `name:arch` -> (name, version, arch), of every package whose files dpkg put there
+        self.installed: dict[str, tuple[str, str, str]] = {}
         self.owners: dict[str, str] = {}  # path -> `name` or `name:arch`, as the list file is named
         self.debs: dict[str, Deb | str] = {}  # owner -> the archive's package, or why there is none
         self.indexes: dict[str, dict] = {}  # the archive's indexes this check read, by sha256
@@ -108,22 +115,21 @@ class _Packages:
         else:  # a derivative's packages are dpkg's too: their entries say why they stay
             self.unsupported = (f"the environment is {fields.get('ID') or 'an unnamed release'}, not a Debian or "
                                 "Ubuntu release with a codename (/etc/os-release): its packages are not checked")
-        for stanza in status.decode("utf-8", "replace").split("\n\n"):
-            f = dict(re.findall(r"^([A-Za-z-]+):[ \t]*(.*)$", stanza, re.M))
-            if f.get("Status", "").endswith(" installed") and f.get("Package") and f.get("Version"):
-                row = (f["Package"], f["Version"], f.get("Architecture", ""))
-                self.installed.setdefault(f["Package"], row)
-                self.installed[f"{f['Package']}:{row[2]}"] = row
-                if f["Package"] == "dpkg":
-                    self.native = row[2]
         with tempfile.TemporaryDirectory(prefix="tbscale-dpkg-") as tmp:
             try:
                 if not self.box.get_dir("/var/lib/dpkg/info", Path(tmp), limit=INFO_LIMIT):
                     self.problem = "the environment has no /var/lib/dpkg/info"
                     return
+                journal = Path(tmp) / "updates"
+                self.box.get_dir("/var/lib/dpkg/updates", Path(tmp), limit=STATUS_LIMIT)
             except SandboxError as e:
                 self.problem = str(e)
                 return
+            # dpkg's database as dpkg reads it: the status file, then its journal's records in order
+            # (a dpkg that was stopped has not folded them in)
+            records = [status, *(f.read_bytes() for f in sorted(journal.glob("*"), key=lambda f: f.name.zfill(12))
+                                 if _JOURNAL.match(f.name) and f.is_file() and not f.is_symlink())]
+            self._statuses(b"\n\n".join(records).decode("utf-8", "replace"))
             for lst in sorted((Path(tmp) / "info").glob("*.list")):
                 if lst.is_symlink():
                     continue
@@ -135,6 +141,23 @@ class _Packages:
                     name: f"link:{os.readlink(f)}" if f.is_symlink() else "file:" + hashlib.sha256(f.read_bytes()).hexdigest()
                     for name in SCRIPTS for f in [info / f"{package}.{name}"] if f.is_symlink() or f.exists()}
 
+    def _statuses(self, text: str) -> None:
+        for stanza in text.split("\n\n"):
+            f = dict(re.findall(r"^([A-Za-z-]+):[ \t]*(.*)$", stanza, re.M))
+            if not f.get("Package"):
+                continue
+            arch = f.get("Architecture", "")
+            # a later record of the same package (its journal's) is what dpkg has
+            self.installed.pop(f"{f['Package']}:{arch}", None)
+            if self.installed.get(f["Package"], ("", "", arch))[2] == arch:
+                self.installed.pop(f["Package"], None)
+            if f.get("Status", "").rsplit(" ", 1)[-1] in _FILES_THERE and f.get("Version"):
+                row = (f["Package"], f["Version"], arch)
+                self.installed.setdefault(f["Package"], row)
+                self.installed[f"{f['Package']}:{row[2]}"] = row
+                if f["Package"] == "dpkg":
+                    self.native = row[2]
+
     def owner(self, path: str) -> str | None:
         twin = _twin(path)
         return self.owners.get(path) or (self.owners.get(twin) if twin else None)
@@ -143,7 +166,7 @@ class _Packages:
         if owner not in self.debs:
             row = self.installed.get(owner)
             if row is None:
-                self.debs[owner] = f"dpkg lists files of {owner} but has no such package installed"
+                self.debs[owner] = f"dpkg lists files of {owner} but has no such package installed or unpacked"
             else:
                 try:
                     self.debs[owner] = fetch(*row, self.codename, native=self.native or "amd64",
@@ -238,7 +261,7 @@ def _listed(path: str) -> str:
 def _package_problems(e: Tampering, packages: _Packages, fetch: Callable[..., Deb], box: Environment
                       ) -> tuple[list[str], list[Deb]]:
     """What keeps a package whose scripts the verifier's apt runs (runner/apt_settings.py) from
-    being its archive's, at the version dpkg says is installed: each of dpkg's copies of its
+    being its archive's, at the version dpkg has: each of dpkg's copies of its
     scripts and triggers file that is not the `.deb`'s, and each file the `.deb` installs that is
     there and is not the `.deb`'s (read from outside). A file the `.deb` installs that is not there
     is not one: dpkg's `path-exclude` leaves out documentation, and a file removed runs nothing.
