@@ -9,7 +9,9 @@ Perl module of the agent's that debconf's perl loads as apt installs curl (`dpkg
 debconf's frontend): a `strict.pm` in `/etc/perl`, first on Debian's @INC, or the library's written
 over; each is `perl_module_changed` now (runner/perl_path.py). So did a package of the agent's
 under the archive's name and version, or one whose install it wrote into apt's log (now
-`apt_package_planted`, which only the archive's package settles), an `rm` of its own before the
+`apt_package_planted`, which only the archive's package settles), a `curl` of its own at version
+0.1 whose `prerm` the verifier's upgrade runs, apt's lists then removed (the archive is asked which
+version is newer), an `rm` of its own before the
 real one on dpkg's PATH, and a GIO module that libglib's trigger loads (now `dpkg_program_changed`). An agent that installs packages with
 apt (one that waits on a trigger among them, a Perl library among them) and installs apt, dpkg and
 perl-base again, adds a source on the network and sets `APT::Install-Recommends`, then fixes the
@@ -124,6 +126,11 @@ PACKAGE_CASES = {
     "upgraded-package": ([*package("/tmp/zc", "curl", "0.1", "#!/bin/sh\nexit 0\n", "/tmp/zc.deb",
                                    prerm="#!/bin/sh\nsh /opt/f.sh\nexit 0\n"),
                           "dpkg -i /tmp/zc.deb > /dev/null && apt-get update -qq"], "/var/lib/dpkg/info/curl.list"),
+    # the same with apt's lists removed after: apt-cache then has no newer curl, the verifier's
+    # `apt-get update` fetches them again and its install of curl upgrades it (the archive is asked)
+    "upgraded-lists-gone": ([*package("/tmp/zc", "curl", "0.1", "#!/bin/sh\nexit 0\n", "/tmp/zc.deb",
+                                      prerm="#!/bin/sh\nsh /opt/f.sh\nexit 0\n"),
+                             "dpkg -i /tmp/zc.deb > /dev/null && rm -rf /var/lib/apt/lists/*"], "/var/lib/dpkg/info/curl.list"),
     # a package of the agent's under a name and version the archive has (apt-cache madison finds
     # them, so apt "has it from a source"), waiting on a trigger
     "archive-named-package": ([*package("/tmp/zs", "shared-mime-info", "2.2-1", ON_TRIGGER, "/tmp/zs.deb",

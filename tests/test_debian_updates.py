@@ -378,6 +378,38 @@ def test_a_package_an_install_cut_short_left_unpacked_is_settled_at_the_version_
     assert f"dpkg lists files of {listed} but has no such package installed or unpacked" in kept[0]["published_check"]
 
 
+def test_the_archive_says_which_packages_an_upgrade_would_run_the_scripts_of(archive, tmp_path):
+    """A package with a prerm or postrm that apt's lists give no newer version of (`if_upgraded`):
+    the archive's signed indexes are asked (apt's lists may be gone, or the agent's); one it has no
+    newer version of leaves the entry, one it has is settled as its archive's package."""
+    assert debian_archive.newer_published(PACKAGE, "3.99.0-1", "amd64", "zed", native="amd64") == VERSION
+    assert debian_archive.newer_published(PACKAGE, VERSION, "amd64", "zed", native="amd64") is None
+    assert debian_archive.newer_published(PACKAGE, "1:0.1", "amd64", "zed", native="amd64") is None  # an epoch is newer
+    # an `all` package of the agent's under the name of the native architecture's (apt upgrades either)
+    assert debian_archive.newer_published(PACKAGE, "0.1", "all", "zed", native="amd64") == VERSION
+    listed = f"{PACKAGE}:amd64"
+    upgradable = {**_scripts_run(listed), "if_upgraded": True}
+    box = DebianBox(tmp_path / "box")
+    box.install()
+    # the archive's own package at its newest version: nothing to run, nothing settled
+    kept, debs = settle_debian([dict(upgradable)], box, lambda: {}, {})
+    assert kept == [] and debs == []
+    # the archive has a newer version than dpkg's: the package is read against the archive at dpkg's
+    asked = []
+    kept, [row] = settle_debian([dict(upgradable)], box, lambda: {}, {},
+                                newer=lambda *a, **k: asked.append(a[:3]) or "3.99.2-1")
+    assert kept == [] and row["version"] == VERSION and asked == [(PACKAGE, VERSION, "amd64")]
+    box.write(f"/var/lib/dpkg/info/{listed}.prerm", "#!/bin/sh\nsh /opt/f.sh\n")
+    kept, debs = settle_debian([dict(upgradable)], box, lambda: {}, {}, newer=lambda *a, **k: "3.99.2-1")
+    assert debs == [] and "(the archive has 3.99.2-1)" in kept[0]["detail"], kept
+    assert f"{listed}.prerm is not {archive.pool}'s (it has none)" in kept[0]["published_check"]
+    # where the archive is not asked (an image that is not Debian's), apt's lists decided: no upgrade
+    box._p("/usr/lib/os-release").write_text("ID=mint\nVERSION_CODENAME=zed\n")
+    kept, _ = settle_debian([dict(upgradable), _scripts_run(listed)], box, lambda: {}, {},
+                            newer=lambda *a, **k: "3.99.2-1")
+    assert [e.get("if_upgraded") for e in kept] == [None], kept
+
+
 def test_a_program_dpkg_runs_is_settled_as_its_packages_or_kept_when_no_package_owns_it(archive, tmp_path):
     """`dpkg_program_changed` (runner/dpkg_programs.py): a program an install wrote is settled; one
     of no package (an `rm` of the agent's in /usr/sbin) keeps its entry, saying why, rather than

@@ -235,6 +235,21 @@ def _packages_entry(runs: list[str], after: dict[str, str], actions: list[tuple[
                  paths=runs, by_command=attribute_command(actions, posixpath.basename(runs[0])[:-5].split(":")[0], runs[:5]))
 
 
+def _upgradable_entry(removes: list[str], after: dict[str, str], actions: list[tuple[int, str]]) -> Tampering:
+    """The packages installed in the agent phase that have a `prerm` or `postrm` and that apt's lists
+    give no newer version of: dpkg runs those scripts when an install of the verifier's that needs a
+    newer version puts it in their place, and apt's lists may be gone or the agent's (a package of
+    its own under an archive package's name at an older version, apt's lists then removed, passed
+    unseen). runner/debian_updates.py asks the archive whether it has a newer version: the packages
+    it has none of are dropped, the others settled as the archive's (`if_upgraded`)."""
+    named = [posixpath.basename(p)[:-5] + " " + after[p + "?rm"].split(" ")[0] for p in removes[:5]]
+    return entry(PACKAGE_KIND, "packages with a prerm or postrm that dpkg runs if the verifier's apt upgrades them, "
+                 "whose archive has a newer version, not settled as their archive's packages: " + ", ".join(named)
+                 + (f" and {len(removes) - 5} more" if len(removes) > 5 else ""),
+                 paths=removes, if_upgraded=True,
+                 by_command=attribute_command(actions, posixpath.basename(removes[0])[:-5].split(":")[0], removes[:5]))
+
+
 def settings_file(path: str) -> bool:
     """What is read again from outside: the settings files."""
     return "?" not in path
@@ -288,8 +303,11 @@ def apt_changed(before: dict[str, str], after: dict[str, str], read_before: dict
                      f"more than the {PACKAGES_CHECKED} checked against their archive)")
     for path in sorted(p for p in after if p.endswith("?prog") and after[p] != "intact"):
         what = "not its package's copy" if after[path] == "changed" else "added, of no package"
-        found.append(f"{path[:-5]} ({what}: apt or dpkg runs it)")
+        found.append(f"{path[:-5]} ({what}: " + ("which archive the packages are checked against is read from it)"
+                                                   if path.endswith("os-release?prog") else "apt or dpkg runs it)"))
     out = [_packages_entry(runs, after, actions)] if runs and len(runs) <= PACKAGES_CHECKED else []
+    removes = sorted(p[:-3] for p in after if p.endswith("?rm"))
+    out += [_upgradable_entry(removes, after, actions)] if removes else []
     if not found:
         return out
     paths = sorted({f.split(" (", 1)[0] for f in found})
@@ -331,7 +349,7 @@ if [ -n "${TBSCALE_APT+set}" ]; then
     # (dpkg's log lines from the baseline's second on: it writes the container's local time)
     _ap_from=$(date -d "@${TBSCALE_SINCE%.*}" '+%Y-%m-%d %H:%M:%S' 2>/dev/null || echo 0)
     # (each installed package's name, version and status, read once for this and the check below)
-    _ap_pkgs=$(dpkg-query -W -f='${binary:Package} ${Version} ${Status}\n' 2>/dev/null)
+    _ap_pkgs=$(dpkg-query -W -f='${binary:Package} ${Version} ${Architecture} ${Status}\n' 2>/dev/null)
     { printf '%s\n' "$_ap_pkgs"; echo '--'
       grep -h -E ' status (installed|unpacked|half-installed|half-configured|triggers-awaited|triggers-pending) ' \
         /var/log/dpkg.log 2>/dev/null | awk -v f="$_ap_from" '$1 " " $2 >= f'; echo '--'
@@ -361,7 +379,7 @@ if [ -n "${TBSCALE_APT+set}" ]; then
     } | awk '
         $1 == "L" { l[$2] = 1; next }  $1 == "I" { i[$2] = 1; next }  $1 == "R" { r[$2] = 1; next }
         $1 == "T" { n = $2; sub(/\/noawait$/, "", n); sub(/:.*/, "", n); t[n] = 1; next }
-        $1 == "S" { v[$2] = $3; st[$2] = $NF; next }
+        $1 == "S" { v[$2] = $3; a[$2] = $4; st[$2] = $NF; next }
         $1 == "H" { e = $0; sub(/^H [A-Za-z]+: /, "", e)
                     while (match(e, /[^ ,()]+ \([^)]*\)/)) {
                       one = substr(e, RSTART, RLENGTH); e = substr(e, RSTART + RLENGTH)
@@ -372,15 +390,17 @@ if [ -n "${TBSCALE_APT+set}" ]; then
                 if (st[p] != "installed") why = why "+unconfigured"
                 if (why == "" && !(p in r)) continue
                 print p, n, (v[p] == "" ? "-" : v[p]), ((n " " v[p]) in h) ? "source" : "?", (why == "" ? "-" : substr(why, 2)),
-                      (p in r) ? 1 : 0 } }')
+                      (p in r) ? 1 : 0, (a[p] == "" ? "-" : a[p]) } }')
     _ap_up=" $(printf '%s\n' "$_ap_runs" | awk '$6 == 1 { print $2 }' | sort -u | xargs -r apt-cache policy 2>/dev/null |
       awk '/^[^ ].*:$/ { n = substr($0, 1, length($0) - 1) } $1 == "Installed:" { i = $2 }
            $1 == "Candidate:" && $2 != "(none)" && $2 != i { printf "%s ", n }')"
-    printf '%s\n' "$_ap_runs" | while read -r _pkg _n _v _o _why _rm; do
+    printf '%s\n' "$_ap_runs" | while read -r _pkg _n _v _o _why _rm _arch; do
       [ -n "$_pkg" ] || continue
       [ "$_why" = - ] && _why=
       case $_ap_up in *" $_n "*) _why=$_why+upgrade ;; esac
-      [ -n "$_why" ] || continue
+      # one with a prerm or postrm that apt's lists give no newer version of: whether the archive has
+      # one is asked from outside (apt's lists may be gone, or the agent's)
+      if [ -z "$_why" ]; then printf 'AP\t/var/lib/dpkg/info/%s.list?rm\t%s %s\n' "$_pkg" "$_v" "$_arch"; continue; fi
       [ "$_o" = source ] || if [ "$_v" != - ] && apt-cache madison "$_n" 2>/dev/null | awk -F'|' -v v="$_v" \
           '{ gsub(/^ +| +$/, "", $2) } $2 == v { f = 1 } END { exit !f }'; then _o=source; else _o=none; fi
       printf 'AP\t/var/lib/dpkg/info/%s.list?runs\t%s:%s\n' "$_pkg" "$_o" "${_why#+}"
@@ -389,7 +409,7 @@ if [ -n "${TBSCALE_APT+set}" ]; then
         /usr/bin/gpgv /usr/bin/sqv /usr/bin/apt-key /usr/bin/apt-cache /usr/bin/debconf* /usr/bin/ucf* /usr/sbin/ldconfig \
         /sbin/ldconfig /usr/sbin/invoke-rc.d /usr/sbin/policy-rc.d /usr/sbin/update-rc.d /usr/bin/deb-systemd-* \
         /usr/sbin/dpkg-preconfigure /usr/sbin/dpkg-reconfigure /usr/bin/perl /usr/bin/perl5* \
-        /usr/sbin/update-ca-certificates /etc/ca-certificates/update.d \
+        /usr/sbin/update-ca-certificates /etc/ca-certificates/update.d /usr/lib/os-release /etc/os-release \
         /usr/lib/*/libapt-pkg.so* /usr/lib/*/libapt-private.so* \
         -maxdepth 3 \( -type f -o -type l \) | head -n 200 | while IFS= read -r _f; do
       # its package, by the path dpkg has for it (before a merged /usr, /sbin/ldconfig for /usr/sbin/ldconfig)

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import zstandard
+from debian.debian_support import version_compare
 
 from tbscale.environments.base import cache_dir
 from tbscale.runner.pypi_releases import fetch_url, keep_json
@@ -124,6 +125,41 @@ def published_deb(package: str, version: str, architecture: str, codename: str, 
         raise ArchiveUnavailable("; ".join(problems)[:400])
     raise ArchiveUnavailable(f"{package} {version} ({architecture}) is in no index of "
                              + ", ".join(suite for _, suite in suites(codename, distribution)))
+
+
+def newer_published(package: str, version: str, architecture: str, codename: str, *, native: str,
+                    distribution: str = "debian", cache: Path | None = None, parsed: dict | None = None) -> str | None:
+    """The newest version of `package` for `architecture` that the archive's signed indexes (the
+    release, its updates and security suites) list and that is newer than `version` by Debian's
+    ordering: what `apt-get install` after `apt-get update` may put in its place; None when there is
+    none. ArchiveUnavailable when an index could not be read (then it cannot be told)."""
+    if not re.fullmatch(r"[a-z0-9][a-z0-9+.-]+", package) or not re.fullmatch(r"[A-Za-z0-9.+~:-]+", version) \
+            or not re.fullmatch(r"[a-z0-9-]+", architecture) or not re.fullmatch(r"[a-z0-9-]+", native) \
+            or not re.fullmatch(r"[a-z][a-z0-9-]*", codename) or distribution not in DISTRIBUTIONS:
+        raise ArchiveUnavailable(f"{package!r} {version!r} {architecture!r} ({distribution!r} {codename!r}) "
+                                 "is not a package the archive names")
+    cache = (cache or cache_dir()) / "debian"
+    rings = keyrings(distribution, cache)
+    parsed = {} if parsed is None else parsed
+    # (apt takes an `all` package for one of the native architecture: either upgrades the other)
+    archs = {native, "all"} if architecture in (native, "all") else {architecture}
+    newest = None
+    for mirror, suite in suites(codename, distribution):
+        for index in _indexes(mirror, suite, native if architecture == "all" else architecture, cache, rings, parsed):
+            # (each index's versions by package, made once for the check that holds `parsed`)
+            names = parsed.setdefault(f"names:{id(index)}", _versions_by_package(index))
+            for found in (v for arch in sorted(archs) for v in names.get(f"{package} {arch}", ())):
+                if version_compare(found, version) > 0 and (newest is None or version_compare(found, newest) > 0):
+                    newest = found
+    return newest
+
+
+def _versions_by_package(index: dict) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for key in index:
+        name, found, arch = key.split(" ")
+        out.setdefault(f"{name} {arch}", []).append(found)
+    return out
 
 
 def keyrings(distribution: str = "debian", cache: Path | None = None) -> list[str]:

@@ -40,7 +40,7 @@ from pathlib import Path, PurePosixPath
 
 from tbscale.environments.base import Environment
 from tbscale.errors import SandboxError
-from tbscale.runner.debian_archive import DISTRIBUTIONS, SCRIPTS, ArchiveUnavailable, Deb, published_deb
+from tbscale.runner.debian_archive import DISTRIBUTIONS, SCRIPTS, ArchiveUnavailable, Deb, newer_published, published_deb
 from tbscale.runner.apt_settings import PACKAGE_KIND
 from tbscale.runner.dpkg_programs import KIND as PROGRAM_KIND
 from tbscale.runner.findings import ENTRY_PATHS
@@ -162,6 +162,18 @@ class _Packages:
         twin = _twin(path)
         return self.owners.get(path) or (self.owners.get(twin) if twin else None)
 
+    def newer(self, owner: str, ask: Callable[..., str | None]) -> str | None:
+        """The archive's newest version of `owner`'s package that is newer than the one dpkg has,
+        or None (none, or the archive could not be asked: then apt's lists, read inside, decided)."""
+        row = self.installed.get(owner)
+        if row is None:
+            return None
+        try:
+            return ask(*row, self.codename, native=self.native or "amd64", distribution=self.distribution,
+                       parsed=self.indexes)
+        except ArchiveUnavailable:
+            return None
+
     def deb(self, owner: str, fetch: Callable[..., Deb]) -> Deb | str:
         if owner not in self.debs:
             row = self.installed.get(owner)
@@ -177,8 +189,8 @@ class _Packages:
 
 
 def settle_debian(entries: list[Tampering], box: Environment, groups: Callable[[], dict[str, list[str]]],
-                  kinds: dict[str, int], *, fetch: Callable[..., Deb] = published_deb
-                  ) -> tuple[list[Tampering], list[DebianPackage]]:
+                  kinds: dict[str, int], *, fetch: Callable[..., Deb] = published_deb,
+                  newer: Callable[..., str | None] = newer_published) -> tuple[list[Tampering], list[DebianPackage]]:
     """(the entries that stay, the Debian packages that settled the others). `groups`: every
     changed path by the kind of entry it made (findings.changed_groups, called only when an entry
     of those kinds is there, once), `kinds` the listing's (2: removed). Costs nothing unless an
@@ -207,9 +219,13 @@ def settle_debian(entries: list[Tampering], box: Environment, groups: Callable[[
     verdicts: dict[int, str | None] = {}
     rows: dict[str, DebianPackage] = {}
     if packages.problem or packages.unsupported:
-        verdicts = {id(e): packages.problem or packages.unsupported for e in [*(e for e, _ in wanted), *packaged]}
+        # (packages that run only if upgraded: apt's lists, read inside, said there was no upgrade)
+        verdicts = {id(e): None if e.get("if_upgraded") else packages.problem or packages.unsupported
+                    for e in [*(e for e, _ in wanted), *packaged]}
     else:
         for e in packaged:
+            if e.get("if_upgraded"):
+                _only_upgradable(e, packages, newer)
             problems, debs = _package_problems(e, packages, fetch, box)
             verdicts[id(e)] = _verdict(problems)
             for deb in [] if problems else debs:
@@ -251,6 +267,18 @@ def _settled_by(rows: dict[str, DebianPackage], deb: Deb, e: Tampering) -> None:
     if e["detail"] not in row["settles"]:
         row["settles"].append(e["detail"])
     row["by_command"] = install_command(row["by_command"], e.get("by_command"))
+
+
+def _only_upgradable(e: Tampering, packages: _Packages, newer: Callable[..., str | None]) -> None:
+    """An `if_upgraded` entry's packages that the archive has a newer version of, the others left
+    out: dpkg runs no script of theirs when the verifier installs from the archive."""
+    found = [(path, version) for path in e.get("paths") or [] for version in [packages.newer(_listed(path), newer)] if version]
+    e["paths"] = [path for path, _ in found]
+    if found:
+        e["detail"] = ("packages with a prerm or postrm that dpkg runs when the verifier's apt upgrades them to the "
+                       "archive's newer version, not settled as their archive's packages: "
+                       + ", ".join(f"{_listed(path)} (the archive has {version})" for path, version in found[:5])
+                       + (f" and {len(found) - 5} more" if len(found) > 5 else ""))[:900]
 
 
 def _listed(path: str) -> str:

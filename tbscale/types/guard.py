@@ -197,6 +197,9 @@ class Tampering(TypedDict, total=False):
     # why a program or test library a package install replaced was not settled as the published
     # release (runner/package_updates.py)
     published_check: str
+    # an `apt_package_planted` entry whose packages' scripts run only if the archive has a newer
+    # version of them (runner/apt_settings.py, runner/debian_updates.py)
+    if_upgraded: bool
 
 
 class ToolRun(NamedTuple):
