@@ -25,7 +25,7 @@ from tbscale.runner import debian_archive
 from tbscale.runner.debian_archive import ArchiveUnavailable, published_deb
 from tbscale.runner.apt_settings import PACKAGE_KIND
 from tbscale.runner.dpkg_programs import KIND as PROGRAM_KIND
-from tbscale.runner.debian_updates import READ_ONE_BY_ONE, _read, settle_debian
+from tbscale.runner.debian_updates import READ_ONE_BY_ONE, _read, settle_debian, source_suites
 from tbscale_testing.folder_box import FolderBox
 
 pytestmark = pytest.mark.skipif(not all(shutil.which(t) for t in ("dpkg-deb", "gpg", "gpgv")),
@@ -387,13 +387,35 @@ def test_the_archive_says_which_packages_an_upgrade_would_run_the_scripts_of(arc
     assert debian_archive.newer_published(PACKAGE, "1:0.1", "amd64", "zed", native="amd64") is None  # an epoch is newer
     # an `all` package of the agent's under the name of the native architecture's (apt upgrades either)
     assert debian_archive.newer_published(PACKAGE, "0.1", "all", "zed", native="amd64") == VERSION
+    # only the suites the environment's apt sources name: its `apt-get update` fetches no other
+    assert debian_archive.newer_published(PACKAGE, "0.1", "amd64", "zed", native="amd64", named=frozenset({"zed"})) is None
+    assert debian_archive.newer_published(PACKAGE, "0.1", "amd64", "zed", native="amd64",
+                                          named=frozenset({"zed", "zed-security"})) == VERSION
+    # a suite these do not tell (an alias, another release, another archive's): all are asked
+    assert debian_archive.newer_published(PACKAGE, "0.1", "amd64", "zed", native="amd64",
+                                          named=frozenset({"zed", "stable"})) == VERSION
+    assert source_suites("sources.list", "deb [arch=amd64] http://m/debian zed main\n# deb http://m zed-updates main\n"
+                         "deb-src http://m zed-src main\n") == {"zed"}
+    assert source_suites("debian.sources", "Types: deb\nURIs: http://m/debian\nSuites: zed zed-updates\n"
+                         "Components: main\n\nTypes: deb\nURIs: http://s\nSuites: zed-security\nEnabled: no\n") \
+        == {"zed", "zed-updates"}
     listed = f"{PACKAGE}:amd64"
     upgradable = {**_scripts_run(listed), "if_upgraded": True}
     box = DebianBox(tmp_path / "box")
     box.install()
     # the archive's own package at its newest version: nothing to run, nothing settled
+    box.write("/etc/apt/sources.list.d/debian.sources", "Types: deb\nURIs: http://m\nSuites: zed zed-security\n")
+    box.write("/etc/apt/sources.list", "deb http://m zed-updates main\n")
     kept, debs = settle_debian([dict(upgradable)], box, lambda: {}, {})
     assert kept == [] and debs == []
+    # one at an older version: apt's sources name the suite that has the newer one, or not
+    status = box._p("/var/lib/dpkg/status")
+    status.write_text(status.read_text().replace(f"Version: {VERSION}", "Version: 3.99.0-1"))
+    kept, _ = settle_debian([dict(upgradable)], box, lambda: {}, {})
+    assert f"{listed} (the archive has {VERSION})" in kept[0]["detail"], kept
+    box.write("/etc/apt/sources.list.d/debian.sources", "Types: deb\nURIs: http://m\nSuites: zed\n")
+    assert settle_debian([dict(upgradable)], box, lambda: {}, {}) == ([], [])
+    status.write_text(status.read_text().replace("Version: 3.99.0-1", f"Version: {VERSION}"))
     # the archive has a newer version than dpkg's: the package is read against the archive at dpkg's
     asked = []
     kept, [row] = settle_debian([dict(upgradable)], box, lambda: {}, {},

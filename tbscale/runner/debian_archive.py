@@ -98,17 +98,23 @@ def suites(codename: str, distribution: str = "debian") -> list[tuple[str, str]]
     return [(main, codename), (main, f"{codename}-updates"), (security, f"{codename}-security")]
 
 
+def _names_a_package(package: str, version: str, architecture: str, codename: str, native: str,
+                     distribution: str) -> None:
+    """ArchiveUnavailable unless each is a name the archive could have (they go into paths and URLs)."""
+    if not re.fullmatch(r"[a-z0-9][a-z0-9+.-]+", package) or not re.fullmatch(r"[A-Za-z0-9.+~:-]+", version) \
+            or not re.fullmatch(r"[a-z0-9-]+", architecture) or not re.fullmatch(r"[a-z0-9-]+", native) \
+            or not re.fullmatch(r"[a-z][a-z0-9-]*", codename) or distribution not in DISTRIBUTIONS:
+        raise ArchiveUnavailable(f"{package!r} {version!r} {architecture!r} ({distribution!r} {codename!r}) "
+                                 "is not a package the archive names")
+
+
 def published_deb(package: str, version: str, architecture: str, codename: str, *, native: str,
                   distribution: str = "debian", cache: Path | None = None, parsed: dict | None = None) -> Deb:
     """The archive's `package` `version` for `architecture` (`all` is listed in the `native`
     architecture's indexes), with what it installs; ArchiveUnavailable says why there is none.
     `parsed`: the indexes one check has read, by sha256, kept in it so that its next package does
     not read them again (8 packages of noble: 0.90 s read each time, 0.15 s kept)."""
-    if not re.fullmatch(r"[a-z0-9][a-z0-9+.-]+", package) or not re.fullmatch(r"[A-Za-z0-9.+~:-]+", version) \
-            or not re.fullmatch(r"[a-z0-9-]+", architecture) or not re.fullmatch(r"[a-z0-9-]+", native) \
-            or not re.fullmatch(r"[a-z][a-z0-9-]*", codename) or distribution not in DISTRIBUTIONS:
-        raise ArchiveUnavailable(f"{package!r} {version!r} {architecture!r} ({distribution!r} {codename!r}) "
-                                 "is not a package the archive names")
+    _names_a_package(package, version, architecture, codename, native, distribution)
     cache = (cache or cache_dir()) / "debian"
     index_arch = native if architecture == "all" else architecture
     rings = keyrings(distribution, cache)
@@ -128,23 +134,25 @@ def published_deb(package: str, version: str, architecture: str, codename: str, 
 
 
 def newer_published(package: str, version: str, architecture: str, codename: str, *, native: str,
-                    distribution: str = "debian", cache: Path | None = None, parsed: dict | None = None) -> str | None:
+                    distribution: str = "debian", cache: Path | None = None, parsed: dict | None = None,
+                    named: frozenset[str] | None = None) -> str | None:
     """The newest version of `package` for `architecture` that the archive's signed indexes (the
-    release, its updates and security suites) list and that is newer than `version` by Debian's
-    ordering: what `apt-get install` after `apt-get update` may put in its place; None when there is
-    none. ArchiveUnavailable when an index could not be read (then it cannot be told)."""
-    if not re.fullmatch(r"[a-z0-9][a-z0-9+.-]+", package) or not re.fullmatch(r"[A-Za-z0-9.+~:-]+", version) \
-            or not re.fullmatch(r"[a-z0-9-]+", architecture) or not re.fullmatch(r"[a-z0-9-]+", native) \
-            or not re.fullmatch(r"[a-z][a-z0-9-]*", codename) or distribution not in DISTRIBUTIONS:
-        raise ArchiveUnavailable(f"{package!r} {version!r} {architecture!r} ({distribution!r} {codename!r}) "
-                                 "is not a package the archive names")
+    release, its updates and security suites; of those, the ones `named` when given: the suites the
+    environment's apt sources name, where it names no other, as `stable` or another release, whose
+    packages these do not tell) list and that is newer than `version` by Debian's ordering: what
+    `apt-get install` after `apt-get update` may put in its place; None when there is none.
+    ArchiveUnavailable when an index could not be read (then it cannot be told)."""
+    _names_a_package(package, version, architecture, codename, native, distribution)
     cache = (cache or cache_dir()) / "debian"
     rings = keyrings(distribution, cache)
     parsed = {} if parsed is None else parsed
     # (apt takes an `all` package for one of the native architecture: either upgrades the other)
     archs = {native, "all"} if architecture in (native, "all") else {architecture}
     newest = None
-    for mirror, suite in suites(codename, distribution):
+    known = suites(codename, distribution)
+    for mirror, suite in known:
+        if named is not None and named <= {k for _, k in known} and suite not in named:
+            continue
         for index in _indexes(mirror, suite, native if architecture == "all" else architecture, cache, rings, parsed):
             # (each index's versions by package, made once for the check that holds `parsed`)
             names = parsed.setdefault(f"names:{id(index)}", _versions_by_package(index))

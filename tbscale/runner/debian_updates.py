@@ -82,9 +82,8 @@ _JOURNAL = re.compile(r"^[0-9]+$")  # dpkg's journal in /var/lib/dpkg/updates: r
 class _Packages:
     """The environment's installed packages (dpkg's status file and file lists, read from outside)."""
 
-    def __init__(self, box: Environment, scripts_of: frozenset[str] = frozenset()):
+    def __init__(self, box: Environment):
         self.box = box
-        self.scripts_of = scripts_of  # the packages whose scripts are read (dpkg's copies, from outside)
         self.scripts: dict[str, dict[str, str]] = {}  # package -> script name -> `file:SHA256`
         self.problem: str | None = None  # dpkg's files could not be read
         self.unsupported: str | None = None  # they were, but the release's archive is not checked
@@ -96,47 +95,62 @@ class _Packages:
         self.owners: dict[str, str] = {}  # path -> `name` or `name:arch`, as the list file is named
         self.debs: dict[str, Deb | str] = {}  # owner -> the archive's package, or why there is none
         self.indexes: dict[str, dict] = {}  # the archive's indexes this check read, by sha256
+        self.dpkg = True  # the environment has dpkg's database
+        self.suites: frozenset[str] = frozenset()  # the suites apt's sources name: what its `apt-get update` fetches
         self._read()
 
     def _read(self) -> None:
+        """The release, and dpkg's database as dpkg reads it: its status file, then its journal's
+        records in order (a dpkg that was stopped has not folded them in)."""
         try:
             # (a link to /usr/lib/os-release, in Debian's own images: a copy out does not follow it)
             release = self.box.read_file("/etc/os-release", limit=2**20) or self.box.read_file("/usr/lib/os-release",
                                                                                               limit=2**20)
             status = self.box.read_file("/var/lib/dpkg/status", limit=STATUS_LIMIT)
+            if status is None:
+                self.dpkg = False
+                return  # no dpkg here (Alpine, a distroless image): no package owns anything
+            with tempfile.TemporaryDirectory(prefix="tbscale-dpkg-") as tmp:
+                self.box.get_dir("/var/lib/dpkg/updates", Path(tmp), limit=STATUS_LIMIT)
+                journal = sorted(Path(tmp, "updates").glob("*"), key=lambda f: f.name.zfill(12))
+                records = [status, *(f.read_bytes() for f in journal
+                                     if _JOURNAL.match(f.name) and f.is_file() and not f.is_symlink())]
+                self.box.get_dir("/etc/apt/sources.list.d", Path(tmp), limit=2**20)
+                sources = [("sources.list", self.box.read_file("/etc/apt/sources.list", limit=2**20) or b""),
+                           *((f.name, f.read_bytes()) for f in Path(tmp, "sources.list.d").glob("*")
+                             if f.is_file() and not f.is_symlink())]
         except SandboxError as e:
             self.problem = str(e)
             return
-        if status is None:
-            return  # no dpkg here (Alpine, a distroless image): no package owns anything
         fields = dict(re.findall(r'^([A-Z_]+)="?([^"\n]*)"?$', (release or b"").decode("utf-8", "replace"), re.M))
         if fields.get("ID") in DISTRIBUTIONS and fields.get("VERSION_CODENAME"):
             self.distribution, self.codename = fields["ID"], fields["VERSION_CODENAME"]
         else:  # a derivative's packages are dpkg's too: their entries say why they stay
             self.unsupported = (f"the environment is {fields.get('ID') or 'an unnamed release'}, not a Debian or "
                                 "Ubuntu release with a codename (/etc/os-release): its packages are not checked")
+        self._statuses(b"\n\n".join(records).decode("utf-8", "replace"))
+        self.suites = frozenset(suite for name, data in sources for suite in source_suites(name, data.decode("utf-8", "replace")))
+
+    def read_info(self, scripts_of: frozenset[str]) -> None:
+        """dpkg's file lists (who owns a path) and the scripts of the packages `scripts_of`, as dpkg
+        keeps them in /var/lib/dpkg/info (read from outside, once)."""
+        if not self.dpkg or self.problem or self.owners:
+            return
         with tempfile.TemporaryDirectory(prefix="tbscale-dpkg-") as tmp:
             try:
                 if not self.box.get_dir("/var/lib/dpkg/info", Path(tmp), limit=INFO_LIMIT):
                     self.problem = "the environment has no /var/lib/dpkg/info"
                     return
-                journal = Path(tmp) / "updates"
-                self.box.get_dir("/var/lib/dpkg/updates", Path(tmp), limit=STATUS_LIMIT)
             except SandboxError as e:
                 self.problem = str(e)
                 return
-            # dpkg's database as dpkg reads it: the status file, then its journal's records in order
-            # (a dpkg that was stopped has not folded them in)
-            records = [status, *(f.read_bytes() for f in sorted(journal.glob("*"), key=lambda f: f.name.zfill(12))
-                                 if _JOURNAL.match(f.name) and f.is_file() and not f.is_symlink())]
-            self._statuses(b"\n\n".join(records).decode("utf-8", "replace"))
-            for lst in sorted((Path(tmp) / "info").glob("*.list")):
+            info = Path(tmp) / "info"
+            for lst in sorted(info.glob("*.list")):
                 if lst.is_symlink():
                     continue
                 for line in lst.read_text("utf-8", "replace").splitlines():
                     self.owners.setdefault(line, lst.name[:-5])
-            for package in self.scripts_of:
-                info = Path(tmp) / "info"
+            for package in scripts_of:
                 self.scripts[package] = {
                     name: f"link:{os.readlink(f)}" if f.is_symlink() else "file:" + hashlib.sha256(f.read_bytes()).hexdigest()
                     for name in SCRIPTS for f in [info / f"{package}.{name}"] if f.is_symlink() or f.exists()}
@@ -170,7 +184,7 @@ class _Packages:
             return None
         try:
             return ask(*row, self.codename, native=self.native or "amd64", distribution=self.distribution,
-                       parsed=self.indexes)
+                       parsed=self.indexes, named=self.suites)
         except ArchiveUnavailable:
             return None
 
@@ -208,24 +222,32 @@ def settle_debian(entries: list[Tampering], box: Environment, groups: Callable[[
     wanted = [(e, paths) for e, paths in wanted if not all(_NO_PACKAGE.match(p) for p in paths)]
     if not wanted and not packaged:
         return entries, []
-    packages = _Packages(box, frozenset(_listed(p) for e in packaged for p in e.get("paths") or []))
+    packages = _Packages(box)
+    verdicts: dict[int, str | None] = {}
+    # packages whose scripts run only if the verifier's apt upgrades them: those the archive has no
+    # newer version of leave first (where it is not asked, apt's lists, read inside, said none)
+    for e in packaged:
+        if e.get("if_upgraded"):
+            if not (packages.problem or packages.unsupported):
+                _only_upgradable(e, packages, newer)
+            if packages.problem or packages.unsupported or not e["paths"]:
+                verdicts[id(e)] = None
+    packaged = [e for e in packaged if id(e) not in verdicts]
+    if not wanted and not packaged:
+        return [e for e in entries if id(e) not in verdicts], []
+    packages.read_info(frozenset(_listed(p) for e in packaged for p in e.get("paths") or []))
     # a path no installed package owns: Debian does not explain the entry, and it is left as it was
     # (a pip-installed pytest's entry keeps what runner/package_updates.py said of it); but a program
     # dpkg runs may be an alternative's link, which no package owns and its package's postinst made
     if packages.problem is None:
         wanted = [(e, paths) for e, paths in wanted if e["kind"] == PROGRAM_KIND or any(packages.owner(p) for p in paths)]
     if not wanted and not packaged:
-        return entries, []
-    verdicts: dict[int, str | None] = {}
+        return [e for e in entries if id(e) not in verdicts], []
     rows: dict[str, DebianPackage] = {}
     if packages.problem or packages.unsupported:
-        # (packages that run only if upgraded: apt's lists, read inside, said there was no upgrade)
-        verdicts = {id(e): None if e.get("if_upgraded") else packages.problem or packages.unsupported
-                    for e in [*(e for e, _ in wanted), *packaged]}
+        verdicts.update({id(e): packages.problem or packages.unsupported for e in [*(e for e, _ in wanted), *packaged]})
     else:
         for e in packaged:
-            if e.get("if_upgraded"):
-                _only_upgradable(e, packages, newer)
             problems, debs = _package_problems(e, packages, fetch, box)
             verdicts[id(e)] = _verdict(problems)
             for deb in [] if problems else debs:
@@ -267,6 +289,24 @@ def _settled_by(rows: dict[str, DebianPackage], deb: Deb, e: Tampering) -> None:
     if e["detail"] not in row["settles"]:
         row["settles"].append(e["detail"])
     row["by_command"] = install_command(row["by_command"], e.get("by_command"))
+
+
+def source_suites(name: str, text: str) -> set[str]:
+    """The suites a file of apt's sources names for binary packages: one-line entries
+    (`deb [options] URI SUITE COMPONENT...`, sources.list(5)) or deb822 stanzas (`.sources`)."""
+    out: set[str] = set()
+    if name.endswith(".sources"):
+        for stanza in re.split(r"\n\s*\n", text):
+            fields = {k.lower(): " ".join(v.split()) for k, v in
+                      re.findall(r"^([A-Za-z-]+):[ \t]*(.*(?:\n[ \t]+.*)*)", stanza, re.M)}
+            if "deb" in fields.get("types", "").split() and fields.get("enabled", "yes").lower() != "no":
+                out.update(fields.get("suites", "").split())
+    elif name == "sources.list" or name.endswith(".list"):
+        for line in text.splitlines():
+            m = re.match(r"deb\s+(\[[^\]]*\]\s+)?\S+\s+(\S+)", line.split("#", 1)[0].strip())
+            if m:
+                out.add(m.group(2))
+    return out
 
 
 def _only_upgradable(e: Tampering, packages: _Packages, newer: Callable[..., str | None]) -> None:
