@@ -425,6 +425,10 @@ def test_the_archive_says_which_packages_an_upgrade_would_run_the_scripts_of(arc
     kept, debs = settle_debian([dict(upgradable)], box, lambda: {}, {}, newer=lambda *a, **k: "3.99.2-1")
     assert debs == [] and "(the archive has 3.99.2-1)" in kept[0]["detail"], kept
     assert f"{listed}.prerm is not {archive.pool}'s (it has none)" in kept[0]["published_check"]
+    # more packages with newer versions than are checked (each may cost a download): not settled
+    many = {**upgradable, "paths": [f"/var/lib/dpkg/info/{listed}.list"] * 101}
+    kept, _ = settle_debian([many], box, lambda: {}, {}, newer=lambda *a, **k: "3.99.2-1")
+    assert "101 packages, more than the 100 checked" in kept[0]["published_check"], kept
     # where the archive is not asked (an image that is not Debian's), apt's lists decided: no upgrade
     box._p("/usr/lib/os-release").write_text("ID=mint\nVERSION_CODENAME=zed\n")
     kept, _ = settle_debian([dict(upgradable), _scripts_run(listed)], box, lambda: {}, {},

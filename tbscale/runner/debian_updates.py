@@ -41,7 +41,7 @@ from pathlib import Path, PurePosixPath
 from tbscale.environments.base import Environment
 from tbscale.errors import SandboxError
 from tbscale.runner.debian_archive import DISTRIBUTIONS, SCRIPTS, ArchiveUnavailable, Deb, newer_published, published_deb
-from tbscale.runner.apt_settings import PACKAGE_KIND
+from tbscale.runner.apt_settings import PACKAGE_KIND, PACKAGES_CHECKED
 from tbscale.runner.dpkg_programs import KIND as PROGRAM_KIND
 from tbscale.runner.findings import ENTRY_PATHS
 from tbscale.runner.package_updates import install_command
@@ -248,6 +248,10 @@ def settle_debian(entries: list[Tampering], box: Environment, groups: Callable[[
         verdicts.update({id(e): packages.problem or packages.unsupported for e in [*(e for e, _ in wanted), *packaged]})
     else:
         for e in packaged:
+            if len(e.get("paths") or []) > PACKAGES_CHECKED:  # (each may cost a download of its `.deb`)
+                verdicts[id(e)] = (f"{len(e.get('paths') or [])} packages, more than the {PACKAGES_CHECKED} checked "
+                                   "against their archive")
+                continue
             problems, debs = _package_problems(e, packages, fetch, box)
             verdicts[id(e)] = _verdict(problems)
             for deb in [] if problems else debs:
