@@ -425,6 +425,12 @@ def test_the_archive_says_which_packages_an_upgrade_would_run_the_scripts_of(arc
     kept, debs = settle_debian([dict(upgradable)], box, lambda: {}, {}, newer=lambda *a, **k: "3.99.2-1")
     assert debs == [] and "(the archive has 3.99.2-1)" in kept[0]["detail"], kept
     assert f"{listed}.prerm is not {archive.pool}'s (it has none)" in kept[0]["published_check"]
+    # a version the archive could not have, written into dpkg's status (apt compares it all the same)
+    status = box._p("/var/lib/dpkg/status")
+    status.write_text(status.read_text().replace(f"Version: {VERSION}", "Version: 0.1_x"))
+    kept, _ = settle_debian([dict(upgradable)], box, lambda: {}, {})
+    assert "whether the archive has one could not be told" in kept[0]["detail"], kept
+    status.write_text(status.read_text().replace("Version: 0.1_x", f"Version: {VERSION}"))
     # more packages with newer versions than are checked (each may cost a download): not settled
     many = {**upgradable, "paths": [f"/var/lib/dpkg/info/{listed}.list"] * 101}
     kept, _ = settle_debian([many], box, lambda: {}, {}, newer=lambda *a, **k: "3.99.2-1")

@@ -76,6 +76,7 @@ _SHARED_FOLDER = re.compile(r"^(/usr)?/lib(32|64|x32)?(/[a-z0-9_]+-linux-[a-z0-9
 # them is still the archive's question, at the version dpkg unpacked
 _FILES_THERE = frozenset({"installed", "unpacked", "half-configured", "triggers-awaited", "triggers-pending",
                           "half-installed"})
+UNTOLD = "?"  # whether the archive has a newer version could not be told (_Packages.newer)
 _JOURNAL = re.compile(r"^[0-9]+$")  # dpkg's journal in /var/lib/dpkg/updates: records newer than its status file
 
 
@@ -177,16 +178,18 @@ class _Packages:
         return self.owners.get(path) or (self.owners.get(twin) if twin else None)
 
     def newer(self, owner: str, ask: Callable[..., str | None]) -> str | None:
-        """The archive's newest version of `owner`'s package that is newer than the one dpkg has,
-        or None (none, or the archive could not be asked: then apt's lists, read inside, decided)."""
+        """The archive's newest version of `owner`'s package that is newer than the one dpkg has;
+        None when it has none; UNTOLD when that cannot be told (the archive not reached, no record
+        of the package, a version the archive could not have: dpkg's status is the agent's to write,
+        and apt compares what it finds there)."""
         row = self.installed.get(owner)
         if row is None:
-            return None
+            return UNTOLD
         try:
             return ask(*row, self.codename, native=self.native or "amd64", distribution=self.distribution,
                        parsed=self.indexes, named=self.suites)
         except ArchiveUnavailable:
-            return None
+            return UNTOLD
 
     def deb(self, owner: str, fetch: Callable[..., Deb]) -> Deb | str:
         if owner not in self.debs:
@@ -225,12 +228,13 @@ def settle_debian(entries: list[Tampering], box: Environment, groups: Callable[[
     packages = _Packages(box)
     verdicts: dict[int, str | None] = {}
     # packages whose scripts run only if the verifier's apt upgrades them: those the archive has no
-    # newer version of leave first (where it is not asked, apt's lists, read inside, said none)
+    # newer version of leave first (in an image that is not Debian's or Ubuntu's, none is asked: apt's
+    # lists, read inside, said there was no upgrade; where dpkg's files could not be read, all stay)
     for e in packaged:
         if e.get("if_upgraded"):
             if not (packages.problem or packages.unsupported):
                 _only_upgradable(e, packages, newer)
-            if packages.problem or packages.unsupported or not e["paths"]:
+            if (packages.unsupported and not packages.problem) or not e["paths"]:
                 verdicts[id(e)] = None
     packaged = [e for e in packaged if id(e) not in verdicts]
     if not wanted and not packaged:
@@ -321,7 +325,9 @@ def _only_upgradable(e: Tampering, packages: _Packages, newer: Callable[..., str
     if found:
         e["detail"] = ("packages with a prerm or postrm that dpkg runs when the verifier's apt upgrades them to the "
                        "archive's newer version, not settled as their archive's packages: "
-                       + ", ".join(f"{_listed(path)} (the archive has {version})" for path, version in found[:5])
+                       + ", ".join(f"{_listed(path)} (" + ("whether the archive has one could not be told"
+                                                            if version == UNTOLD else f"the archive has {version}") + ")"
+                                   for path, version in found[:5])
                        + (f" and {len(found) - 5} more" if len(found) > 5 else ""))[:900]
 
 
