@@ -92,10 +92,10 @@ def test_sources_of_the_agents_and_dpkgs_own_hooks_count(path, text, runs) -> No
 
 
 @pytest.mark.parametrize("script, lines", [
-    ("apt-get update\napt-get install -y curl\n", ["a:"]),
-    ("DEBIAN_FRONTEND=noninteractive apt-get install -y curl > /dev/null 2>&1\n", ["a:"]),
-    ("if ! command -v uv; then apt-get update && apt-get install -y curl; fi\n", ["a:"]),
-    ("sudo apt install -y jq\n", ["a:"]),
+    ("apt-get update\napt-get install -y curl\n", ["a:curl"]),
+    ("DEBIAN_FRONTEND=noninteractive apt-get install -y curl > /dev/null 2>&1\n", ["a:curl"]),
+    ("if ! command -v uv; then apt-get update && apt-get install -y curl; fi\n", ["a:curl"]),
+    ("sudo apt install -y jq\n", ["a:jq"]),
     ("dpkg -i /tests/x.deb\n", ["a:"]),
     ("pytest /tests/test_outputs.py -rA\necho apt-get\n", []),
 ])
@@ -186,3 +186,13 @@ def test_the_shell_part_is_valid_sh() -> None:
     for shell in ("sh", "bash"):
         res = subprocess.run([shell, "-n", "-c", PROJECT + APT], capture_output=True, text=True)
         assert res.returncode == 0, (shell, res.stderr)
+
+
+def test_the_packages_the_verifiers_scripts_install_are_carried():
+    """What the verifier's apt installs tells what it may remove (runner/debian_updates.py)."""
+    from tbscale.runner.apt_settings import apt_folders, verifier_installs
+    lines = apt_folders(["#!/bin/bash\napt-get update\nDEBIAN_FRONTEND=noninteractive apt-get install -y -o Dpkg::Use-Pty=0 "
+                         "curl=7.88.1-10 jq/bookworm python3:amd64 $EXTRA ./local.deb\napt install -y --no-install-recommends git"])
+    assert verifier_installs(lines) == ["curl", "git", "jq", "python3"]
+    assert apt_folders(["apt-get update\n"]) == ["a:"] and verifier_installs(["a:"]) == []
+    assert apt_folders(["dpkg -i x.deb"]) == ["a:"] and apt_folders(["echo apt-get install curl"]) == []

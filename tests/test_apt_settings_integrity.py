@@ -11,7 +11,8 @@ over; each is `perl_module_changed` now (runner/perl_path.py). So did a package 
 under the archive's name and version, or one whose install it wrote into apt's log (now
 `apt_package_planted`, which only the archive's package settles), a `curl` of its own at version
 0.1 whose `prerm` the verifier's upgrade runs, apt's lists then removed (the archive is asked which
-version is newer), an `rm` of its own before the
+version is newer), one with `Conflicts: curl` whose `prerm` the verifier's install runs as it removes
+it (the archive's relations tell what that install brings), an `rm` of its own before the
 real one on dpkg's PATH, and a GIO module that libglib's trigger loads (now `dpkg_program_changed`). An agent that installs packages with
 apt (one that waits on a trigger among them, a Perl library among them) and installs apt, dpkg and
 perl-base again, adds a source on the network and sets `APT::Install-Recommends`, then fixes the
@@ -131,6 +132,13 @@ PACKAGE_CASES = {
     "upgraded-lists-gone": ([*package("/tmp/zc", "curl", "0.1", "#!/bin/sh\nexit 0\n", "/tmp/zc.deb",
                                       prerm="#!/bin/sh\nsh /opt/f.sh\nexit 0\n"),
                              "dpkg -i /tmp/zc.deb > /dev/null && rm -rf /var/lib/apt/lists/*"], "/var/lib/dpkg/info/curl.list"),
+    # a package of the agent's that conflicts with curl: the verifier's install removes it, and dpkg
+    # runs its prerm (the archive's relations tell what the install of curl brings)
+    "conflicting-package": ([written("/tmp/zb/DEBIAN/control", CONTROL.format(name="zb", version="1", arch="all")
+                                     + "Conflicts: curl\n"),
+                             written("/tmp/zb/DEBIAN/prerm", "#!/bin/sh\nsh /opt/f.sh\nexit 0\n", "755"),
+                             "dpkg-deb -b /tmp/zb /tmp/zb.deb > /dev/null && dpkg -i /tmp/zb.deb > /dev/null"],
+                            "/var/lib/dpkg/info/zb.list"),
     # a package of the agent's under a name and version the archive has (apt-cache madison finds
     # them, so apt "has it from a source"), waiting on a trigger
     "archive-named-package": ([*package("/tmp/zs", "shared-mime-info", "2.2-1", ON_TRIGGER, "/tmp/zs.deb",

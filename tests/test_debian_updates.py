@@ -379,7 +379,7 @@ def test_a_package_an_install_cut_short_left_unpacked_is_settled_at_the_version_
 
 
 def test_the_archive_says_which_packages_an_upgrade_would_run_the_scripts_of(archive, tmp_path):
-    """A package with a prerm or postrm that apt's lists give no newer version of (`if_upgraded`):
+    """A package with a prerm or postrm that apt's lists give no newer version of (`if_replaced`):
     the archive's signed indexes are asked (apt's lists may be gone, or the agent's); one it has no
     newer version of leaves the entry, one it has is settled as its archive's package."""
     assert debian_archive.newer_published(PACKAGE, "3.99.0-1", "amd64", "zed", native="amd64") == VERSION
@@ -400,7 +400,7 @@ def test_the_archive_says_which_packages_an_upgrade_would_run_the_scripts_of(arc
                          "Components: main\n\nTypes: deb\nURIs: http://s\nSuites: zed-security\nEnabled: no\n") \
         == {"zed", "zed-updates"}
     listed = f"{PACKAGE}:amd64"
-    upgradable = {**_scripts_run(listed), "if_upgraded": True}
+    upgradable = {**_scripts_run(listed), "if_replaced": True}
     box = DebianBox(tmp_path / "box")
     box.install()
     # the archive's own package at its newest version: nothing to run, nothing settled
@@ -429,7 +429,7 @@ def test_the_archive_says_which_packages_an_upgrade_would_run_the_scripts_of(arc
     status = box._p("/var/lib/dpkg/status")
     status.write_text(status.read_text().replace(f"Version: {VERSION}", "Version: 0.1_x"))
     kept, _ = settle_debian([dict(upgradable)], box, lambda: {}, {})
-    assert "whether the archive has one could not be told" in kept[0]["detail"], kept
+    assert "whether the archive has a newer version could not be told" in kept[0]["detail"], kept
     status.write_text(status.read_text().replace("Version: 0.1_x", f"Version: {VERSION}"))
     # more packages with newer versions than are checked (each may cost a download): not settled
     many = {**upgradable, "paths": [f"/var/lib/dpkg/info/{listed}.list"] * 101}
@@ -439,7 +439,55 @@ def test_the_archive_says_which_packages_an_upgrade_would_run_the_scripts_of(arc
     box._p("/usr/lib/os-release").write_text("ID=mint\nVERSION_CODENAME=zed\n")
     kept, _ = settle_debian([dict(upgradable), _scripts_run(listed)], box, lambda: {}, {},
                             newer=lambda *a, **k: "3.99.2-1")
-    assert [e.get("if_upgraded") for e in kept] == [None], kept
+    assert [e.get("if_replaced") for e in kept] == [None], kept
+
+
+def test_a_package_the_verifiers_install_removes_is_settled_only_as_its_archives(archive, tmp_path):
+    """One with no newer version that conflicts with or breaks a package the verifier's install
+    brings (by the archive's relations: install_closure), or that such a package conflicts with or
+    breaks, at the versions in play: apt removes it and dpkg runs its prerm (a package of the
+    agent's with `Conflicts: curl` passed unseen). The others leave the entry."""
+    listed = f"{PACKAGE}:amd64"
+    replaced = {**_scripts_run(listed), "if_replaced": True, "verifier_installs": ["curl"]}
+    box = DebianBox(tmp_path / "box")
+    box.install()
+    box.write("/etc/apt/sources.list", "deb http://m zed main\n")
+    box.write(f"/var/lib/dpkg/info/{listed}.prerm", "#!/bin/sh\nsh /opt/f.sh\n")
+    status = box._p("/var/lib/dpkg/status")
+    plain = status.read_text()
+
+    def settle(fields: str = "", brought=({"curl": "7.88.1-10", "libcurl4": "7.88.1-10"}, {"www-browser": {"curl"}}, {})):
+        status.write_text(plain.replace(f"Version: {VERSION}\n", f"Version: {VERSION}\n{fields}"))
+        return settle_debian([dict(replaced)], box, lambda: {}, {}, newer=lambda *a, **k: None,
+                             closure=lambda *a, **k: brought)[0]
+
+    assert settle() == []  # no relation to what the install brings
+    kept = settle("Conflicts: curl\n")
+    assert "it conflicts with or breaks curl, which the verifier's install of curl brings" in kept[0]["detail"], kept
+    assert f"{listed}.prerm is not {archive.pool}'s" in kept[0]["published_check"]
+    assert "libcurl4" in settle("Breaks: libcurl4 (<< 7.99)\n")[0]["detail"]
+    assert settle("Breaks: libcurl4 (<< 7.0)\n") == []  # the version the install brings is not broken
+    assert "which curl provides" in settle("Conflicts: www-browser\n")[0]["detail"]
+    # it depends on a version of one that the install upgrades past (a libcurl4 0.1 of the agent's)
+    assert "it depends on libcurl4 (= 0.1)" in settle("Depends: libc6, libcurl4 (= 0.1)\n")[0]["detail"]
+    assert settle("Depends: libcurl4 (= 0.1) | libcurl3-gnutls\n") == []  # an alternative the install leaves
+    assert settle("Pre-Depends: libcurl4 (>= 7.0)\n") == []
+    # a package the install brings breaks it, at the version dpkg has
+    theirs = ({"curl": "7.88.1-10"}, {}, {"curl": [(PACKAGE, "<<", "9")]})
+    assert "curl, which the verifier's install of curl brings, conflicts with or breaks it" in \
+        settle(brought=theirs)[0]["detail"]
+    assert settle(brought=({"curl": "7.88.1-10"}, {}, {"curl": [(PACKAGE, "<<", "1")]})) == []
+    # what the install brings could not be told: it stays
+    assert "could not be told" in settle_debian([dict(replaced)], box, lambda: {}, {}, newer=lambda *a, **k: None,
+                                                closure=_unavailable)[0][0]["detail"]
+    # the verifier installs nothing with apt: nothing is removed
+    status.write_text(plain.replace(f"Version: {VERSION}\n", f"Version: {VERSION}\nConflicts: curl\n"))
+    assert settle_debian([{**replaced, "verifier_installs": None}], box, lambda: {}, {},
+                         newer=lambda *a, **k: None) == ([], [])
+
+
+def _unavailable(*args, **kwargs):
+    raise debian_archive.ArchiveUnavailable("not reached")
 
 
 def test_a_program_dpkg_runs_is_settled_as_its_packages_or_kept_when_no_package_owns_it(archive, tmp_path):

@@ -29,7 +29,7 @@ def test_the_shell_part_is_valid_sh() -> None:
 
 def test_it_runs_where_the_scripts_run_apt_or_dpkg() -> None:
     [tool] = [t for t in TOOLS if t.key == "dpkg_programs"]
-    assert tool.folders(["apt-get update\napt-get install -y curl\n"], None) == ["a:"]
+    assert tool.folders(["apt-get update\napt-get install -y curl\n"], None) == ["a:curl"]
     assert tool.folders(["python3 -m pytest /tests\n"], None) == []
 
 

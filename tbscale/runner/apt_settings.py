@@ -75,13 +75,37 @@ INFO_LISTED = 4000
 
 
 def apt_folders(texts: list[str], tests_mount: str | None = None) -> list[str]:
-    """`["a:"]` where the scripts run apt, aptitude or dpkg (their settings are the system's, not a
-    folder's); none where they run neither."""
+    """`["a:NAMES"]` where the scripts run apt, aptitude or dpkg (their settings are the system's,
+    not a folder's), NAMES the packages they install with apt or aptitude, space-separated (what
+    the install may remove is told by them: runner/debian_updates.py); none where they run neither."""
+    found = False
+    names: set[str] = set()
     for text in texts:
         for segment in split_segments(text):
-            if invocation(segment).program in _PROGRAMS:
-                return ["a:"]
-    return []
+            call = invocation(segment)
+            if call.program in _PROGRAMS:
+                found = True
+                names |= _installs(call.program, call.args)
+    return [("a:" + " ".join(sorted(names))).rstrip()] if found else []
+
+
+# apt-get's, apt's and aptitude's options that take a value (apt-get(8))
+_WITH_VALUE = frozenset({"-o", "--option", "-c", "--config-file", "-t", "--target-release", "--default-release"})
+
+
+def _installs(program: str, args: list[str]) -> set[str]:
+    """The packages an `apt-get install`, `apt install` or `aptitude install` names (`curl=7.88.1`,
+    `curl/bookworm`, `curl:amd64`: curl); a word that is not a package's name (a variable, a glob,
+    a `.deb`'s path) is left out."""
+    words = [a for i, a in enumerate(args) if not a.startswith("-") and not (i and args[i - 1] in _WITH_VALUE)]
+    if program == "dpkg" or not words or words[0] not in ("install", "reinstall"):
+        return set()
+    return {m[0] for w in words[1:] for m in [re.match(r"[a-z0-9][a-z0-9+.-]+(?=$|[=/:])", w)] if m}
+
+
+def verifier_installs(folders: list[str]) -> list[str]:
+    """The packages the verifier's scripts install with apt, from `apt_folders`' line."""
+    return sorted({n for line in folders if line.startswith("a:") for n in line[2:].split()})
 
 
 # ---- the settings files ------------------------------------------------------------------------------
@@ -235,18 +259,21 @@ def _packages_entry(runs: list[str], after: dict[str, str], actions: list[tuple[
                  paths=runs, by_command=attribute_command(actions, posixpath.basename(runs[0])[:-5].split(":")[0], runs[:5]))
 
 
-def _upgradable_entry(removes: list[str], after: dict[str, str], actions: list[tuple[int, str]]) -> Tampering:
+def _upgradable_entry(removes: list[str], after: dict[str, str], actions: list[tuple[int, str]],
+                      installs: list[str]) -> Tampering:
     """The packages installed in the agent phase that have a `prerm` or `postrm` and that apt's lists
-    give no newer version of: dpkg runs those scripts when an install of the verifier's that needs a
-    newer version puts it in their place, and apt's lists may be gone or the agent's (a package of
-    its own under an archive package's name at an older version, apt's lists then removed, passed
-    unseen). runner/debian_updates.py asks the archive whether it has a newer version: the packages
-    it has none of are dropped, the others settled as the archive's (`if_upgraded`)."""
+    give no newer version of: dpkg runs those scripts when the verifier's install puts a newer
+    version in their place, or removes them for a package it brings that conflicts with them (or
+    they with it). apt's lists may be gone or the agent's: a package of its own under an archive
+    package's name at an older version, apt's lists then removed, passed unseen, and so did one
+    with `Conflicts: curl`. runner/debian_updates.py asks the archive whether it has a newer
+    version, and what the packages the verifier's scripts install (`verifier_installs`) bring: the
+    packages neither replaces are dropped, the others settled as the archive's (`if_replaced`)."""
     named = [posixpath.basename(p)[:-5] + " " + after[p + "?rm"].split(" ")[0] for p in removes[:5]]
-    return entry(PACKAGE_KIND, "packages with a prerm or postrm that dpkg runs if the verifier's apt upgrades them, "
-                 "whose archive has a newer version, not settled as their archive's packages: " + ", ".join(named)
+    return entry(PACKAGE_KIND, "packages with a prerm or postrm that dpkg runs if the verifier's apt upgrades or "
+                 "removes them, not settled as their archive's packages: " + ", ".join(named)
                  + (f" and {len(removes) - 5} more" if len(removes) > 5 else ""),
-                 paths=removes, if_upgraded=True,
+                 paths=removes, if_replaced=True, verifier_installs=installs or None,
                  by_command=attribute_command(actions, posixpath.basename(removes[0])[:-5].split(":")[0], removes[:5]))
 
 
@@ -307,7 +334,7 @@ def apt_changed(before: dict[str, str], after: dict[str, str], read_before: dict
                                                    if path.endswith("os-release?prog") else "apt or dpkg runs it)"))
     out = [_packages_entry(runs, after, actions)] if runs and len(runs) <= PACKAGES_CHECKED else []
     removes = sorted(p[:-3] for p in after if p.endswith("?rm"))
-    out += [_upgradable_entry(removes, after, actions)] if removes else []
+    out += [_upgradable_entry(removes, after, actions, verifier_installs(run.folders))] if removes else []
     if not found:
         return out
     paths = sorted({f.split(" (", 1)[0] for f in found})

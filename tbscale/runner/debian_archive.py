@@ -149,10 +149,7 @@ def newer_published(package: str, version: str, architecture: str, codename: str
     # (apt takes an `all` package for one of the native architecture: either upgrades the other)
     archs = {native, "all"} if architecture in (native, "all") else {architecture}
     newest = None
-    known = suites(codename, distribution)
-    for mirror, suite in known:
-        if named is not None and named <= {k for _, k in known} and suite not in named:
-            continue
+    for mirror, suite in _asked(codename, distribution, named):
         for index in _indexes(mirror, suite, native if architecture == "all" else architecture, cache, rings, parsed):
             # (each index's versions by package, made once for the check that holds `parsed`)
             names = parsed.setdefault(f"names:{id(index)}", _versions_by_package(index))
@@ -160,6 +157,77 @@ def newer_published(package: str, version: str, architecture: str, codename: str
                 if version_compare(found, version) > 0 and (newest is None or version_compare(found, newest) > 0):
                     newest = found
     return newest
+
+
+def _asked(codename: str, distribution: str, named: frozenset[str] | None) -> list[tuple[str, str]]:
+    """The suites to ask: the release's three, of them those `named` where it names no other."""
+    known = suites(codename, distribution)
+    if named is None or not named <= {suite for _, suite in known}:
+        return known
+    return [(mirror, suite) for mirror, suite in known if suite in named]
+
+
+def install_closure(packages: set[str], codename: str, *, native: str, distribution: str = "debian",
+                    cache: Path | None = None, parsed: dict | None = None, named: frozenset[str] | None = None
+                    ) -> tuple[dict[str, str], dict[str, set[str]], dict[str, list[tuple[str, str, str]]]]:
+    """What `apt-get install PACKAGES` may bring in, by the archive's signed indexes (the suites
+    `newer_published` asks): (each package it may install, at the archive's newest version; each
+    name those provide, by whom; each such package's conflicts and breaks). Every dependency,
+    alternative and recommendation is followed, and a name only provided by each of its providers,
+    whatever the versions: more than apt takes, never less. ArchiveUnavailable when an index could
+    not be read."""
+    if distribution not in DISTRIBUTIONS or not re.fullmatch(r"[a-z][a-z0-9-]*", codename) \
+            or not re.fullmatch(r"[a-z0-9-]+", native):
+        raise ArchiveUnavailable(f"{distribution!r} {codename!r} {native!r} is not a release the archive names")
+    cache = (cache or cache_dir()) / "debian"
+    rings = keyrings(distribution, cache)
+    parsed = {} if parsed is None else parsed
+    indexes = [index for mirror, suite in _asked(codename, distribution, named)
+               for index in _indexes(mirror, suite, native, cache, rings, parsed, kept_of="relations")]
+    rows: dict[str, dict | None] = {}
+
+    def row(name: str) -> dict | None:  # (every suite's and architecture's stanzas of a name, merged)
+        if name not in rows:
+            found = [r for index in indexes for arch in (native, "all") for r in [index.get(f"{name} {arch}")] if r]
+            merged = None
+            for r in found:
+                if merged is None:
+                    merged = {"v": r["v"], "d": set(r["d"]), "p": set(r["p"]), "c": set(r["c"])}
+                    continue
+                if r["v"] != merged["v"] and version_compare(r["v"], merged["v"]) > 0:
+                    merged["v"] = r["v"]
+                for k in ("d", "p", "c"):
+                    merged[k].update(r[k])
+            rows[name] = merged
+        return rows[name]
+
+    providers: dict[str, set[str]] = {}  # (made the first time a name only provided is met)
+    seen: set[str] = set()
+    todo = list(packages)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        found = row(name)
+        if found is not None:
+            todo += found["d"]
+            continue
+        if not providers:
+            for index in indexes:
+                for key, r in index.items():
+                    if key.rpartition(" ")[2] in (native, "all"):
+                        for provided in r["p"]:
+                            providers.setdefault(provided, set()).add(key.rpartition(" ")[0])
+        todo += providers.get(name, ())
+    rows = {name: r for name, r in rows.items() if r is not None and name in seen}
+    real = {name: rows[name]["v"] for name in seen if name in rows}
+    provided_by: dict[str, set[str]] = {}
+    for name in real:
+        for provided in rows[name]["p"]:
+            provided_by.setdefault(provided, set()).add(name)
+    conflicts = {name: [(*c.split(" ", 2), "", "")[:3] for c in rows[name]["c"]] for name in real if rows[name]["c"]}
+    return real, provided_by, conflicts  # type: ignore[return-value]
 
 
 def _versions_by_package(index: dict) -> dict[str, list[str]]:
@@ -265,11 +333,14 @@ def _verified(data: bytes, url: str, rings: list[str]) -> str:
         return out.read_text("utf-8", "replace")
 
 
-def _indexes(mirror: str, suite: str, arch: str, cache: Path, rings: list[str], parsed: dict | None = None):
-    """Each component's `Packages` index for `arch` (parsed: `package version arch` -> (pool
-    path, sha256, size)), checked against the signed release, one at a time."""
+def _indexes(mirror: str, suite: str, arch: str, cache: Path, rings: list[str], parsed: dict | None = None,
+             kept_of: str = "files"):
+    """Each component's `Packages` index for `arch`, checked against the signed release, one at a
+    time, as `kept_of` keeps it: "files" (`package version arch` -> (pool path, sha256, size)) or
+    "relations" (`package arch` -> what `_relations_of` keeps of its stanzas)."""
     release = _release(mirror, suite, rings)
     parsed = {} if parsed is None else parsed
+    suffix = "" if kept_of == "files" else f".{kept_of}"
     components = sorted({p.split("/")[0] for p in release if p.endswith(f"/binary-{arch}/Release")}) or ["main"]
     for component in components:
         for ext, open_ in (("xz", lzma.decompress), ("gz", gzip.decompress), ("bz2", bz2.decompress), ("", None)):
@@ -279,27 +350,88 @@ def _indexes(mirror: str, suite: str, arch: str, cache: Path, rings: list[str], 
         else:
             continue
         digest, size = release[path]
-        if digest in parsed:
-            yield parsed[digest]
+        if digest + suffix in parsed:
+            yield parsed[digest + suffix]
             continue
-        kept = cache / "indexes" / f"{digest}.json"
+        if digest + suffix in _in_memory:  # (the relations: a process's checks share them)
+            parsed[digest + suffix] = _in_memory[digest + suffix]
+            yield parsed[digest + suffix]
+            continue
+        kept = cache / "indexes" / f"{digest}{suffix}.json"
         if kept.is_file():
-            parsed[digest] = json.loads(kept.read_text())
-            yield parsed[digest]
+            parsed[digest + suffix] = json.loads(kept.read_text())
+            _keep_in_memory(digest + suffix, parsed[digest + suffix], kept_of)
+            yield parsed[digest + suffix]
             continue
         body = _get(f"{mirror}/dists/{suite}/{path}", MAX_INDEX_BYTES)
         if len(body) != size or hashlib.sha256(body).hexdigest() != digest:
             raise ArchiveUnavailable(f"{mirror}/dists/{suite}/{path} is not the index its signed release names")
         text = (open_(body) if open_ else body).decode("utf-8", "replace")
-        index = {}
+        index: dict = {}
         for stanza in text.split("\n\n"):
             fields = dict(re.findall(r"^([A-Za-z0-9-]+):[ \t]*(.*)$", stanza, re.M))
-            if all(k in fields for k in ("Package", "Version", "Architecture", "Filename", "SHA256", "Size")):
+            if kept_of == "relations":
+                _relations_of(fields, index)
+            elif all(k in fields for k in ("Package", "Version", "Architecture", "Filename", "SHA256", "Size")):
                 index[f"{fields['Package']} {fields['Version']} {fields['Architecture']}"] = [
                     fields["Filename"], fields["SHA256"], int(fields["Size"])]
         keep_json(kept, index)
-        parsed[digest] = index
+        parsed[digest + suffix] = index
+        _keep_in_memory(digest + suffix, index, kept_of)
         yield index
+
+
+_in_memory: dict[str, dict] = {}  # the relations of the last indexes read (a release's three suites, each component)
+IN_MEMORY = 16
+
+
+def _keep_in_memory(key: str, index: dict, kept_of: str) -> None:
+    """Relations are kept in this process, a few indexes' worth (a release's main index is about
+    60 MB of them in memory): each check of a run that installs asks them again."""
+    if kept_of != "relations":
+        return
+    with _lock:
+        _in_memory[key] = index
+        while len(_in_memory) > IN_MEMORY:
+            _in_memory.pop(next(iter(_in_memory)))
+
+
+def _relations_of(fields: dict[str, str], index: dict) -> None:
+    """A stanza's relations by package name and architecture, every version's together: `v` its
+    newest version, `d` the names it depends on, pre-depends on or recommends (each alternative),
+    `p` those it provides, `c` its conflicts and breaks as `name`, or `name OP VERSION`."""
+    if not fields.get("Package") or not fields.get("Architecture") or not fields.get("Version"):
+        return
+    row = index.setdefault(f"{fields['Package']} {fields['Architecture']}", {"v": fields["Version"], "d": [], "p": [], "c": []})
+    if row["v"] != fields["Version"] and version_compare(fields["Version"], row["v"]) > 0:
+        row["v"] = fields["Version"]
+    row["d"] = sorted(set(row["d"]) | {n for f in ("Depends", "Pre-Depends", "Recommends")
+                                       for n, _, _ in relations(fields.get(f, ""))})
+    row["p"] = sorted(set(row["p"]) | {n for n, _, _ in relations(fields.get("Provides", ""))})
+    row["c"] = sorted(set(row["c"]) | {" ".join(r).strip() for f in ("Conflicts", "Breaks") for r in relations(fields.get(f, ""))})
+
+
+_RELATION = re.compile(r"^\s*([a-z0-9][a-z0-9+.-]+)(?::\S+)?\s*(?:\(\s*(<<|<=|=|>=|>>|<|>)\s*([^)\s]+)\s*\))?")
+
+
+def relations(field: str) -> list[tuple[str, str, str]]:
+    """A relationship field's parts as (name, operator, version), every alternative one
+    (`a (>= 1) | b:any, c`: (a, >=, 1), (b, "", ""), (c, "", "")); architecture lists and build
+    profiles left out."""
+    out = []
+    for part in re.split(r"[,|]", field):
+        m = _RELATION.match(re.sub(r"\[.*?\]|<[^<>=]*>", "", part))
+        if m:
+            out.append((m[1], {"<": "<=", ">": ">="}.get(m[2] or "", m[2] or ""), m[3] or ""))
+    return out
+
+
+def satisfies(version: str, op: str, wanted: str) -> bool:
+    """Whether `version` meets `op wanted` (dpkg's relation operators; no operator: any version)."""
+    if not op:
+        return True
+    c = version_compare(version, wanted)
+    return {"<<": c < 0, "<=": c <= 0, "=": c == 0, ">=": c >= 0, ">>": c > 0}[op]
 
 
 def _deb(mirror: str, suite: str, package: str, version: str, architecture: str, filename: str, digest: str,

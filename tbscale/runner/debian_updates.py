@@ -40,7 +40,8 @@ from pathlib import Path, PurePosixPath
 
 from tbscale.environments.base import Environment
 from tbscale.errors import SandboxError
-from tbscale.runner.debian_archive import DISTRIBUTIONS, SCRIPTS, ArchiveUnavailable, Deb, newer_published, published_deb
+from tbscale.runner.debian_archive import (DISTRIBUTIONS, SCRIPTS, ArchiveUnavailable, Deb, install_closure, newer_published,
+                                          published_deb, relations, satisfies)
 from tbscale.runner.apt_settings import PACKAGE_KIND, PACKAGES_CHECKED
 from tbscale.runner.dpkg_programs import KIND as PROGRAM_KIND
 from tbscale.runner.findings import ENTRY_PATHS
@@ -98,6 +99,10 @@ class _Packages:
         self.indexes: dict[str, dict] = {}  # the archive's indexes this check read, by sha256
         self.dpkg = True  # the environment has dpkg's database
         self.suites: frozenset[str] = frozenset()  # the suites apt's sources name: what its `apt-get update` fetches
+        # `name` and `name:arch` -> (its conflicts and breaks, the names it provides, its dependencies
+        # and pre-dependencies, each a list of alternatives), as dpkg's status has them
+        self.relations: dict[str, tuple[list[tuple[str, str, str]], set[str], list[list[tuple[str, str, str]]]]] = {}
+        self.brought: dict[tuple[str, ...], tuple | None] = {}  # install_closure's answers, by what is installed
         self._read()
 
     def _read(self) -> None:
@@ -170,6 +175,11 @@ class _Packages:
                 row = (f["Package"], f["Version"], arch)
                 self.installed.setdefault(f["Package"], row)
                 self.installed[f"{f['Package']}:{row[2]}"] = row
+                both = (relations(f.get("Conflicts", "")) + relations(f.get("Breaks", "")),
+                        {n for n, _, _ in relations(f.get("Provides", ""))},
+                        [relations(one) for key in ("Depends", "Pre-Depends") for one in f.get(key, "").split(",")])
+                self.relations.setdefault(f["Package"], both)
+                self.relations[f"{f['Package']}:{row[2]}"] = both
                 if f["Package"] == "dpkg":
                     self.native = row[2]
 
@@ -191,6 +201,17 @@ class _Packages:
         except ArchiveUnavailable:
             return UNTOLD
 
+    def closure(self, installs: list[str], ask: Callable[..., tuple]) -> tuple | None:
+        """install_closure's answer for `installs` (None: the archive could not be asked)."""
+        key = tuple(installs)
+        if key not in self.brought:
+            try:
+                self.brought[key] = ask(set(installs), self.codename, native=self.native or "amd64",
+                                        distribution=self.distribution, parsed=self.indexes, named=self.suites)
+            except ArchiveUnavailable:
+                self.brought[key] = None
+        return self.brought[key]
+
     def deb(self, owner: str, fetch: Callable[..., Deb]) -> Deb | str:
         if owner not in self.debs:
             row = self.installed.get(owner)
@@ -207,7 +228,8 @@ class _Packages:
 
 def settle_debian(entries: list[Tampering], box: Environment, groups: Callable[[], dict[str, list[str]]],
                   kinds: dict[str, int], *, fetch: Callable[..., Deb] = published_deb,
-                  newer: Callable[..., str | None] = newer_published) -> tuple[list[Tampering], list[DebianPackage]]:
+                  newer: Callable[..., str | None] = newer_published, closure: Callable[..., tuple] = install_closure
+                  ) -> tuple[list[Tampering], list[DebianPackage]]:
     """(the entries that stay, the Debian packages that settled the others). `groups`: every
     changed path by the kind of entry it made (findings.changed_groups, called only when an entry
     of those kinds is there, once), `kinds` the listing's (2: removed). Costs nothing unless an
@@ -231,9 +253,9 @@ def settle_debian(entries: list[Tampering], box: Environment, groups: Callable[[
     # newer version of leave first (in an image that is not Debian's or Ubuntu's, none is asked: apt's
     # lists, read inside, said there was no upgrade; where dpkg's files could not be read, all stay)
     for e in packaged:
-        if e.get("if_upgraded"):
+        if e.get("if_replaced"):
             if not (packages.problem or packages.unsupported):
-                _only_upgradable(e, packages, newer)
+                _only_replaced(e, packages, newer, closure)
             if (packages.unsupported and not packages.problem) or not e["paths"]:
                 verdicts[id(e)] = None
     packaged = [e for e in packaged if id(e) not in verdicts]
@@ -317,18 +339,56 @@ def source_suites(name: str, text: str) -> set[str]:
     return out
 
 
-def _only_upgradable(e: Tampering, packages: _Packages, newer: Callable[..., str | None]) -> None:
-    """An `if_upgraded` entry's packages that the archive has a newer version of, the others left
-    out: dpkg runs no script of theirs when the verifier installs from the archive."""
-    found = [(path, version) for path in e.get("paths") or [] for version in [packages.newer(_listed(path), newer)] if version]
+def _only_replaced(e: Tampering, packages: _Packages, newer: Callable[..., str | None], closure: Callable[..., tuple]
+                   ) -> None:
+    """An `if_replaced` entry's packages that the verifier's apt may upgrade (the archive has a newer
+    version) or remove (a package its install brings conflicts with or breaks it, or it one of
+    them), the others left out: dpkg runs no script of theirs when the verifier installs."""
+    installs = e.get("verifier_installs") or []
+    found = []
+    for path in e.get("paths") or []:
+        owner = _listed(path)
+        version = packages.newer(owner, newer)
+        why = ("whether the archive has a newer version could not be told" if version == UNTOLD
+               else f"the archive has {version}" if version else _removed(owner, packages, installs, closure))
+        if why:
+            found.append((path, why))
     e["paths"] = [path for path, _ in found]
     if found:
-        e["detail"] = ("packages with a prerm or postrm that dpkg runs when the verifier's apt upgrades them to the "
-                       "archive's newer version, not settled as their archive's packages: "
-                       + ", ".join(f"{_listed(path)} (" + ("whether the archive has one could not be told"
-                                                            if version == UNTOLD else f"the archive has {version}") + ")"
-                                   for path, version in found[:5])
+        e["detail"] = ("packages with a prerm or postrm that dpkg runs when the verifier's apt upgrades or removes them, "
+                       "not settled as their archive's packages: "
+                       + ", ".join(f"{_listed(path)} ({why})" for path, why in found[:5])
                        + (f" and {len(found) - 5} more" if len(found) > 5 else ""))[:900]
+
+
+def _removed(owner: str, packages: _Packages, installs: list[str], closure: Callable[..., tuple]) -> str | None:
+    """Why the verifier's install of `installs` may remove `owner`'s package, or None: it conflicts
+    with or breaks a package the install brings at the version the archive has (or a name one of
+    them provides), it depends on one at a version that is not the archive's, or one of those
+    conflicts with or breaks it at the version dpkg has (install_closure: every dependency and
+    recommendation followed, so more than apt takes)."""
+    if not installs:
+        return None
+    brought = packages.closure(installs, closure)
+    if brought is None:
+        return "which packages the verifier's install brings could not be told"
+    real, provided_by, conflicts = brought
+    name, version = packages.installed[owner][0], packages.installed[owner][1]
+    mine, provides, depends = packages.relations.get(owner, ([], set(), []))
+    for other, op, wanted in mine:
+        if other != name and other in real and satisfies(real[other], op, wanted):
+            return f"it conflicts with or breaks {other}, which the verifier's install of {' '.join(installs)} brings"
+        if other != name and not op and provided_by.get(other, set()) - {name}:
+            return f"it conflicts with or breaks {other}, which {min(provided_by[other] - {name})} provides"
+    for one in depends:  # (a dependency every alternative of which the install upgrades past: apt removes it)
+        if one and all(other in real and op and not satisfies(real[other], op, wanted) for other, op, wanted in one):
+            other, op, wanted = one[0]
+            return f"it depends on {other} ({op} {wanted}), which the verifier's install of {' '.join(installs)} brings at {real[other]}"
+    for other, theirs in sorted(conflicts.items()):
+        for them, op, wanted in theirs if other != name else ():
+            if (them == name and satisfies(version, op, wanted)) or (not op and them in provides):
+                return f"{other}, which the verifier's install of {' '.join(installs)} brings, conflicts with or breaks it"
+    return None
 
 
 def _listed(path: str) -> str:

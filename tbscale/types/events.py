@@ -28,7 +28,7 @@ class EventBase(BaseModel):
 class TamperingEntry(BaseModel):
     """What an attempt did to its verifier or its verdict (docs/formats.md, "Tampering entries").
     Besides these three, an entry carries what applies to its kind (`turn`, `command`, `step`,
-    `tool`, `before`, `after`, `by_command`, `paths`, `published_check`, `if_upgraded`), kept as written."""
+    `tool`, `before`, `after`, `by_command`, `paths`, `published_check`, `if_replaced`, `verifier_installs`), kept as written."""
 
     model_config = ConfigDict(extra="allow")
 

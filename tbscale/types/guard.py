@@ -197,9 +197,11 @@ class Tampering(TypedDict, total=False):
     # why a program or test library a package install replaced was not settled as the published
     # release (runner/package_updates.py)
     published_check: str
-    # an `apt_package_planted` entry whose packages' scripts run only if the archive has a newer
-    # version of them (runner/apt_settings.py, runner/debian_updates.py)
-    if_upgraded: bool
+    # an `apt_package_planted` entry whose packages' scripts run only if the verifier's apt upgrades
+    # or removes them (runner/apt_settings.py, runner/debian_updates.py), and what the verifier's
+    # scripts install with apt
+    if_replaced: bool
+    verifier_installs: list[str]
 
 
 class ToolRun(NamedTuple):
