@@ -122,8 +122,8 @@ def archive(tmp_path, monkeypatch):
     monkeypatch.setenv("TBSCALE_DEBIAN_SECURITY_MIRROR", a.url + "/debian-security")
     monkeypatch.setenv("TBSCALE_APT_KEYRINGS", str(a.keyring))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    # what this process remembers of an archive (its signed releases, Ubuntu's keyring)
-    for memo in ("_releases", "_ubuntu_rings"):
+    # what this process remembers of an archive (its signed releases, Ubuntu's keyring, its indexes)
+    for memo in ("_releases", "_ubuntu_rings", "_in_memory"):
         monkeypatch.setattr(debian_archive, memo, {})
     yield a
     a.server.shutdown()
@@ -617,7 +617,7 @@ def test_ubuntus_releases_are_checked_only_against_the_key_debian_vouches_for(ub
     assert debs == [] and len(kept) == 4
     assert "yak-updates/InRelease is not signed by a key of" in kept[0]["published_check"], kept[0]
     # the keyring's package is not the one Debian's signed index names: no Ubuntu key at all
-    for memo in ("_releases", "_ubuntu_rings"):
+    for memo in ("_releases", "_ubuntu_rings", "_in_memory"):
         monkeypatch.setattr(debian_archive, memo, {})
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache2"))
     ubuntu.publish_keyring(tamper=True)

@@ -353,14 +353,16 @@ def _indexes(mirror: str, suite: str, arch: str, cache: Path, rings: list[str], 
         if digest + suffix in parsed:
             yield parsed[digest + suffix]
             continue
-        if digest + suffix in _in_memory:  # (the relations: a process's checks share them)
-            parsed[digest + suffix] = _in_memory[digest + suffix]
-            yield parsed[digest + suffix]
-            continue
         kept = cache / "indexes" / f"{digest}{suffix}.json"
-        if kept.is_file():
-            parsed[digest + suffix] = json.loads(kept.read_text())
-            _keep_in_memory(digest + suffix, parsed[digest + suffix], kept_of)
+        # (kept in this process for its checks, and read by one of them at a time: trials that end
+        # together would each parse the same 12 MB)
+        with _loading:
+            if digest + suffix in _in_memory:
+                parsed[digest + suffix] = _in_memory[digest + suffix]
+            elif kept.is_file():
+                parsed[digest + suffix] = json.loads(kept.read_text())
+                _keep_in_memory(digest + suffix, parsed[digest + suffix], kept_of)
+        if digest + suffix in parsed:
             yield parsed[digest + suffix]
             continue
         body = _get(f"{mirror}/dists/{suite}/{path}", MAX_INDEX_BYTES)
@@ -381,15 +383,14 @@ def _indexes(mirror: str, suite: str, arch: str, cache: Path, rings: list[str], 
         yield index
 
 
-_in_memory: dict[str, dict] = {}  # the relations of the last indexes read (a release's three suites, each component)
-IN_MEMORY = 16
+_loading = threading.Lock()
+_in_memory: dict[str, dict] = {}  # the last indexes read, both kinds (a release's three suites, each component)
+IN_MEMORY = 32
 
 
 def _keep_in_memory(key: str, index: dict, kept_of: str) -> None:
-    """Relations are kept in this process, a few indexes' worth (a release's main index is about
-    60 MB of them in memory): each check of a run that installs asks them again."""
-    if kept_of != "relations":
-        return
+    """Indexes are kept in this process, a release's worth (its main index is about 60 MB in
+    memory, of each kind): each check of a run whose agents install packages asks them again."""
     with _lock:
         _in_memory[key] = index
         while len(_in_memory) > IN_MEMORY:
