@@ -25,7 +25,8 @@ from tbscale.runner import debian_archive
 from tbscale.runner.debian_archive import ArchiveUnavailable, published_deb
 from tbscale.runner.apt_settings import PACKAGE_KIND
 from tbscale.runner.dpkg_programs import KIND as PROGRAM_KIND
-from tbscale.runner.debian_updates import READ_ONE_BY_ONE, _read, settle_debian, source_suites
+from tbscale.runner.apt_settings import source_suites
+from tbscale.runner.debian_updates import READ_ONE_BY_ONE, _read, settle_debian
 from tbscale_testing.folder_box import FolderBox
 
 pytestmark = pytest.mark.skipif(not all(shutil.which(t) for t in ("dpkg-deb", "gpg", "gpgv")),
@@ -415,6 +416,10 @@ def test_the_archive_says_which_packages_an_upgrade_would_run_the_scripts_of(arc
     assert f"{listed} (the archive has {VERSION})" in kept[0]["detail"], kept
     box.write("/etc/apt/sources.list.d/debian.sources", "Types: deb\nURIs: http://m\nSuites: zed\n")
     assert settle_debian([dict(upgradable)], box, lambda: {}, {}) == ([], [])
+    # a source that is a link, which apt follows and a copy out does not: every suite is asked
+    box._p("/etc/apt/sources.list.d/more.list").symlink_to("/opt/elsewhere.list")
+    assert f"{listed} (the archive has {VERSION})" in settle_debian([dict(upgradable)], box, lambda: {}, {})[0][0]["detail"]
+    box._p("/etc/apt/sources.list.d/more.list").unlink()
     status.write_text(status.read_text().replace("Version: 3.99.0-1", f"Version: {VERSION}"))
     # the archive has a newer version than dpkg's: the package is read against the archive at dpkg's
     asked = []

@@ -219,10 +219,7 @@ def _local_sources(path: str, text: str) -> set[str]:
     One-line entries (sources.list) and deb822 stanzas (`.sources`) alike."""
     out = set()
     if path.endswith(".sources"):
-        for stanza in re.split(r"\n\s*\n", text):
-            fields = {}
-            for m in re.finditer(r"^([A-Za-z-]+):[ \t]*(.*(?:\n[ \t]+.*)*)", stanza, re.M):
-                fields[m.group(1).lower()] = " ".join(m.group(2).split())
+        for fields in _deb822(text):
             if not fields.get("uris") or fields.get("enabled", "yes").lower() == "no":
                 continue
             if any(u.startswith(_LOCAL) for u in fields["uris"].split()) or any(
@@ -236,6 +233,24 @@ def _local_sources(path: str, text: str) -> set[str]:
         if m and (m.group(3).startswith(_LOCAL) or _UNSIGNED.search(m.group(2) or "")):
             out.add(" ".join(line.split()))
     return out
+
+
+def _deb822(text: str) -> list[dict[str, str]]:
+    """A `.sources` file's stanzas (deb822), each field by its lowercased name, its lines joined."""
+    return [{m[1].lower(): " ".join(m[2].split()) for m in re.finditer(r"^([A-Za-z-]+):[ \t]*(.*(?:\n[ \t]+.*)*)", stanza, re.M)}
+            for stanza in re.split(r"\n\s*\n", text)]
+
+
+def source_suites(name: str, text: str) -> set[str]:
+    """The suites a file of apt's sources names for binary packages: one-line entries
+    (`deb [options] URI SUITE COMPONENT...`, sources.list(5)) or deb822 stanzas (`.sources`)."""
+    if name.endswith(".sources"):
+        return {suite for fields in _deb822(text) if "deb" in fields.get("types", "").split()
+                and fields.get("enabled", "yes").lower() != "no" for suite in fields.get("suites", "").split()}
+    if name == "sources.list" or name.endswith(".list"):
+        return {m[2] for line in text.splitlines()
+                for m in [re.match(r"deb\s+(\[[^\]]*\]\s+)?\S+\s+(\S+)", line.split("#", 1)[0].strip())] if m}
+    return set()
 
 
 _WHY_RUN = {"trigger": "it waits on a trigger the verifier's install may wake",

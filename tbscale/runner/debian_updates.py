@@ -42,7 +42,7 @@ from tbscale.environments.base import Environment
 from tbscale.errors import SandboxError
 from tbscale.runner.debian_archive import (DISTRIBUTIONS, SCRIPTS, ArchiveUnavailable, Deb, install_closure, newer_published,
                                           published_deb, relations, satisfies)
-from tbscale.runner.apt_settings import PACKAGE_KIND, PACKAGES_CHECKED
+from tbscale.runner.apt_settings import PACKAGE_KIND, PACKAGES_CHECKED, source_suites
 from tbscale.runner.dpkg_programs import KIND as PROGRAM_KIND
 from tbscale.runner.findings import ENTRY_PATHS
 from tbscale.runner.package_updates import install_command
@@ -98,7 +98,8 @@ class _Packages:
         self.debs: dict[str, Deb | str] = {}  # owner -> the archive's package, or why there is none
         self.indexes: dict[str, dict] = {}  # the archive's indexes this check read, by sha256
         self.dpkg = True  # the environment has dpkg's database
-        self.suites: frozenset[str] = frozenset()  # the suites apt's sources name: what its `apt-get update` fetches
+        # the suites apt's sources name, what its `apt-get update` fetches (None: not told, all are asked)
+        self.suites: frozenset[str] | None = frozenset()
         # `name` and `name:arch` -> (its conflicts and breaks, the names it provides, its dependencies
         # and pre-dependencies, each a list of alternatives), as dpkg's status has them
         self.relations: dict[str, tuple[list[tuple[str, str, str]], set[str], list[list[tuple[str, str, str]]]]] = {}
@@ -121,10 +122,13 @@ class _Packages:
                 journal = sorted(Path(tmp, "updates").glob("*"), key=lambda f: f.name.zfill(12))
                 records = [status, *(f.read_bytes() for f in journal
                                      if _JOURNAL.match(f.name) and f.is_file() and not f.is_symlink())]
+                self.box.get_dir("/etc/apt/sources.list", Path(tmp), limit=2**20)
                 self.box.get_dir("/etc/apt/sources.list.d", Path(tmp), limit=2**20)
-                sources = [("sources.list", self.box.read_file("/etc/apt/sources.list", limit=2**20) or b""),
-                           *((f.name, f.read_bytes()) for f in Path(tmp, "sources.list.d").glob("*")
-                             if f.is_file() and not f.is_symlink())]
+                found = [f for f in [Path(tmp, "sources.list"), *Path(tmp, "sources.list.d").glob("*")]
+                         if f.exists() or f.is_symlink()]
+                # (apt follows a link, which a copy out does not: where one is there, all suites are asked)
+                sources = None if any(f.is_symlink() or not f.is_file() for f in found) else \
+                    [(f.name, f.read_bytes()) for f in found]
         except SandboxError as e:
             self.problem = str(e)
             return
@@ -135,7 +139,8 @@ class _Packages:
             self.unsupported = (f"the environment is {fields.get('ID') or 'an unnamed release'}, not a Debian or "
                                 "Ubuntu release with a codename (/etc/os-release): its packages are not checked")
         self._statuses(b"\n\n".join(records).decode("utf-8", "replace"))
-        self.suites = frozenset(suite for name, data in sources for suite in source_suites(name, data.decode("utf-8", "replace")))
+        self.suites = None if sources is None else frozenset(
+            suite for name, data in sources for suite in source_suites(name, data.decode("utf-8", "replace")))
 
     def read_info(self, scripts_of: frozenset[str]) -> None:
         """dpkg's file lists (who owns a path) and the scripts of the packages `scripts_of`, as dpkg
@@ -319,24 +324,6 @@ def _settled_by(rows: dict[str, DebianPackage], deb: Deb, e: Tampering) -> None:
     if e["detail"] not in row["settles"]:
         row["settles"].append(e["detail"])
     row["by_command"] = install_command(row["by_command"], e.get("by_command"))
-
-
-def source_suites(name: str, text: str) -> set[str]:
-    """The suites a file of apt's sources names for binary packages: one-line entries
-    (`deb [options] URI SUITE COMPONENT...`, sources.list(5)) or deb822 stanzas (`.sources`)."""
-    out: set[str] = set()
-    if name.endswith(".sources"):
-        for stanza in re.split(r"\n\s*\n", text):
-            fields = {k.lower(): " ".join(v.split()) for k, v in
-                      re.findall(r"^([A-Za-z-]+):[ \t]*(.*(?:\n[ \t]+.*)*)", stanza, re.M)}
-            if "deb" in fields.get("types", "").split() and fields.get("enabled", "yes").lower() != "no":
-                out.update(fields.get("suites", "").split())
-    elif name == "sources.list" or name.endswith(".list"):
-        for line in text.splitlines():
-            m = re.match(r"deb\s+(\[[^\]]*\]\s+)?\S+\s+(\S+)", line.split("#", 1)[0].strip())
-            if m:
-                out.add(m.group(2))
-    return out
 
 
 def _only_replaced(e: Tampering, packages: _Packages, newer: Callable[..., str | None], closure: Callable[..., tuple]
