@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rich.console import Console
 
 from tbscale.analysis.context import Section
-from tbscale.analysis.report import build_report, folded, terminal_table
+from tbscale.analysis.report import TERMINAL_COLUMNS, build_report, folded, column_widths, rich_table, table_width, terminal_table
 from test_adaptive_report import write_run
 
 
@@ -160,3 +162,56 @@ def test_adaptive_pair_option(tmp_path: Path) -> None:
     assert {(r["setting"], r["vs"]) for r in rows} == {("turn_bon_n4_adaptive", "turn_bon_n4_random")}
     bad = cli(str(run), "--adaptive-pair", "turn_bon_n4_adaptive", "turn_bon_n4")
     assert bad.returncode == 2 and "is not an adaptive Turn-BoN setting" in bad.stderr
+
+
+# Cell text as reports have it, and what could trip a count of widths: wide and combining
+# characters, line breaks, markup-like brackets, empty cells.
+CELL_TEXT = st.lists(st.sampled_from(list("ab1.%-, []/\n") + ["中", "é", "\u0301", "[bold]", "[/]", "✓"]),
+                     max_size=8).map("".join)
+# Headers are the report's own column names (markup is read in them, as rich reads a header).
+HEADER = st.lists(st.sampled_from(["pass@1", " (95% CI)", " [95% CI]", "=", "中", "✓", "_", "k"]), max_size=4).map("".join)
+
+
+@settings(max_examples=120, deadline=None)
+@given(headers=st.lists(HEADER, min_size=1, max_size=6, unique=True),
+       rows=st.integers(0, 4), cells=st.data(), console_width=st.integers(20, 200))
+def test_table_width_is_what_rich_measures(headers: list[str], rows: int, cells, console_width: int) -> None:
+    frame = pd.DataFrame({h: [cells.draw(CELL_TEXT) for _ in range(rows)] for h in headers}, dtype=object)
+    table = rich_table(Section("t", "a title", frame, None, set()))
+    console = Console(file=io.StringIO(), width=console_width)
+    unbounded = console.options.update_width(1_000_000)
+    assert table_width(table, column_widths(table, console)) == console.measure(table, options=unbounded).maximum
+
+
+def test_terminal_table_drops_what_rich_measure_would(tmp_path: Path) -> None:
+    """The columns each section keeps at each width are those a loop measuring with rich keeps."""
+    run = write_run(tmp_path)
+    sections = build_report([run], Console(file=io.StringIO(), width=200), plots=False,
+                            compare=["turn_bon_n4", "turn_bon_n4_adaptive"]).sections
+    assert len(sections) >= 8
+    # Numbers first and text last: once the text is left out, pandas hands the rows over as floats
+    # and 1234567 reads "1,234,567", wider than in the table that keeps the text.
+    numbers = pd.DataFrame({"k": [1, 2], "n": [1234567, 99999], "m": [0.5, 0.25], "why": ["a long note " * 3] * 2})
+    numbers = Section("numbers", "numbers", numbers, None, set())
+    changed = 0
+
+    def render(table) -> str:
+        out = Console(file=io.StringIO(), width=400, color_system=None)
+        out.print(table)
+        return out.file.getvalue()
+
+    for width in (40, 80, 120, *range(20, 40)):
+        console = Console(file=io.StringIO(), width=width)
+        unbounded = console.options.update_width(1_000_000)
+        for section in sections if width in (40, 80, 120) else [numbers]:
+            table, dropped = terminal_table(section, console)
+            f = folded(section)
+            keep = [c for c in TERMINAL_COLUMNS.get(f.key, ()) if c in f.frame.columns]
+            keep += [str(c) for c in f.frame.columns if c not in keep]
+            by_rich: list[str] = []
+            while len(keep) > 2 and console.measure(rich_table(f, keep), options=unbounded).maximum > width:
+                by_rich.insert(0, keep.pop())
+            assert dropped == by_rich, (section.key, width)
+            assert render(table) == render(rich_table(f, keep))  # the same table, cell for cell
+            changed += bool(dropped)
+    assert changed >= 6  # the widths do make sections drop columns

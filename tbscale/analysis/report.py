@@ -24,7 +24,9 @@ from typing import Any, Callable
 
 import pandas as pd
 from rich.console import Console
+from rich.cells import cell_len
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -328,12 +330,43 @@ def terminal_table(section: Section, console: Console) -> tuple[Table, list[str]
     first = [c for c in TERMINAL_COLUMNS.get(section.key, ()) if c in cols]
     keep = first + [c for c in cols if c not in first]
     dropped: list[str] = []
-    unbounded = console.options.update_width(1_000_000)  # the table's natural width, not the console's
     table = rich_table(section, keep)
-    while len(keep) > MIN_COLUMNS and console.measure(table, options=unbounded).maximum > console.width:
+    widths = column_widths(table, console)
+    # pandas hands each row over as objects when a column that is not numeric is kept (the first
+    # MIN_COLUMNS always are), so a cell reads the same in every table that keeps its column and the
+    # widths are counted once. Rows of numbers alone are cast to a common type (an int column may
+    # read 1,234.0 -> "1,234" beside floats), so such a table is rebuilt and counted at each try.
+    as_objects = any(not pd.api.types.is_numeric_dtype(section.frame[c]) for c in keep[:MIN_COLUMNS])
+    while len(keep) > MIN_COLUMNS and table_width(table, widths[:len(keep)]) > console.width:
         dropped.insert(0, keep.pop())
+        if not as_objects:
+            table = rich_table(section, keep)
+            widths = column_widths(table, console)
+    if dropped and as_objects:
         table = rich_table(section, keep)
     return table, dropped
+
+
+def column_widths(table: Table, console: Console) -> list[int]:
+    """Each column's natural width, padding included, as rich measures a `rich_table` (Text cells,
+    header strings, rich's default padding), counted from the cells' text. rich's own measure walks
+    every cell's renderables twice, and a terminal table was measured once for each column it might
+    drop: most of `tbscale report`'s terminal time. tests/test_report_terminal.py holds
+    `table_width` equal to rich's measure."""
+    unbounded = console.options.update_width(1_000_000)
+    _, right, _, left = table.padding
+    widths = []
+    for column in table.columns:
+        header = Measurement.get(console, unbounded, column.header).maximum if table.show_header else 0
+        cells = (max((cell_len(line) for line in cell.plain.splitlines()), default=0) for cell in column.cells)
+        widths.append(max(header, *cells, 0) + left + right)
+    return widths
+
+
+def table_width(table: Table, widths: list[int]) -> int:
+    """The natural width of `table` with the columns of these widths: theirs, and the box's lines."""
+    lines = (2 if table.show_edge else 0) + len(widths) - 1 if table.box else 0
+    return lines + sum(widths)
 
 
 def print_section(console: Console, section: Section) -> None:
