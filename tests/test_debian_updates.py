@@ -53,16 +53,12 @@ class Archive:
     """`/debian` (suite `zed`) and `/debian-security` (`zed-security`) on a loopback server; the
     package is in the security suite only, as a point update is."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, key: tuple[dict, bytes]) -> None:
         self.root = root
         root.mkdir(parents=True)
-        # gpg-agent's socket is made in its home: a short path (a socket's path is at most 107 bytes)
-        self.gnupg = Path(tempfile.mkdtemp(prefix="tbscale-gpg-"))
-        self.env = {**os.environ, "GNUPGHOME": str(self.gnupg)}
-        _run("gpg", "--batch", "--passphrase", "", "--quick-gen-key", "archive <archive@example.invalid>", "ed25519",
-             "sign", "never", env=self.env)
+        self.env, exported = key  # the gpg home that signs, and its key exported
         self.keyring = root / "archive.gpg"
-        self.keyring.write_bytes(subprocess.run(["gpg", "--export"], check=True, capture_output=True, env=self.env).stdout)
+        self.keyring.write_bytes(exported)
         stage = root / "stage"
         for path, data in MODULES.items():
             (stage / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
@@ -116,9 +112,19 @@ class Archive:
              env=env or self.env)
 
 
+@pytest.fixture(scope="module")
+def archive_key():
+    """The archives' signing key, made once for the module: a key and its gpg-agent cost a tenth
+    of a second or more each."""
+    env, exported = _key("archive")
+    yield env, exported
+    subprocess.run(["gpgconf", "--kill", "gpg-agent"], env=env, capture_output=True)
+    shutil.rmtree(env["GNUPGHOME"], ignore_errors=True)
+
+
 @pytest.fixture
-def archive(tmp_path, monkeypatch):
-    a = Archive(tmp_path / "archive")
+def archive(tmp_path, monkeypatch, archive_key):
+    a = Archive(tmp_path / "archive", archive_key)
     monkeypatch.setenv("TBSCALE_DEBIAN_MIRROR", a.url + "/debian")
     monkeypatch.setenv("TBSCALE_DEBIAN_SECURITY_MIRROR", a.url + "/debian-security")
     monkeypatch.setenv("TBSCALE_APT_KEYRINGS", str(a.keyring))
@@ -128,12 +134,11 @@ def archive(tmp_path, monkeypatch):
         monkeypatch.setattr(debian_archive, memo, {})
     yield a
     a.server.shutdown()
-    subprocess.run(["gpgconf", "--kill", "gpg-agent"], env=a.env, capture_output=True)
-    shutil.rmtree(a.gnupg, ignore_errors=True)
 
 
 def _key(name: str) -> tuple[dict, bytes]:
-    """A gpg home with a signing key of its own, and the key exported (a keyring gpgv reads)."""
+    """A gpg home with a signing key of its own, and the key exported (a keyring gpgv reads).
+    gpg-agent's socket is made in the home: a short path (a socket's path is at most 107 bytes)."""
     env = {**os.environ, "GNUPGHOME": tempfile.mkdtemp(prefix="tbscale-gpg-")}
     _run("gpg", "--batch", "--passphrase", "", "--quick-gen-key", f"{name} <{name}@example.invalid>", "ed25519", "sign",
          "never", env=env)

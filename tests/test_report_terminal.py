@@ -102,9 +102,11 @@ def cli_process(*args: str, columns: str | None = None) -> subprocess.CompletedP
                           capture_output=True, text=True, env=env)
 
 
-@pytest.mark.parametrize("columns, width", [("80", 80), (None, 120)])
-def test_cli_width_from_columns_or_120(tmp_path: Path, columns: str | None, width: int) -> None:
-    res = cli_process(str(write_run(tmp_path)), columns=columns)
+@pytest.mark.parametrize("columns, width, process", [("80", 80, True), (None, 120, False)])
+def test_cli_width_from_columns_or_120(tmp_path: Path, columns: str | None, width: int, process: bool) -> None:
+    # COLUMNS as a shell gives it to a process of its own; without it, the same code in this process
+    run = str(write_run(tmp_path))
+    res = cli_process(run, columns=columns) if process else cli(run)
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     assert max(len(line) for line in lines) <= width
