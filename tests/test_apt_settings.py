@@ -192,7 +192,17 @@ def test_the_packages_the_verifiers_scripts_install_are_carried():
     """What the verifier's apt installs tells what it may remove (runner/debian_updates.py)."""
     from tbscale.runner.apt_settings import apt_folders, verifier_installs
     lines = apt_folders(["#!/bin/bash\napt-get update\nDEBIAN_FRONTEND=noninteractive apt-get install -y -o Dpkg::Use-Pty=0 "
-                         "curl=7.88.1-10 jq/bookworm python3:amd64 $EXTRA ./local.deb\napt install -y --no-install-recommends git"])
+                         "curl=7.88.1-10 jq/bookworm python3:amd64\napt install -y --no-install-recommends git"])
     assert verifier_installs(lines) == ["curl", "git", "jq", "python3"]
+    # a variable the scripts set is read as each value it is given, in any branch or loop
+    assert apt_folders(['PKGS="curl jq"\napt-get install -y $PKGS']) == ["a:curl jq"]
+    assert apt_folders(["if [ -x /bin/zsh ]; then P=curl; else export P=wget; fi\napt install -y ${P}"]) == ["a:curl wget"]
+    assert apt_folders(['for p in curl jq; do apt-get install -y "$p"; done']) == ["a:curl jq"]
+    assert apt_folders(["apt-get install -y $P", "P=curl"]) == ["a:curl"]  # set in another of the scripts
+    # a word that cannot be read as names: what the install brings cannot be told
+    for words in ("$EXTRA", "${EXTRA}", "$(cat packages.txt)", "./local.deb", "python3-*", "Curl"):
+        assert verifier_installs(apt_folders([f"apt-get update\napt-get install -y curl {words}\n"])) == ["?", "curl"], words
+    assert apt_folders(["P+=(curl); apt-get install -y $P"]) == ["a:?"]  # an append: its value is not the text's
+    assert apt_folders(["P=curl apt-get install -y $P"]) == ["a:?"]  # set for apt-get alone, after the words are read
     assert apt_folders(["apt-get update\n"]) == ["a:"] and verifier_installs(["a:"]) == []
     assert apt_folders(["dpkg -i x.deb"]) == ["a:"] and apt_folders(["echo apt-get install curl"]) == []

@@ -471,6 +471,7 @@ def test_a_package_the_verifiers_install_removes_is_settled_only_as_its_archives
         return settle_debian([dict(replaced)], box, lambda: {}, {}, newer=lambda *a, **k: None,
                              closure=lambda *a, **k: brought)[0]
 
+    brought_nothing = ({"curl": "7.88.1-10"}, {}, {})
     assert settle() == []  # no relation to what the install brings
     kept = settle("Conflicts: curl\n")
     assert "it conflicts with or breaks curl, which the verifier's install of curl brings" in kept[0]["detail"], kept
@@ -490,6 +491,10 @@ def test_a_package_the_verifiers_install_removes_is_settled_only_as_its_archives
     # what the install brings could not be told: it stays
     assert "could not be told" in settle_debian([dict(replaced)], box, lambda: {}, {}, newer=lambda *a, **k: None,
                                                 closure=_unavailable)[0][0]["detail"]
+    # the verifier's install names a package with a variable, a pattern or a file (apt_settings.UNTOLD_INSTALL): it stays
+    untold = settle_debian([{**replaced, "verifier_installs": ["?", "curl"]}], box, lambda: {}, {},
+                           newer=lambda *a, **k: None, closure=lambda *a, **k: brought_nothing)[0]
+    assert "with a variable, a pattern or a file" in untold[0]["detail"], untold
     # the verifier installs nothing with apt: nothing is removed
     status.write_text(plain.replace(f"Version: {VERSION}\n", f"Version: {VERSION}\nConflicts: curl\n"))
     assert settle_debian([{**replaced, "verifier_installs": None}], box, lambda: {}, {},

@@ -58,7 +58,7 @@ import re
 from typing import Any
 
 from tbscale.runner.findings import entry, file_state, texts_at_baseline
-from tbscale.shell.parse import invocation, split_segments
+from tbscale.shell.parse import invocation, shell_variables, split_segments
 from tbscale.shell.tampering import attribute_command
 from tbscale.types.guard import GuardSnapshot, Tampering, ToolRun
 
@@ -76,35 +76,53 @@ INFO_LISTED = 4000
 
 def apt_folders(texts: list[str], tests_mount: str | None = None) -> list[str]:
     """`["a:NAMES"]` where the scripts run apt, aptitude or dpkg (their settings are the system's,
-    not a folder's), NAMES the packages they install with apt or aptitude, space-separated (what
-    the install may remove is told by them: runner/debian_updates.py); none where they run neither."""
+    not a folder's), NAMES the packages they install with apt or aptitude, space-separated, and
+    UNTOLD_INSTALL among them where a word of an install cannot be read as names (what the install
+    may remove is told by them: runner/debian_updates.py); none where they run neither."""
+    segments = [segment for text in texts for segment in split_segments(text)]
+    # a variable's values: every value the scripts give it, wherever (a branch, a function, a loop)
+    variables: dict[str, set[str] | None] = {}
+    for segment in segments:
+        for name, value in shell_variables(segment).items():
+            known = variables.get(name, set())
+            variables[name] = None if value is None or known is None else known | {value}
     found = False
     names: set[str] = set()
-    for text in texts:
-        for segment in split_segments(text):
-            call = invocation(segment)
-            if call.program in _PROGRAMS:
-                found = True
-                names |= _installs(call.program, call.args)
+    for segment in segments:
+        call = invocation(segment)
+        if call.program in _PROGRAMS:
+            found = True
+            names |= _installs(call.program, call.args, variables)
     return [("a:" + " ".join(sorted(names))).rstrip()] if found else []
 
 
 # apt-get's, apt's and aptitude's options that take a value (apt-get(8))
 _WITH_VALUE = frozenset({"-o", "--option", "-c", "--config-file", "-t", "--target-release", "--default-release"})
+UNTOLD_INSTALL = "?"  # an install's word that is not a package's name: a variable set elsewhere, a pattern, a `.deb`
+_NAME = re.compile(r"[a-z0-9][a-z0-9+.-]+(?=$|[=/:])")
+_REFERENCE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 
 
-def _installs(program: str, args: list[str]) -> set[str]:
+def _installs(program: str, args: list[str], variables: dict[str, set[str] | None]) -> set[str]:
     """The packages an `apt-get install`, `apt install` or `aptitude install` names (`curl=7.88.1`,
-    `curl/bookworm`, `curl:amd64`: curl); a word that is not a package's name (a variable, a glob,
-    a `.deb`'s path) is left out."""
+    `curl/bookworm`, `curl:amd64`: curl), a variable the scripts set read as each of its values;
+    UNTOLD_INSTALL for a word that is none of those (a variable set elsewhere, a glob, a `.deb`)."""
     words = [a for i, a in enumerate(args) if not a.startswith("-") and not (i and args[i - 1] in _WITH_VALUE)]
     if program == "dpkg" or not words or words[0] not in ("install", "reinstall"):
         return set()
-    return {m[0] for w in words[1:] for m in [re.match(r"[a-z0-9][a-z0-9+.-]+(?=$|[=/:])", w)] if m}
+    names: set[str] = set()
+    for word in words[1:]:
+        ref = _REFERENCE.fullmatch(word)
+        values = variables.get(ref.group(1) or ref.group(2)) if ref else {word}
+        for one in [w for value in values for w in value.split()] if values is not None else [word]:
+            name = None if values is None else _NAME.match(one)
+            names.add(name[0] if name else UNTOLD_INSTALL)
+    return names
 
 
 def verifier_installs(folders: list[str]) -> list[str]:
-    """The packages the verifier's scripts install with apt, from `apt_folders`' line."""
+    """The packages the verifier's scripts install with apt, from `apt_folders`' line (with
+    UNTOLD_INSTALL where a word of an install could not be read as names)."""
     return sorted({n for line in folders if line.startswith("a:") for n in line[2:].split()})
 
 

@@ -42,7 +42,7 @@ from tbscale.environments.base import Environment
 from tbscale.errors import SandboxError
 from tbscale.runner.debian_archive import (DISTRIBUTIONS, SCRIPTS, ArchiveUnavailable, Deb, install_closure, newer_published,
                                           published_deb, relations, satisfies)
-from tbscale.runner.apt_settings import PACKAGE_KIND, PACKAGES_CHECKED, source_suites
+from tbscale.runner.apt_settings import PACKAGE_KIND, PACKAGES_CHECKED, UNTOLD_INSTALL, source_suites
 from tbscale.runner.dpkg_programs import KIND as PROGRAM_KIND
 from tbscale.runner.findings import ENTRY_PATHS
 from tbscale.runner.package_updates import install_command
@@ -356,6 +356,8 @@ def _removed(owner: str, packages: _Packages, installs: list[str], closure: Call
     recommendation followed, so more than apt takes)."""
     if not installs:
         return None
+    if UNTOLD_INSTALL in installs:
+        return "the verifier's scripts name a package they install with a variable, a pattern or a file, so what it brings could not be told"
     brought = packages.closure(installs, closure)
     if brought is None:
         return "which packages the verifier's install brings could not be told"

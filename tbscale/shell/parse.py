@@ -397,6 +397,32 @@ def resolve_program(words: list[str]) -> tuple[str, list[str]]:
     return last_wrapper, []
 
 
+_DECLARES = frozenset({"export", "readonly", "declare", "local", "typeset"})
+
+
+def shell_variables(segment: Segment) -> dict[str, str | None]:
+    """The variables a segment sets in the shell that runs it, with their values as the shell reads
+    them (unquoted): `NAME=VALUE ...` alone, `export`/`readonly`/`declare`/`local NAME=VALUE`, and
+    `for NAME in WORDS` (the words, space-separated). None for a value that cannot be read off the
+    text: an append (`NAME+=...`) or an array's element. `NAME=VALUE cmd` sets NAME for cmd alone."""
+    words = _tokenize(segment.text).words
+    while words and words[0] in _SKIP_KEYWORDS:  # `then P=curl`
+        words = words[1:]
+    if len(words) >= 3 and words[0] == "for" and words[2] == "in":
+        return {words[1]: " ".join(w for w in words[3:] if w not in ("do", ";"))}
+    if words[:1] and words[0] in _DECLARES:
+        words = [w for w in words[1:] if not w.startswith("-")]
+    elif not words or not all(_ASSIGNMENT.match(w) for w in words):
+        return {}
+    found: dict[str, str | None] = {}
+    for word in words:
+        m = _ASSIGNMENT.match(word)
+        if m:
+            name = re.match(r"[A-Za-z_][A-Za-z0-9_]*", word)[0]  # type: ignore[index]
+            found[name] = None if m.group(1) or m.group(0).endswith("+=") else word[m.end():]
+    return found
+
+
 def invocation(segment: Segment) -> Invocation:
     tokens = _tokenize(segment.text)
     raw, args = resolve_program(tokens.words)
