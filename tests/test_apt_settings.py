@@ -206,7 +206,8 @@ def test_the_packages_the_verifiers_scripts_install_are_carried():
     assert apt_folders(["P=curl apt-get install -y $P"]) == ["a:?"]  # set for apt-get alone, after the words are read
     # what removes packages otherwise: which of the agent's go is not told by the words
     for command in ("apt-get remove -y zb", "apt purge -y zb", "apt-get -y autoremove", "apt-get dist-upgrade -y",
-                    "apt full-upgrade", "apt-get install -f -y", "apt-get --fix-broken install"):
+                    "apt full-upgrade", "apt-get install -f -y", "apt-get --fix-broken install", "apt-get install -yf",
+                    "apt-get install -y --autoremove curl", "apt install --auto-remove curl"):
         assert apt_folders([command]) == ["a:?"], command
     assert apt_folders(["apt-get upgrade -y", "apt-get update", "apt-get download jq"]) == ["a:"]  # upgrades: by version
     assert apt_folders(["apt-get update\n"]) == ["a:"] and verifier_installs(["a:"]) == []

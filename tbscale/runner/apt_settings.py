@@ -99,8 +99,10 @@ def apt_folders(texts: list[str], tests_mount: str | None = None) -> list[str]:
 # apt-get's, apt's and aptitude's options that take a value (apt-get(8))
 _WITH_VALUE = frozenset({"-o", "--option", "-c", "--config-file", "-t", "--target-release", "--default-release"})
 UNTOLD_INSTALL = "?"  # an install's word that is not a package's name: a variable set elsewhere, a pattern, a `.deb`
-# what may remove packages besides an install's conflicts: these, and `install -f`
+# what may remove packages besides an install's conflicts: these, and an install with `-f` (alone or
+# among other short options, `-yf`) or `--fix-broken`, `--autoremove`, `--auto-remove`
 _REMOVES = frozenset({"remove", "purge", "autoremove", "autopurge", "dist-upgrade", "full-upgrade"})
+_REMOVING = re.compile(r"-[a-zA-Z]*f[a-zA-Z]*|--fix-broken|--auto-?remove")
 _NAME = re.compile(r"[a-z0-9][a-z0-9+.-]+(?=$|[=/:])")
 _REFERENCE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 
@@ -110,11 +112,11 @@ def _installs(program: str, args: list[str], variables: dict[str, set[str] | Non
     `curl/bookworm`, `curl:amd64`: curl), a variable the scripts set read as each of its values;
     UNTOLD_INSTALL for a word that is none of those (a variable set elsewhere, a glob, a `.deb`),
     and for a command that removes packages otherwise (`remove`, `autoremove`, `dist-upgrade`,
-    `install -f`: none of the public test scripts looked at does)."""
+    `install -f`, `install --autoremove`: none of the public test scripts looked at does)."""
     words = [a for i, a in enumerate(args) if not a.startswith("-") and not (i and args[i - 1] in _WITH_VALUE)]
     if program == "dpkg" or not words:
         return set()
-    if words[0] in _REMOVES or (words[0] == "install" and {"-f", "--fix-broken"} & set(args)):
+    if words[0] in _REMOVES or (words[0] == "install" and any(_REMOVING.fullmatch(a) for a in args)):
         return {UNTOLD_INSTALL}  # which of the agent's packages go is not read off the words
     if words[0] not in ("install", "reinstall"):
         return set()

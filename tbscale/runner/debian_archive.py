@@ -361,7 +361,7 @@ def _indexes(mirror: str, suite: str, arch: str, cache: Path, rings: list[str], 
                 parsed[digest + suffix] = _in_memory[digest + suffix]
             elif kept.is_file():
                 parsed[digest + suffix] = json.loads(kept.read_text())
-                _keep_in_memory(digest + suffix, parsed[digest + suffix], kept_of)
+                _keep_in_memory(digest + suffix, parsed[digest + suffix])
         if digest + suffix in parsed:
             yield parsed[digest + suffix]
             continue
@@ -379,7 +379,7 @@ def _indexes(mirror: str, suite: str, arch: str, cache: Path, rings: list[str], 
                     fields["Filename"], fields["SHA256"], int(fields["Size"])]
         keep_json(kept, index)
         parsed[digest + suffix] = index
-        _keep_in_memory(digest + suffix, index, kept_of)
+        _keep_in_memory(digest + suffix, index)
         yield index
 
 
@@ -388,7 +388,7 @@ _in_memory: dict[str, dict] = {}  # the last indexes read, both kinds (a release
 IN_MEMORY = 32
 
 
-def _keep_in_memory(key: str, index: dict, kept_of: str) -> None:
+def _keep_in_memory(key: str, index: dict) -> None:
     """Indexes are kept in this process, a release's worth (its main index is about 60 MB in
     memory, of each kind): each check of a run whose agents install packages asks them again."""
     with _lock:
